@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Regenerate gen/ from protos/ with the pinned local plugins (no network).
+# Usage: scripts/gen.sh [VENV]   (default VENV: .venv)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${1:-.venv}"
+# The pinned tools live in the venv: buf, python -m grpc_tools.protoc,
+# protoc-gen-mypy and protoc-gen-python_betterproto (which runs black + isort).
+export PATH="$PWD/$venv/bin:$PATH"
+# Timestamps or locale must not leak into the output.
+export LC_ALL=C.UTF-8 PYTHONHASHSEED=0 SOURCE_DATE_EPOCH=0
+buf generate
+# betterproto writes an empty __init__.py at its output root; the wheel maps
+# gen/betterproto/elastic_idl to elastic_idl/betterproto, so that file is unused.
+rm -f gen/betterproto/__init__.py

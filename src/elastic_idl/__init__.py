@@ -1,0 +1,1 @@
+"""elastic-idl (placeholder while packaging is tried)."""
