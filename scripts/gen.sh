@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Regenerate gen/ from protos/ with the pinned local plugins (no network).
-# Usage: scripts/gen.sh [VENV]   (default VENV: .venv)
+# Usage: scripts/gen.sh [VENV]   (default VENV: .venv-gen, made by `make venv-gen`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv="${1:-.venv}"
+venv="${1:-.venv-gen}"
 # The pinned tools live in the venv: buf, python -m grpc_tools.protoc,
 # protoc-gen-mypy and protoc-gen-python_betterproto (which runs black + isort).
 export PATH="$PWD/$venv/bin:$PATH"

@@ -1,0 +1,302 @@
+"""Task (+ pod env) -> LaunchSpec, a typed, torch-free description of one node's launch.
+
+Pure: the environment is an argument, never read here. The thin step that builds
+torch's ``LaunchConfig`` lives in ``elastic_idl._torch``, the one module that imports torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from elastic_idl._errors import ValidationError, Violation
+from elastic_idl._validate import violations
+from elastic_idl._view import view
+from elastic_idl.plugins.v1 import elastic_pb2
+
+__all__ = [
+    "DEFAULT_LOCAL_HOST",
+    "DEFAULT_MONITOR_INTERVAL_S",
+    "DEFAULT_START_METHOD",
+    "ENV",
+    "EnvDecision",
+    "LaunchSpec",
+    "to_launch_spec",
+]
+
+_log = logging.getLogger("elastic_idl")
+
+
+class ENV:
+    """Names of the environment variables the Kubeflow operator injects (REFERENCE §4)."""
+
+    RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
+    RDZV_BACKEND = "PET_RDZV_BACKEND"
+    RDZV_ID = "PET_RDZV_ID"
+    RDZV_CONF = "PET_RDZV_CONF"
+    NNODES = "PET_NNODES"
+    NPROC_PER_NODE = "PET_NPROC_PER_NODE"
+    MAX_RESTARTS = "PET_MAX_RESTARTS"
+    STANDALONE = "PET_STANDALONE"
+    PYTHONUNBUFFERED = "PYTHONUNBUFFERED"
+
+
+#: Host of a local launch when neither the message nor the env names one: loopback only.
+DEFAULT_LOCAL_HOST = "127.0.0.1"
+#: Agent health-check interval when the message leaves it unset (torch's own default).
+DEFAULT_MONITOR_INTERVAL_S = 0.1
+#: torch start method used when the message leaves it unset. See the README, "Start methods".
+DEFAULT_START_METHOD = "spawn"
+#: Role when the message leaves it unset (torchrun's default; LaunchConfig's is "default_role").
+DEFAULT_ROLE = "default"
+#: run_id when nothing names one. torchrun uses "none"; a single local node may use anything.
+DEFAULT_RUN_ID = "none"
+
+_NPROC_POLICY = {
+    elastic_pb2.NPROC_POLICY_AUTO: "auto",
+    elastic_pb2.NPROC_POLICY_CPU: "cpu",
+    elastic_pb2.NPROC_POLICY_GPU: "gpu",
+}
+_START_METHOD = {
+    elastic_pb2.START_METHOD_SPAWN: "spawn",
+    elastic_pb2.START_METHOD_FORK: "fork",
+    elastic_pb2.START_METHOD_FORKSERVER: "forkserver",
+}
+_STD = {0: "0", 1: "1", 2: "2", 3: "3"}
+_NUMA = {
+    elastic_pb2.NUMA_BINDING_NODE: "node",
+    elastic_pb2.NUMA_BINDING_SOCKET: "socket",
+    elastic_pb2.NUMA_BINDING_EXCLUSIVE: "exclusive",
+    elastic_pb2.NUMA_BINDING_CORE_COMPLEX: "core-complex",
+}
+
+
+@dataclass(frozen=True)
+class EnvDecision:
+    """How one setting was resolved between the message and the pod env.
+
+    Attributes:
+        setting: LaunchSpec field name, e.g. "rdzv_endpoint".
+        env_var: The env variable consulted, e.g. "PET_RDZV_ENDPOINT".
+        message_value: What the message said ("" when it said nothing).
+        env_value: What the env said.
+        winner: "env" or "message".
+    """
+
+    setting: str
+    env_var: str
+    message_value: str
+    env_value: str
+    winner: str
+
+    def __str__(self) -> str:
+        used = self.env_value if self.winner == "env" else self.message_value
+        lost = self.message_value if self.winner == "env" else self.env_value
+        return f"{self.setting}: {self.winner} wins ({self.env_var}={self.env_value!r}); using {used!r}, ignoring {lost!r}"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Every field torch's LaunchConfig needs, resolved, with no torch import.
+
+    ``nproc_per_node`` is None when ``nproc_policy`` ("auto", "cpu", "gpu") must be
+    resolved on the node; :func:`to_launch_config` does that.
+    """
+
+    min_nodes: int
+    max_nodes: int
+    nproc_per_node: int | None
+    nproc_policy: str | None
+    run_id: str
+    role: str
+    rdzv_endpoint: str
+    rdzv_backend: str
+    rdzv_configs: Mapping[str, Any]
+    max_restarts: int
+    monitor_interval: float
+    start_method: str
+    redirects: str = "0"
+    tee: str = "0"
+    local_ranks_filter: tuple[int, ...] = ()
+    numa_binding: str | None = None
+    signals_to_handle: str = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+    shutdown_timeout: int | None = None
+    virtual_local_rank: bool = False
+    local_addr: str | None = None
+    decisions: tuple[EnvDecision, ...] = field(default=(), compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The LaunchConfig-relevant fields as plain JSON-able values (for the CLI and vectors)."""
+        return {
+            "min_nodes": self.min_nodes,
+            "max_nodes": self.max_nodes,
+            "nproc_per_node": self.nproc_per_node if self.nproc_per_node is not None else self.nproc_policy,
+            "run_id": self.run_id,
+            "role": self.role,
+            "rdzv_endpoint": self.rdzv_endpoint,
+            "rdzv_backend": self.rdzv_backend,
+            "rdzv_configs": dict(self.rdzv_configs),
+            "max_restarts": self.max_restarts,
+            "monitor_interval": self.monitor_interval,
+            "start_method": self.start_method,
+            "redirects": self.redirects,
+            "tee": self.tee,
+            "local_ranks_filter": list(self.local_ranks_filter),
+            "numa_binding": self.numa_binding,
+            "signals_to_handle": self.signals_to_handle,
+            "shutdown_timeout": self.shutdown_timeout,
+            "virtual_local_rank": self.virtual_local_rank,
+            "local_addr": self.local_addr,
+        }
+
+
+def _seconds(d: Any) -> float:
+    return float(d.seconds) + d.nanos / 1e9
+
+
+def _num(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else x
+
+
+def parse_rdzv_conf(text: str) -> dict[str, str]:
+    """Parse "k=v,k=v" (torchrun --rdzv-conf / PET_RDZV_CONF) into a dict of strings."""
+    out: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"rdzv conf item {item!r} is not key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def rdzv_configs_of(e: elastic_pb2.ElasticConfig) -> dict[str, Any]:
+    """The rendezvous options a message states: typed timeouts (seconds), then the extras in order."""
+    out: dict[str, Any] = {}
+    for name in ("join_timeout", "last_call_timeout", "close_timeout", "read_timeout"):
+        if e.HasField(name):
+            out[name] = _num(_seconds(getattr(e, name)))
+    for opt in e.rdzv_options:
+        out[opt.key] = opt.value
+    return out
+
+
+def to_launch_spec(
+    task: Any,
+    *,
+    env: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+    rdzv_endpoint: str | None = None,
+    start_method: str | None = None,
+) -> LaunchSpec:
+    """Map a valid elastic task (either shape, either binding) to a :class:`LaunchSpec`.
+
+    Args:
+        task: The task message.
+        env: The pod env (the operator's ``PET_*`` variables); None or {} outside a pod.
+            Precedence, field by field (every time the env changes a value it is
+            logged and recorded in ``LaunchSpec.decisions``):
+
+            - rdzv_endpoint: ``rdzv_endpoint`` argument > ``PET_RDZV_ENDPOINT`` >
+              message rdzv_host:rdzv_port > ``127.0.0.1:0`` (local). The env wins
+              because the operator knows the service address.
+            - run_id: ``run_id`` argument > ``PET_RDZV_ID`` > message rdzv_id > "none".
+            - min/max nodes (``PET_NNODES``), nproc (``PET_NPROC_PER_NODE``),
+              max_restarts (``PET_MAX_RESTARTS``), backend (``PET_RDZV_BACKEND``):
+              the message wins; it is the contract the operator copied them from.
+              A differing env value is logged as ignored.
+            - rdzv_configs: the message's options win; keys only in ``PET_RDZV_CONF``
+              are added (logged).
+        run_id: Explicit run id (the Flyte execution id in a pod).
+        rdzv_endpoint: Explicit endpoint "host:port", beats everything.
+        start_method: Explicit torch start method, beats the message.
+
+    Raises:
+        ValidationError: The task breaks a rule, or has no elastic config.
+    """
+    found = violations(task)
+    t = view(task)
+    if t.elastic is None:
+        found.append(
+            Violation("elastic_config", "launch.elastic_required", "a local launch needs an elastic config")
+        )
+    if found:
+        raise ValidationError(found)
+    assert t.elastic is not None  # for the type checker: checked above
+    e = t.elastic
+    env = dict(env or {})
+    decisions: list[EnvDecision] = []
+
+    def decide(setting: str, var: str, msg_value: str, env_wins: bool) -> str:
+        env_value = env.get(var)
+        if env_value is None or env_value == msg_value:
+            return msg_value
+        d = EnvDecision(setting, var, msg_value, env_value, "env" if env_wins else "message")
+        decisions.append(d)
+        _log.info("elastic-idl: %s", d)
+        return env_value if env_wins else msg_value
+
+    # Where to meet: the env wins.
+    msg_endpoint = ""
+    if e.rdzv_host or e.rdzv_port:
+        msg_endpoint = f"{e.rdzv_host or DEFAULT_LOCAL_HOST}:{e.rdzv_port}"
+    endpoint = decide("rdzv_endpoint", ENV.RDZV_ENDPOINT, msg_endpoint, env_wins=True)
+    if rdzv_endpoint is not None:
+        endpoint = rdzv_endpoint
+    if not endpoint:
+        endpoint = f"{DEFAULT_LOCAL_HOST}:0"
+    rid = decide("run_id", ENV.RDZV_ID, e.rdzv_id, env_wins=True)
+    if run_id is not None:
+        rid = run_id
+    rid = rid or DEFAULT_RUN_ID
+
+    # What to run: the message wins.
+    backend = t.effective_backend()
+    decide("rdzv_backend", ENV.RDZV_BACKEND, backend, env_wins=False)
+    decide("nnodes", ENV.NNODES, f"{e.min_replicas}:{e.max_replicas}", env_wins=False)
+    nproc_policy = _NPROC_POLICY.get(e.nproc_policy)
+    decide("nproc_per_node", ENV.NPROC_PER_NODE, nproc_policy or str(e.nproc_per_node), env_wins=False)
+    decide("max_restarts", ENV.MAX_RESTARTS, str(e.max_restarts), env_wins=False)
+
+    configs = rdzv_configs_of(e)
+    if ENV.RDZV_CONF in env:
+        try:
+            env_conf = parse_rdzv_conf(env[ENV.RDZV_CONF])
+        except ValueError as exc:
+            raise ValidationError([Violation(ENV.RDZV_CONF, "env.rdzv_conf", str(exc))]) from exc
+        for key, value in env_conf.items():
+            if key in configs:
+                if str(configs[key]) != value:
+                    decisions.append(EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, str(configs[key]), value, "message"))
+                    _log.info("elastic-idl: %s", decisions[-1])
+            else:
+                configs[key] = value
+                decisions.append(EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, "", value, "env"))
+                _log.info("elastic-idl: %s", decisions[-1])
+
+    method = start_method or _START_METHOD.get(e.start_method) or DEFAULT_START_METHOD
+    return LaunchSpec(
+        min_nodes=e.min_replicas,
+        max_nodes=e.max_replicas,
+        nproc_per_node=None if nproc_policy else e.nproc_per_node,
+        nproc_policy=nproc_policy,
+        run_id=rid,
+        role=e.role or DEFAULT_ROLE,
+        rdzv_endpoint=endpoint,
+        rdzv_backend=backend,
+        rdzv_configs=MappingProxyType(configs),
+        max_restarts=e.max_restarts,
+        monitor_interval=_seconds(e.monitor_interval) if e.HasField("monitor_interval") else DEFAULT_MONITOR_INTERVAL_S,
+        start_method=method,
+        redirects=_STD[e.redirects],
+        tee=_STD[e.tee],
+        local_ranks_filter=tuple(e.local_ranks_filter),
+        numa_binding=_NUMA.get(e.numa_binding),
+        signals_to_handle=",".join(e.signals_to_handle) or "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+        shutdown_timeout=math.ceil(_seconds(e.shutdown_timeout)) if e.HasField("shutdown_timeout") else None,
+        virtual_local_rank=e.virtual_local_rank,
+        decisions=tuple(decisions),
+    )
