@@ -1,0 +1,182 @@
+"""validate / violations: every rule has an invalid case, and valid tasks pass."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from google.protobuf.duration_pb2 import Duration
+
+import elastic_idl as ei
+from elastic_idl._messages import KubeflowTask, LegacyTask
+from elastic_idl._validate import RULES
+
+
+def kubeflow(**elastic: Any) -> KubeflowTask:
+    t = KubeflowTask()
+    e = t.elastic_config
+    e.rdzv_backend = "c10d"
+    e.min_replicas, e.max_replicas, e.nproc_per_node = 1, 2, 2
+    for key, value in elastic.items():
+        if isinstance(value, Duration):
+            getattr(e, key).CopyFrom(value)
+        else:
+            setattr(e, key, value)
+    t.worker_replicas.replicas = e.max_replicas
+    return t
+
+
+def legacy(workers: int = 2, **elastic: Any) -> LegacyTask:
+    t = LegacyTask(workers=workers)
+    t.elastic_config.CopyFrom(kubeflow(**elastic).elastic_config)
+    return t
+
+
+def d(seconds: int, nanos: int = 0) -> Duration:
+    return Duration(seconds=seconds, nanos=nanos)
+
+
+def _with(fn: Callable[[KubeflowTask], None], base: KubeflowTask | None = None) -> KubeflowTask:
+    t = base if base is not None else kubeflow()
+    fn(t)
+    return t
+
+
+def _opt(*pairs: tuple[str, str]) -> KubeflowTask:
+    t = kubeflow()
+    for k, v in pairs:
+        t.elastic_config.rdzv_options.add(key=k, value=v)
+    return t
+
+
+# (case id, task, rule id, field path)
+INVALID: list[tuple[str, Any, str, str]] = [
+    ("min0", kubeflow(min_replicas=0), "elastic.min_replicas.min", "elastic_config.min_replicas"),
+    ("min_gt_max", kubeflow(min_replicas=3, max_replicas=2), "elastic.min_le_max", "elastic_config.max_replicas"),
+    ("nproc0", kubeflow(nproc_per_node=0), "elastic.nproc.min", "elastic_config.nproc_per_node"),
+    ("nproc_neg", kubeflow(nproc_per_node=-1), "elastic.nproc.min", "elastic_config.nproc_per_node"),
+    ("nproc_conflict", kubeflow(nproc_policy=1), "elastic.nproc.conflict", "elastic_config.nproc_per_node"),
+    ("restarts_neg", kubeflow(max_restarts=-1), "elastic.max_restarts.min", "elastic_config.max_restarts"),
+    ("backend", kubeflow(rdzv_backend="zookeeper"), "elastic.rdzv_backend.known", "elastic_config.rdzv_backend"),
+    ("static", kubeflow(rdzv_backend="static", max_replicas=3), "elastic.static.fixed_size", "elastic_config.rdzv_backend"),
+    ("join0", kubeflow(join_timeout=d(0)), "elastic.duration.positive", "elastic_config.join_timeout"),
+    ("read_neg", kubeflow(read_timeout=d(-5)), "elastic.duration.positive", "elastic_config.read_timeout"),
+    ("last_call0", kubeflow(last_call_timeout=d(0)), "elastic.duration.positive", "elastic_config.last_call_timeout"),
+    ("close0", kubeflow(close_timeout=d(0)), "elastic.duration.positive", "elastic_config.close_timeout"),
+    ("shutdown0", kubeflow(shutdown_timeout=d(0)), "elastic.duration.positive", "elastic_config.shutdown_timeout"),
+    ("monitor0", kubeflow(monitor_interval=d(0)), "elastic.duration.positive", "elastic_config.monitor_interval"),
+    ("duration_mixed", kubeflow(join_timeout=d(5, -1)), "elastic.duration.valid", "elastic_config.join_timeout"),
+    ("monitor_big", kubeflow(monitor_interval=d(3601)), "elastic.monitor_interval.max", "elastic_config.monitor_interval"),
+    ("start_method", kubeflow(start_method=99), "enum.known", "elastic_config.start_method"),
+    ("nproc_policy", kubeflow(nproc_per_node=0, nproc_policy=7), "enum.known", "elastic_config.nproc_policy"),
+    ("opt_key_empty", _opt(("", "1")), "elastic.rdzv_options.key", "elastic_config.rdzv_options[0].key"),
+    ("opt_key_eq", _opt(("a=b", "1")), "elastic.rdzv_options.key", "elastic_config.rdzv_options[0].key"),
+    ("opt_value_comma", _opt(("is_host", "1,2")), "elastic.rdzv_options.value", "elastic_config.rdzv_options[0].value"),
+    ("opt_dup", _opt(("k", "1"), ("k", "2")), "elastic.rdzv_options.unique", "elastic_config.rdzv_options[1].key"),
+    ("opt_typed", _opt(("join_timeout", "5")), "elastic.rdzv_options.typed", "elastic_config.rdzv_options[0].key"),
+    ("rdzv_id", kubeflow(rdzv_id="has space"), "elastic.rdzv_id.format", "elastic_config.rdzv_id"),
+    ("rdzv_host", kubeflow(rdzv_host="a b"), "elastic.rdzv_host.format", "elastic_config.rdzv_host"),
+    ("rdzv_port", kubeflow(rdzv_port=70000), "elastic.rdzv_port.range", "elastic_config.rdzv_port"),
+    ("ranks", _with(lambda t: t.elastic_config.local_ranks_filter.extend([0, 2])), "elastic.local_ranks_filter.range", "elastic_config.local_ranks_filter"),
+    ("signals", _with(lambda t: t.elastic_config.signals_to_handle.append("SIGNOPE")), "elastic.signals.known", "elastic_config.signals_to_handle"),
+    ("workers_neg", legacy(workers=-1), "replicas.non_negative", "workers"),
+    ("workers_mismatch", legacy(workers=5), "replicas.worker_matches_max", "workers"),
+    ("kf_workers_mismatch", _with(lambda t: setattr(t.worker_replicas, "replicas", 7)), "replicas.worker_matches_max", "worker_replicas.replicas"),
+    ("common_mismatch", _with(lambda t: setattr(t.worker_replicas.common, "replicas", 3)), "replicas.worker_matches_max", "worker_replicas.common.replicas"),
+    ("master2", _with(lambda t: setattr(t.master_replicas.common, "replicas", 2)), "replicas.master_count", "master_replicas.common.replicas"),
+    ("deprecated_conflict", _with(lambda t: (setattr(t.worker_replicas.common, "replicas", 2), setattr(t.worker_replicas, "image", "a"), setattr(t.worker_replicas.common, "image", "b"))), "replicas.deprecated_conflict", "worker_replicas.image"),
+    ("restart_policy", _with(lambda t: setattr(t.worker_replicas.common, "restart_policy", 9)), "enum.known", "worker_replicas.common.restart_policy"),
+    ("resource_unknown", _with(lambda t: t.worker_replicas.common.resources.limits.add(name=0, value="1")), "resources.entry", "worker_replicas.common.resources.limits[0].name"),
+    ("resource_empty", _with(lambda t: t.worker_replicas.resources.requests.add(name=1, value="")), "resources.entry", "worker_replicas.resources.requests[0].value"),
+    ("clean_pod", _with(lambda t: setattr(t.run_policy, "clean_pod_policy", 5)), "enum.known", "run_policy.clean_pod_policy"),
+    ("run_policy_neg", _with(lambda t: setattr(t.run_policy, "backoff_limit", -1)), "run_policy.non_negative", "run_policy.backoff_limit"),
+    ("tee", kubeflow(tee=8), "enum.known", "elastic_config.tee"),
+]
+
+# Rules that no task can break on its own: they are about the launch context.
+CONTEXT_RULES = {"launch.elastic_required", "env.rdzv_conf"}
+
+
+@pytest.mark.parametrize(("task", "rule", "field"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
+def test_invalid_case_is_rejected_with_its_rule(task: Any, rule: str, field: str) -> None:
+    found = ei.violations(task)
+    assert (field, rule) in [(v.field, v.rule) for v in found], found
+    with pytest.raises(ei.ValidationError) as info:
+        ei.validate(task)
+    assert info.value.violations == tuple(found)
+    assert isinstance(info.value, ValueError)
+
+
+def test_every_rule_has_an_invalid_case() -> None:
+    covered = {c[2] for c in INVALID} | CONTEXT_RULES
+    assert covered == set(RULES)
+
+
+VALID: list[tuple[str, Any]] = [
+    ("minimal", kubeflow()),
+    ("empty_backend_is_c10d", kubeflow(rdzv_backend="")),
+    ("etcd", kubeflow(rdzv_backend="etcd-v2")),
+    ("static_fixed", kubeflow(rdzv_backend="static", min_replicas=2, max_replicas=2)),
+    ("policy_auto", kubeflow(nproc_per_node=0, nproc_policy=1)),
+    ("all_timeouts", kubeflow(join_timeout=d(900), last_call_timeout=d(0, 1), close_timeout=d(30), read_timeout=d(60), monitor_interval=d(3600), shutdown_timeout=d(5))),
+    ("options", _opt(("is_host", "1"), ("heartbeat_timeout", "a=b"), ("timeout", "900"))),
+    ("int32_max", kubeflow(max_replicas=2**31 - 1, nproc_per_node=2**31 - 1, max_restarts=2**31 - 1)),
+    ("unicode_role", kubeflow(role="trainer-é", rdzv_id="run-1", rdzv_host="::1", rdzv_port=65535)),
+    ("legacy_zero_workers", legacy(workers=0)),
+    ("legacy_no_elastic", LegacyTask(workers=3)),
+    ("kubeflow_no_elastic", KubeflowTask()),
+    ("master_one", _with(lambda t: setattr(t.master_replicas, "replicas", 1))),
+    ("common_wins", _with(lambda t: (setattr(t.worker_replicas, "replicas", 0), setattr(t.worker_replicas.common, "replicas", 2)))),
+    ("signals", _with(lambda t: t.elastic_config.signals_to_handle.extend(["SIGTERM", "SIGUSR1"]))),
+    ("ranks", _with(lambda t: t.elastic_config.local_ranks_filter.extend([0, 1]))),
+]
+
+
+@pytest.mark.parametrize("task", [c[1] for c in VALID], ids=[c[0] for c in VALID])
+def test_valid_case_passes(task: Any) -> None:
+    assert ei.violations(task) == []
+    ei.validate(task)
+
+
+def test_all_violations_reported_at_once() -> None:
+    t = kubeflow(min_replicas=0, nproc_per_node=0, max_restarts=-1, rdzv_backend="x")
+    rules = [v.rule for v in ei.violations(t)]
+    assert rules == ["elastic.min_replicas.min", "elastic.nproc.min", "elastic.max_restarts.min", "elastic.rdzv_backend.known"]
+    text = str(ei.ValidationError(ei.violations(t)))
+    assert text.startswith("4 violations:") and "elastic_config.min_replicas: elastic.min_replicas.min:" in text
+
+
+# betterproto maps google.protobuf.Duration to datetime.timedelta: it loses the
+# presence of an explicitly set zero duration ("0 s" comes back as "unset") and
+# normalises a mixed-sign Duration into a valid one. Both change the bytes.
+BETTERPROTO_REWRITES_DURATION = {"join0", "last_call0", "close0", "shutdown0", "monitor0", "duration_mixed"}
+
+
+def test_betterproto_task_gives_the_same_violations() -> None:
+    from elastic_idl.betterproto.plugins.kubeflow.v1 import DistributedPyTorchTrainingTask as BpTask
+    from elastic_idl.betterproto.plugins.v1 import DistributedPyTorchTrainingTask as BpLegacy
+
+    for name, task, rule, field in INVALID:
+        cls = BpLegacy if isinstance(task, LegacyTask) else BpTask
+        bp = cls().parse(task.SerializeToString())
+        if name in BETTERPROTO_REWRITES_DURATION:
+            assert bytes(bp) != task.SerializeToString()
+            assert (field, rule) not in [(v.field, v.rule) for v in ei.violations(bp)]
+        else:
+            assert ei.violations(bp) == ei.violations(task), name
+
+
+def test_validate_ignores_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PET_NNODES", "9:1")
+    monkeypatch.setenv("PET_NPROC_PER_NODE", "0")
+    assert ei.violations(kubeflow()) == []
+
+
+def test_validate_does_not_import_torch() -> None:
+    import subprocess
+
+    code = "import sys, elastic_idl as ei; from elastic_idl._messages import KubeflowTask; ei.violations(KubeflowTask()); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
