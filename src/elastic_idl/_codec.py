@@ -102,7 +102,11 @@ def detect_format(data: bytes | str) -> Format:
         loaded = yaml.safe_load(text)
     except yaml.YAMLError:
         return "textproto"
-    return "yaml" if isinstance(loaded, dict) else "textproto"
+    # Flat textproto ("a: 1") is also YAML and decodes the same; "a { b: 1 }" is
+    # YAML too, but with a key that is no field name.
+    if isinstance(loaded, dict) and all(isinstance(k, str) and k.isidentifier() for k in loaded):
+        return "yaml"
+    return "textproto"
 
 
 def _class_for(task_type_version: int, header_name: str | None) -> type[Message]:
