@@ -1,0 +1,277 @@
+"""The ``elastic-idl`` command line. With pod.py, the only code that prints, reads files or the env.
+
+Exit codes: 0 ok; 1 invalid input (decode or validation error, bad option
+value); 2 usage error; 3 the launched job failed; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from elastic_idl._codec import FORMATS, decode, encode, to_custom
+from elastic_idl._errors import ElasticIdlError, ValidationError
+from elastic_idl._messages import Task
+from elastic_idl._spec import to_launch_spec
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_JOB_FAILED = 3
+EXIT_INTERRUPTED = 130
+
+_EPILOG = (
+    "FILE is a task in textproto, JSON, YAML or binary ('-' reads stdin; the format is detected, "
+    "or give --format). --task-type-version says which task shape FILE holds: 1 (default, the "
+    "kubeflow shape flytekit 1.16 emits) or 0 (legacy). Exit codes: 0 ok, 1 invalid input, 2 usage, "
+    "3 the job failed, 130 interrupted."
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse's own exit code is 2 as well; keep the message short
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _add_input(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="task file, or - for stdin")
+    p.add_argument("--format", choices=FORMATS, help="input format (default: detected)")
+    p.add_argument("--task-type-version", type=int, default=1, choices=(0, 1), help="task shape (default 1)")
+
+
+def _read(args: argparse.Namespace) -> Task:
+    if args.file == "-":
+        data: bytes = sys.stdin.buffer.read()
+    else:
+        with open(args.file, "rb") as fh:
+            data = fh.read()
+    return decode(data, format=args.format, task_type_version=args.task_type_version)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from elastic_idl._validate import violations
+
+    found = violations(_read(args))
+    for v in found:
+        print(v, file=sys.stderr)
+    if found:
+        return EXIT_INVALID
+    print("valid")
+    return EXIT_OK
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    task = _read(args)
+    if args.to == "custom":
+        print(json.dumps(to_custom(task, upstream=args.upstream, allow_loss=args.allow_loss), indent=2, sort_keys=True))
+        return EXIT_OK
+    out = encode(task, args.to, upstream=args.upstream, allow_loss=args.allow_loss)
+    if isinstance(out, bytes):
+        sys.stdout.buffer.write(out)
+        sys.stdout.buffer.flush()
+    else:
+        sys.stdout.write(out)
+    return EXIT_OK
+
+
+def _env_from_args(pairs: Sequence[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--env {pair!r}: expected KEY=VALUE")
+        env[key] = value
+    return env
+
+
+def _cmd_launch_config(args: argparse.Namespace) -> int:
+    env = dict(os.environ) if args.use_environ else {}
+    env.update(_env_from_args(args.env))
+    spec = to_launch_spec(_read(args), env=env, run_id=args.run_id, rdzv_endpoint=args.rdzv_endpoint)
+    for d in spec.decisions:
+        print(f"note: {d}", file=sys.stderr)
+    print(json.dumps(spec.as_dict(), indent=2, sort_keys=True))
+    return EXIT_OK
+
+
+def _render(args: argparse.Namespace) -> dict[str, Any]:
+    from elastic_idl._kubeflow import render_pytorchjob
+
+    job: dict[str, Any] = render_pytorchjob(
+        _read(args),
+        task_type_version=args.task_type_version,
+        name=args.name,
+        image=args.image,
+        namespace=args.namespace,
+    )
+    return job
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    print(yaml.safe_dump(_render(args), sort_keys=False), end="")
+    return EXIT_OK
+
+
+def _cmd_env(args: argparse.Namespace) -> int:
+    from elastic_idl._kubeflow import pod_env
+
+    env = pod_env(_render(args), args.replica_type, args.replica)
+    for key in sorted(env):
+        print(f"{key}={env[key]}")
+    return EXIT_OK
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from elastic_idl._launcher import launch
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.module:
+        if not command:
+            raise _Usage("run: -m needs a module name")
+        target, rest, module = command[0], command[1:], True
+    else:
+        if not command:
+            raise _Usage("run: give a script after --, or -m MODULE")
+        target, rest, module = command[0], command[1:], False
+    env = dict(os.environ)
+    result = launch(
+        _read(args),
+        target,
+        *rest,
+        module=module,
+        env=env,
+        run_id=args.run_id,
+        rdzv_endpoint=args.rdzv_endpoint,
+        failure_path=args.failure_file,
+    )
+    if result is not None:
+        print(json.dumps(result, default=repr))
+    return EXIT_OK
+
+
+def _cmd_torchrun(args: argparse.Namespace) -> int:
+    from elastic_idl._launcher import launch
+    from elastic_idl._torchrun import from_torchrun
+
+    task, entry = from_torchrun(list(args.argv), dict(os.environ))
+    launch(task, entry.target, *entry.args, module=entry.module, env=dict(os.environ))
+    return EXIT_OK
+
+
+def _cmd_pod(args: argparse.Namespace) -> int:
+    from elastic_idl.pod import pod_main
+
+    return int(pod_main(list(args.argv)))
+
+
+class _Usage(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="elastic-idl",
+        description="Validate, convert, render and launch elastic PyTorch training tasks.",
+        epilog=_EPILOG,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the runtime decides")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("validate", help="exit 0 when FILE is valid; else one line per violation on stderr", epilog=_EPILOG)
+    _add_input(p)
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("convert", help="rewrite FILE in another format", epilog=_EPILOG)
+    _add_input(p)
+    p.add_argument("--to", required=True, choices=(*FORMATS, "custom"), help="output format")
+    p.add_argument("--upstream", action="store_true", help="emit only fields upstream flyteidl knows (refuses if that loses any)")
+    p.add_argument("--allow-loss", action="store_true", help="with --upstream: drop extension fields with a warning")
+    p.set_defaults(func=_cmd_convert)
+
+    p = sub.add_parser("launch-config", help="print the LaunchConfig fields as JSON", epilog=_EPILOG)
+    _add_input(p)
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="pod env entry (repeatable)")
+    p.add_argument("--use-environ", action="store_true", help="also read PET_* from this process's environment")
+    p.add_argument("--run-id", help="run id (beats PET_RDZV_ID and the message)")
+    p.add_argument("--rdzv-endpoint", help="HOST:PORT (beats PET_RDZV_ENDPOINT and the message)")
+    p.set_defaults(func=_cmd_launch_config)
+
+    for name, func, helptext in (
+        ("render", _cmd_render, "print the PyTorchJob YAML the backend would create (dry run)"),
+        ("env", _cmd_env, "print the env the operator injects into one pod, as KEY=VALUE lines"),
+    ):
+        p = sub.add_parser(name, help=helptext, epilog=_EPILOG)
+        _add_input(p)
+        p.add_argument("--name", required=True, help="job name (DNS-1035)")
+        p.add_argument("--image", required=True, help="container image")
+        p.add_argument("--namespace", default="default", help="namespace (default: default)")
+        if name == "env":
+            p.add_argument("--replica", type=int, default=0, help="replica index (default 0)")
+            p.add_argument("--replica-type", default="Worker", choices=("Worker", "Master"), help="replica type")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser(
+        "run",
+        help="launch FILE's task locally: run FILE -- script.py args... | run FILE -m module args...",
+        epilog=_EPILOG,
+    )
+    _add_input(p)
+    p.add_argument("-m", "--module", action="store_true", help="the entrypoint is a module (like python -m)")
+    p.add_argument("--run-id", help="run id (default: from the task, else random)")
+    p.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous (default: 127.0.0.1 and a free port)")
+    p.add_argument("--failure-file", help="write the FailureReport JSON here when the job fails")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- script.py args..., or MODULE args... with -m")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("torchrun", help="drop-in for torchrun: parse, validate, launch through our launcher", add_help=False)
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_cmd_torchrun)
+
+    p = sub.add_parser("pod", help="the pod entrypoint (see `elastic-idl pod --help`)", add_help=False)
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_cmd_pod)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="elastic-idl: %(message)s", stream=sys.stderr
+    )
+    try:
+        return int(args.func(args))
+    except _Usage as exc:
+        parser.print_usage(sys.stderr)
+        print(f"elastic-idl: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValidationError as exc:
+        for v in exc.violations:
+            print(v, file=sys.stderr)
+        return EXIT_INVALID
+    except (ElasticIdlError, ValueError) as exc:
+        # Failures of a launched job are ElasticIdlErrors too; the launcher's type says which.
+        code = EXIT_JOB_FAILED if type(exc).__name__ == "LaunchFailedError" else EXIT_INVALID
+        print(f"elastic-idl: error: {exc}", file=sys.stderr)
+        return code
+    except OSError as exc:
+        print(f"elastic-idl: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        print("elastic-idl: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
