@@ -15,7 +15,7 @@ echo "== 1. validate $task"
 echo "== 2. the LaunchConfig it becomes"
 "$cli" launch-config "$task"
 echo "== 3. the PyTorchJob the backend would create (dry run)"
-"$cli" render "$task" --name demo --image ghcr.io/example/train:latest
+"$cli" render "$task" --name demo --image ghcr.io/example/train:latest -- examples/train.py --epochs 5
 echo "== 4. train: 2 CPU workers, gloo, checkpoint in $ckpt"
 TIMEFORMAT='== training wall time: %R s'
 time "$cli" run "$task" -- examples/train.py --epochs 5 --checkpoint-dir "$ckpt"

@@ -102,7 +102,11 @@ def _cmd_launch_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _render(args: argparse.Namespace) -> dict[str, Any]:
+def _entrypoint(args: argparse.Namespace) -> list[str]:
+    return list(args.tail)
+
+
+def _render(args: argparse.Namespace, entrypoint: list[str]) -> dict[str, Any]:
     from elastic_idl._kubeflow import render_pytorchjob
 
     job: dict[str, Any] = render_pytorchjob(
@@ -111,19 +115,24 @@ def _render(args: argparse.Namespace) -> dict[str, Any]:
         name=args.name,
         image=args.image,
         namespace=args.namespace,
+        entrypoint=entrypoint,
     )
     return job
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    print(yaml.safe_dump(_render(args), sort_keys=False), end="")
+    entrypoint = _entrypoint(args)
+    if not entrypoint:
+        raise _Usage("render: give what the pods run after --, e.g. -- train.py --epochs 3")
+    print(yaml.safe_dump(_render(args, entrypoint), sort_keys=False), end="")
     return EXIT_OK
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
     from elastic_idl._kubeflow import pod_env
 
-    env = pod_env(_render(args), args.replica_type, args.replica)
+    # The entrypoint does not change the env; a placeholder keeps the render valid.
+    env = pod_env(_render(args, _entrypoint(args) or ["train.py"]), args.replica_type, args.replica)
     for key in sorted(env):
         print(f"{key}={env[key]}")
     return EXIT_OK
@@ -132,17 +141,10 @@ def _cmd_env(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from elastic_idl._launcher import launch
 
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if args.module:
-        if not command:
-            raise _Usage("run: -m needs a module name")
-        target, rest, module = command[0], command[1:], True
-    else:
-        if not command:
-            raise _Usage("run: give a script after --, or -m MODULE")
-        target, rest, module = command[0], command[1:], False
+    command = list(args.tail)
+    if not command:
+        raise _Usage("run: give a script after --, or -m MODULE")
+    target, rest, module = command[0], command[1:], bool(args.module)
     env = dict(os.environ)
     result = launch(
         _read(args),
@@ -218,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "env":
             p.add_argument("--replica", type=int, default=0, help="replica index (default 0)")
             p.add_argument("--replica-type", default="Worker", choices=("Worker", "Master"), help="replica type")
+        p.usage = f"elastic-idl {name} FILE --name N --image I [options] [-- script.py args...]"
         p.set_defaults(func=func)
 
     p = sub.add_parser(
@@ -226,11 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
     )
     _add_input(p)
-    p.add_argument("-m", "--module", action="store_true", help="the entrypoint is a module (like python -m)")
+    p.add_argument("-m", "--module", action="store_true", help="-m MODULE args...: run a module (like python -m)")
     p.add_argument("--run-id", help="run id (default: from the task, else random)")
     p.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous (default: 127.0.0.1 and a free port)")
     p.add_argument("--failure-file", help="write the FailureReport JSON here when the job fails")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- script.py args..., or MODULE args... with -m")
+    p.usage = "elastic-idl run FILE [options] -- script.py args... | elastic-idl run FILE [options] -m MODULE args..."
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("torchrun", help="drop-in for torchrun: parse, validate, launch through our launcher", add_help=False)
@@ -243,10 +246,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _split_tail(argv: list[str]) -> tuple[list[str], list[str], bool]:
+    """Split off what the workers run: after "--", or from "-m MODULE" on (run only)."""
+    if argv[:1] in (["torchrun"], ["pod"]):
+        return argv, [], False
+    for i, token in enumerate(argv):
+        if token == "--":
+            return argv[:i], argv[i + 1 :], False
+        if token in ("-m", "--module") and argv[:1] == ["run"]:
+            return argv[:i], argv[i + 1 :], True
+    return argv, [], False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    head, tail, module = _split_tail(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(head)
+    args.tail = tail
+    if args.command == "run":
+        args.module = module
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="elastic-idl: %(message)s", stream=sys.stderr
     )
