@@ -13,8 +13,8 @@ from elastic_idl._errors import RenderError
 from elastic_idl._kubeflow import (
     CONTAINER_NAME,
     DEFAULT_PORT,
-    PORT_NAME,
     POD_ENTRYPOINT,
+    PORT_NAME,
     TASK_ENV,
     TASK_TYPE_VERSION_ENV,
     pod_env,
@@ -219,9 +219,11 @@ def test_container_runs_the_pod_entrypoint_and_carries_the_task() -> None:
     assert c["name"] == "pytorch"
     assert c["command"] == list(POD_ENTRYPOINT) == ["python", "-m", "elastic_idl.pod"]
     assert c["args"] == ["--", "train.py", "--epochs", "3"]
-    assert c["ports"] == [{"containerPort": DEFAULT_PORT, "name": PORT_NAME}] == [
-        {"containerPort": 23456, "name": "pytorchjob-port"}
-    ]
+    assert (
+        c["ports"]
+        == [{"containerPort": DEFAULT_PORT, "name": PORT_NAME}]
+        == [{"containerPort": 23456, "name": "pytorchjob-port"}]
+    )
     env = {e["name"]: e["value"] for e in c["env"]}
     assert list(env) == [TASK_ENV, TASK_TYPE_VERSION_ENV, "HF_HOME"]
     assert env[TASK_TYPE_VERSION_ENV] == "1"

@@ -654,9 +654,7 @@ def pod_env(job: Mapping[str, Any], replica_type: str, index: int) -> dict[str, 
         count = _get(rspec, f"spec.pytorchReplicaSpecs.{rtype}", K.REPLICAS)
         counts[rtype] = 1 if count is None else int(count)  # the operator defaults replicas to 1
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < counts[replica_type]:
-        raise RenderError(
-            "index", f"{index!r} is out of range for {replica_type} (0..{counts[replica_type] - 1})"
-        )
+        raise RenderError("index", f"{index!r} is out of range for {replica_type} (0..{counts[replica_type] - 1})")
     job_name = _get(job, "", K.METADATA, K.NAME)
     if not isinstance(job_name, str) or not job_name:
         raise RenderError("metadata.name", "the job has no name")
