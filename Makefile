@@ -1,0 +1,112 @@
+# elastic-idl: one entry point for setting up, checking and running the project.
+#
+#   make test      set up whatever is missing, then run every check (CI runs this)
+#   make demo      set up whatever is missing, then run the demo
+#
+# Setup is idempotent: each venv carries a stamp named after the hash of its
+# requirements file, so a second run skips it and an edited lock rebuilds it.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := test
+MAKEFLAGS += --no-builtin-rules
+
+PYTHON ?= python3
+VENV := .venv
+GEN_VENV := .venv-gen
+PY := $(VENV)/bin/python
+BUF := $(GEN_VENV)/bin/buf
+# The committed image of the released schema that `buf breaking` compares against.
+BASELINE := buf/baseline.binpb
+LINT_PATHS := src tests bench scripts
+
+hash = $(shell sha256sum $(1) | cut -c1-16)
+DEV_STAMP := $(VENV)/.stamp-dev-$(call hash,requirements/dev.txt)
+GEN_STAMP := $(GEN_VENV)/.stamp-gen-$(call hash,requirements/gen.txt)
+
+.PHONY: test venv venv-dev venv-gen devtree gen check-gen lint fmt typecheck buf-lint buf-breaking \
+	pytest baseline bench demo clean
+
+# ---------------------------------------------------------------- setup
+
+# $(1): venv dir, $(2): requirements file, $(3): stamp.
+define make_venv
+	@echo "== setting up $(1) from $(2)"
+	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install -q -U pip
+	$(1)/bin/python -m pip install -q -r $(2)
+	rm -f $(1)/.stamp-*
+	touch $(3)
+endef
+
+$(DEV_STAMP): requirements/dev.txt
+	$(call make_venv,$(VENV),requirements/dev.txt,$@)
+
+$(GEN_STAMP): requirements/gen.txt
+	$(call make_venv,$(GEN_VENV),requirements/gen.txt,$@)
+
+venv-dev: $(DEV_STAMP)
+venv-gen: $(GEN_STAMP)
+venv: venv-dev venv-gen
+
+# The checkout as the package the wheel installs (symlinks, see the script).
+# Cheap, so it is redone every time: new modules in src/ appear in it.
+devtree: venv-dev
+	$(PY) scripts/dev_install.py >/dev/null
+
+# ---------------------------------------------------------------- generation
+
+gen: venv-gen
+	scripts/gen.sh $(GEN_VENV) >/dev/null
+
+# gen/ must be exactly what the pinned generators make from protos/.
+check-gen: gen
+	@if [ -n "$$(git status --porcelain -- gen)" ]; then \
+		echo "gen/ is stale or edited by hand: run 'make gen' and commit it"; \
+		git status --porcelain -- gen; git --no-pager diff --stat -- gen; exit 1; \
+	fi
+	@echo "gen/ is up to date"
+
+# ---------------------------------------------------------------- checks
+
+lint: venv-dev
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+
+fmt: venv-dev
+	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
+	$(VENV)/bin/ruff format $(LINT_PATHS)
+	$(BUF) format -w
+
+typecheck: devtree
+	$(VENV)/bin/mypy src/elastic_idl
+
+buf-lint: venv-gen
+	$(BUF) lint
+	$(BUF) format -d --exit-code
+
+buf-breaking: venv-gen
+	$(BUF) breaking --against $(BASELINE)
+
+pytest: devtree venv-gen
+	$(PY) -m pytest
+
+test: venv devtree lint typecheck buf-lint buf-breaking check-gen pytest
+	@echo "make test: all checks passed"
+
+# ---------------------------------------------------------------- other
+
+# Cut a new baseline when a schema version is released (see README, Development).
+baseline: venv-gen
+	$(BUF) build --exclude-source-info -o $(BASELINE)
+	@echo "wrote $(BASELINE): commit it with the release"
+
+bench: devtree
+	$(PY) bench/bench_import.py
+
+demo: venv devtree
+	@if [ -x scripts/demo.sh ]; then scripts/demo.sh; \
+	else echo "scripts/demo.sh is not there yet"; exit 1; fi
+
+clean:
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
