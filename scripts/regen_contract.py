@@ -1,0 +1,84 @@
+"""Regenerate the expected outputs of the contract vectors (contract/cases/*/).
+
+The ONE way expectation files change: run this, review the diff, commit it.
+Inputs (case.yaml, input.textproto) are written by hand and never touched here.
+Expectations come from the Python reference implementation
+(elastic_idl._conformance.evaluate); flytekit cases first ask the installed
+flytekitplugins-kfpytorch for the payload (sdk.json) and feed that in.
+
+Usage:
+    python scripts/regen_contract.py            # rewrite every case's expectations
+    python scripts/regen_contract.py NAME ...   # only these cases
+    python scripts/regen_contract.py --check    # exit 1 if any file would change (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from elastic_idl._conformance import (
+    Case,
+    evaluate,
+    flytekit_sdk_output,
+    load_cases,
+    read_expected,
+    write_expected,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "contract" / "cases"
+
+
+def outputs_of(case: Case) -> tuple[dict[str, object], dict[str, object] | None]:
+    """(expected outputs, sdk.json content or None) for one case."""
+    sdk = None
+    if case.kind == "flytekit":
+        assert case.flytekit is not None
+        sdk = flytekit_sdk_output(case.flytekit)
+        if sdk["custom"] is None:
+            return {}, sdk
+        data, fmt = json.dumps(sdk["custom"], sort_keys=True), "json"
+    else:
+        assert case.textproto is not None
+        data, fmt = case.textproto, "textproto"
+    out = evaluate(data, format=fmt, task_type_version=case.task_type_version, render=case.render, envs=case.envs)
+    return out, sdk
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="case names (default: all)")
+    parser.add_argument("--check", action="store_true", help="report stale expectations, write nothing")
+    args = parser.parse_args(argv)
+    cases = load_cases(CASES)
+    unknown = sorted(set(args.names) - {c.name for c in cases})
+    if unknown:
+        parser.error(f"unknown cases: {', '.join(unknown)}")
+    stale: list[str] = []
+    for case in cases:
+        if args.names and case.name not in args.names:
+            continue
+        outputs, sdk = outputs_of(case)
+        if args.check:
+            with tempfile.TemporaryDirectory() as tmp:
+                write_expected(Path(tmp), outputs, sdk=sdk)
+                if read_expected(Path(tmp)) != read_expected(case.path):
+                    stale.append(case.name)
+            continue
+        changed = write_expected(case.path, outputs, sdk=sdk)
+        if changed:
+            print(f"{case.name}: {', '.join(changed)}")
+    if args.check:
+        if stale:
+            print("stale expectations (run scripts/regen_contract.py): " + ", ".join(stale), file=sys.stderr)
+            return 1
+        print(f"{len(cases)} cases up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

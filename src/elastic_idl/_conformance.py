@@ -1,0 +1,526 @@
+"""Contract vectors: the case format and the reference conformance implementation.
+
+A *case* is a folder under ``contract/cases/<name>/`` holding an input task and
+the outputs every implementation must produce for it (``contract/README.md``
+documents the format). This module is the Python reference implementation of
+the conformance entry point (``python -m elastic_idl.conformance``): it reads a
+*request* (JSON on stdin: one entry per case, the input task and its options)
+and writes a *response* (JSON on stdout: this implementation's outputs per
+case). An implementation in another language (the Go backend) plugs in by
+reading the same request and writing the same response.
+
+Everything here is pure except :func:`main` (stdin/stdout) and the file
+helpers that load cases and write expectations.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from google.protobuf import json_format
+
+from elastic_idl._codec import decode, encode, to_custom
+from elastic_idl._errors import DecodeError, ElasticIdlError, RenderError, ValidationError, Violation
+from elastic_idl._spec import to_launch_spec
+from elastic_idl._validate import violations
+
+__all__ = [
+    "CASE_FILE",
+    "CONTRACT_VERSION",
+    "DEFAULT_RENDER",
+    "INPUT_FILE",
+    "KINDS",
+    "OUTPUTS",
+    "OUTPUT_FILES",
+    "Case",
+    "error_of",
+    "evaluate",
+    "flytekit_sdk_output",
+    "load_case",
+    "load_cases",
+    "main",
+    "read_expected",
+    "request_for",
+    "respond",
+    "violation_list",
+    "write_expected",
+]
+
+#: Version of the request/response and case format. Bump on an incompatible change.
+CONTRACT_VERSION = 1
+
+#: Case kinds. ``valid``/``invalid``: a textproto input that passes / breaks
+#: validation. ``flytekit``: the input is produced at test time by the installed
+#: flytekitplugins-kfpytorch from the case's ``flytekit`` settings. ``error``: the
+#: input cannot be read as a task at all (e.g. an unknown task_type_version).
+KINDS = ("valid", "invalid", "flytekit", "error")
+
+#: File names inside a case folder.
+CASE_FILE = "case.yaml"
+INPUT_FILE = "input.textproto"
+
+#: Output name (as in a response) -> expectation file name in the case folder.
+OUTPUT_FILES: dict[str, str] = {
+    "binary_hex": "binary.hex",
+    "custom": "custom.json",
+    "violations": "violations.json",
+    "launch_spec": "launch_spec.json",
+    "pytorchjob": "pytorchjob.yaml",
+    "pod_env": "pod_env.json",
+    "error": "error.json",
+}
+#: Outputs a conformance implementation may produce, in a stable order.
+OUTPUTS: tuple[str, ...] = tuple(OUTPUT_FILES)
+#: Expectation written by the runner, not by an implementation: what flytekit emits.
+SDK_FILE = "sdk.json"
+
+#: Render options used when a case gives none (merged under the case's ``render``).
+DEFAULT_RENDER: dict[str, Any] = {
+    "name": "job",
+    "image": "example.com/train:1",
+    "entrypoint": ["train.py"],
+}
+
+#: Keys case.yaml may hold; anything else is an error (no silently ignored settings).
+_CASE_KEYS = {"kind", "description", "task_type_version", "render", "envs", "flytekit", "tags"}
+#: Replica indices whose pod env (and launch spec under that env) a case pins.
+_PINNED_INDICES = (0, 1)
+#: Order of replica types in pod_env / launch_spec keys.
+_REPLICA_ORDER = ("Master", "Worker")
+
+
+class CaseError(ValueError):
+    """A case folder is malformed (unknown key, missing input, bad kind)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One contract case, as loaded from its folder.
+
+    Attributes:
+        name: Folder name; the case id.
+        path: The folder.
+        kind: One of :data:`KINDS`.
+        description: What the case pins down, in words.
+        task_type_version: The task template's task_type_version (0, 1, or an unsupported value).
+        render: Render options (``render_pytorchjob`` keyword arguments), defaults merged in.
+        envs: Extra named pod envs to build the launch spec under, beyond the pinned ones.
+        flytekit: For ``flytekit`` cases: ``{"config": "Elastic"|"PyTorch", "kwargs": {...}}``.
+        tags: Free-form labels (``edge``, ``unicode``, ``upstream-only``, ...).
+        textproto: The input task as textproto (None for ``flytekit`` cases).
+    """
+
+    name: str
+    path: Path
+    kind: str
+    description: str
+    task_type_version: int
+    render: Mapping[str, Any]
+    envs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    flytekit: Mapping[str, Any] | None = None
+    tags: tuple[str, ...] = ()
+    textproto: str | None = None
+
+
+def load_case(path: Path) -> Case:
+    """Load one case folder; raises :class:`CaseError` when it is malformed."""
+    meta_path = path / CASE_FILE
+    if not meta_path.is_file():
+        raise CaseError(f"{path.name}: no {CASE_FILE}")
+    meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
+    if not isinstance(meta, dict):
+        raise CaseError(f"{path.name}: {CASE_FILE} must hold a mapping")
+    unknown = sorted(set(meta) - _CASE_KEYS)
+    if unknown:
+        raise CaseError(f"{path.name}: unknown keys in {CASE_FILE}: {', '.join(unknown)}")
+    kind = meta.get("kind")
+    if kind not in KINDS:
+        raise CaseError(f"{path.name}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    version = meta.get("task_type_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise CaseError(f"{path.name}: task_type_version must be an integer")
+    description = meta.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise CaseError(f"{path.name}: a description is required")
+    render = {**DEFAULT_RENDER, **(meta.get("render") or {})}
+    envs = meta.get("envs") or {}
+    if not isinstance(envs, dict) or not all(
+        isinstance(k, str) and isinstance(v, dict) and all(isinstance(x, str) for x in [*v, *v.values()])
+        for k, v in envs.items()
+    ):
+        raise CaseError(f"{path.name}: envs must map a name to a mapping of strings")
+    clash = sorted(set(envs) & {"none"})
+    if clash or any("-" in k for k in envs):
+        raise CaseError(f"{path.name}: env names may not be 'none' or contain '-' (reserved for pods)")
+    flytekit = meta.get("flytekit")
+    input_path = path / INPUT_FILE
+    textproto = input_path.read_text(encoding="utf-8") if input_path.is_file() else None
+    if kind == "flytekit":
+        if not isinstance(flytekit, dict) or flytekit.get("config") not in ("Elastic", "PyTorch"):
+            raise CaseError(f"{path.name}: a flytekit case needs flytekit: {{config: Elastic|PyTorch, kwargs: ...}}")
+        if textproto is not None:
+            raise CaseError(f"{path.name}: a flytekit case has no {INPUT_FILE} (flytekit produces the input)")
+    else:
+        if flytekit is not None:
+            raise CaseError(f"{path.name}: only flytekit cases may have a flytekit key")
+        if textproto is None:
+            raise CaseError(f"{path.name}: no {INPUT_FILE}")
+    tags = meta.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise CaseError(f"{path.name}: tags must be a list of strings")
+    return Case(
+        name=path.name,
+        path=path,
+        kind=kind,
+        description=description.strip(),
+        task_type_version=version,
+        render=render,
+        envs={k: dict(v) for k, v in envs.items()},
+        flytekit=flytekit,
+        tags=tuple(tags),
+        textproto=textproto,
+    )
+
+
+def load_cases(cases_dir: Path) -> list[Case]:
+    """Every case under ``cases_dir``, sorted by name."""
+    return [load_case(p) for p in sorted(cases_dir.iterdir()) if p.is_dir()]
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def violation_list(found: Sequence[Violation]) -> list[dict[str, str]]:
+    """Violations as the contract pins them: field path and rule id (messages are prose, not contract)."""
+    return [{"field": v.field, "rule": v.rule} for v in found]
+
+
+def error_of(exc: ElasticIdlError) -> dict[str, Any]:
+    """The contract form of a typed error: its type name, plus violations or the field at fault."""
+    out: dict[str, Any] = {"type": type(exc).__name__}
+    if isinstance(exc, ValidationError):
+        out["violations"] = violation_list(exc.violations)
+    elif isinstance(exc, (RenderError, DecodeError)):
+        out["field"] = exc.field
+    return out
+
+
+def _json_error_field(text: str) -> str:
+    # protobuf says "Failed to serialize <name> field: ..." once per nesting level.
+    return ".".join(re.findall(r"Failed to serialize (\w+) field", text))
+
+
+def _pods(job: Mapping[str, Any]) -> list[tuple[str, int]]:
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    pods: list[tuple[str, int]] = []
+    for rtype in _REPLICA_ORDER:
+        if rtype in specs:
+            count = int(specs[rtype]["replicas"])
+            pods.extend((rtype, i) for i in _PINNED_INDICES if i < count)
+    return pods
+
+
+def evaluate(
+    data: str | bytes,
+    *,
+    format: str,
+    task_type_version: int,
+    render: Mapping[str, Any],
+    envs: Mapping[str, Mapping[str, str]] | None = None,
+) -> dict[str, Any]:
+    """Every output of the reference implementation for one input task.
+
+    The backend half works from the custom dict (what the backend receives):
+    custom -> task -> PyTorchJob -> pod env; the launch spec is built from the
+    task under no env, under each pinned pod's env and under each named extra env.
+
+    Returns:
+        ``{"error": ...}`` when the input is not a task of that version; else
+        binary_hex, custom, violations, pytorchjob, pod_env and launch_spec.
+    """
+    from elastic_idl._kubeflow import pod_env, render_pytorchjob
+
+    try:
+        if format == "binary_hex":
+            task = decode(bytes.fromhex(str(data)), format="binary", task_type_version=task_type_version)
+        else:
+            task = decode(data, format=format, task_type_version=task_type_version)  # type: ignore[arg-type]
+    except ElasticIdlError as exc:
+        return {"error": error_of(exc)}
+    except ValueError as exc:  # bad hex in the request
+        return {"error": {"type": "DecodeError", "field": "", "reason": str(exc)}}
+    out: dict[str, Any] = {}
+    binary = encode(task, "binary")
+    assert isinstance(binary, bytes)
+    out["binary_hex"] = binary.hex()
+    backend_input: Any
+    try:
+        backend_input = out["custom"] = to_custom(task)
+    except json_format.SerializeToJsonError as exc:
+        # The task has no proto3 JSON form (a Duration out of JSON's range). The
+        # contract calls that an EncodeError; the library raises protobuf's own
+        # exception here (see contract/known_failures.yaml, python-library).
+        out["custom"] = {"error": {"type": "EncodeError", "field": _json_error_field(str(exc))}}
+        backend_input = task
+    out["violations"] = violation_list(violations(task))
+
+    job: dict[str, Any] | None
+    try:
+        job = render_pytorchjob(backend_input, task_type_version=task_type_version, **render)
+        out["pytorchjob"] = job
+    except ElasticIdlError as exc:
+        job = None
+        out["pytorchjob"] = {"error": error_of(exc)}
+
+    pod_envs: dict[str, dict[str, str]] = {}
+    if job is not None:
+        for rtype, index in _pods(job):
+            pod_envs[f"{rtype}-{index}"] = pod_env(job, rtype, index)
+    out["pod_env"] = pod_envs
+
+    launch: dict[str, Any] = {}
+    for label, env in [("none", {}), *pod_envs.items(), *(envs or {}).items()]:
+        try:
+            launch[label] = to_launch_spec(task, env=env).as_dict()
+        except ElasticIdlError as exc:
+            launch[label] = {"error": error_of(exc)}
+    out["launch_spec"] = launch
+    return out
+
+
+def request_for(case: Case, *, input_format: str = "textproto", data: str | None = None) -> dict[str, Any]:
+    """The request entry for one case (see contract/README.md, "Request").
+
+    Args:
+        case: The case.
+        input_format: ``textproto`` (the case's input file), ``json`` or
+            ``binary_hex`` (the case's expected custom / binary, for implementations
+            that only read the backend's input form).
+        data: The input in that format; defaults to what the case folder holds.
+    """
+    if data is None:
+        if input_format == "textproto":
+            data = case.textproto
+        else:
+            expected = read_expected(case.path)
+            if input_format == "json":
+                data = json.dumps(expected["custom"], sort_keys=True) if "custom" in expected else None
+            elif input_format == "binary_hex":
+                data = expected.get("binary_hex")
+            else:
+                raise ValueError(f"unknown input format {input_format!r}")
+    if data is None:
+        raise CaseError(f"{case.name}: no input in format {input_format}")
+    return {
+        "name": case.name,
+        "task_type_version": case.task_type_version,
+        "input": {"format": input_format, "data": data},
+        "render": dict(case.render),
+        "envs": {k: dict(v) for k, v in case.envs.items()},
+    }
+
+
+def respond(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Answer a whole request (the reference implementation of the entry point)."""
+    from elastic_idl import __version__
+
+    version = request.get("version")
+    if version != CONTRACT_VERSION:
+        raise ValueError(f"request version {version!r} is not {CONTRACT_VERSION}")
+    results: dict[str, Any] = {}
+    for entry in request.get("cases", []):
+        inp = entry["input"]
+        results[entry["name"]] = evaluate(
+            inp["data"],
+            format=inp["format"],
+            task_type_version=entry["task_type_version"],
+            render=entry.get("render") or DEFAULT_RENDER,
+            envs=entry.get("envs") or {},
+        )
+    return {
+        "version": CONTRACT_VERSION,
+        "implementation": f"elastic-idl-python {__version__}",
+        "outputs": list(OUTPUTS),
+        "results": results,
+    }
+
+
+# --------------------------------------------------------------------------- flytekit cases
+
+
+def _flytekit_task_function(x: int) -> int:
+    # flytekit reads a task function's source, so the function of a flytekit case lives in a file.
+    return x
+
+
+def flytekit_sdk_output(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What the installed flytekitplugins-kfpytorch emits for a ``flytekit`` case's settings.
+
+    ``spec`` is the case's ``flytekit`` mapping: ``config`` (``Elastic`` or
+    ``PyTorch``) and ``kwargs``. Nested settings are given by name: ``run_policy``,
+    ``worker``/``master`` as mappings, enum members (``clean_pod_policy``,
+    ``restart_policy``) by member name, ``requests``/``limits`` as flytekit
+    ``Resources`` keyword arguments. flytekit is a test-only dependency, imported here.
+
+    Returns:
+        ``{"task_type": ..., "task_type_version": ..., "custom": <dict or None>}``.
+    """
+    import importlib
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plugin = importlib.import_module("flytekitplugins.kfpytorch.task")
+        flytekit = importlib.import_module("flytekit")
+        configuration = importlib.import_module("flytekit.configuration")
+
+        def resources(value: Mapping[str, Any] | None) -> Any:
+            return None if value is None else flytekit.Resources(**value)
+
+        def run_policy(value: Mapping[str, Any] | None) -> Any:
+            if value is None:
+                return None
+            kw = dict(value)
+            if "clean_pod_policy" in kw:
+                kw["clean_pod_policy"] = plugin.CleanPodPolicy[kw["clean_pod_policy"]]
+            return plugin.RunPolicy(**kw)
+
+        def replica(cls: Any, value: Mapping[str, Any] | None) -> Any:
+            kw = dict(value or {})
+            for key in ("requests", "limits"):
+                if key in kw:
+                    kw[key] = resources(kw[key])
+            if "restart_policy" in kw:
+                kw["restart_policy"] = plugin.RestartPolicy[kw["restart_policy"]]
+            return cls(**kw)
+
+        kwargs = dict(spec.get("kwargs") or {})
+        if "run_policy" in kwargs:
+            kwargs["run_policy"] = run_policy(kwargs["run_policy"])
+        if spec["config"] == "Elastic":
+            config = plugin.Elastic(**kwargs)
+            task_cls = plugin.PytorchElasticFunctionTask
+        else:
+            for key, cls in (("worker", plugin.Worker), ("master", plugin.Master)):
+                if key in kwargs:
+                    kwargs[key] = replica(cls, kwargs[key])
+            config = plugin.PyTorch(**kwargs)
+            task_cls = plugin.PyTorchFunctionTask
+        task = task_cls(task_config=config, task_function=_flytekit_task_function)
+        settings = configuration.SerializationSettings(image_config=configuration.ImageConfig.auto_default_image())
+        custom = task.get_custom(settings)
+    return {
+        "task_type": str(task.task_type),
+        "task_type_version": int(task.task_type_version),
+        "custom": custom,
+    }
+
+
+# --------------------------------------------------------------------------- expectation files
+
+
+def _dump_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _dump_output(name: str, value: Any) -> str:
+    if name == "binary_hex":
+        return str(value) + "\n"
+    if name == "pytorchjob":
+        return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=4096)
+    return _dump_json(value)
+
+
+def _load_output(name: str, text: str) -> Any:
+    if name == "binary_hex":
+        return text.strip()
+    if name == "pytorchjob":
+        return yaml.safe_load(text)
+    return json.loads(text)
+
+
+def write_expected(case_dir: Path, outputs: Mapping[str, Any], *, sdk: Mapping[str, Any] | None = None) -> list[str]:
+    """Write the expectation files of a case (regeneration only) and remove stale ones.
+
+    Returns the names of the files whose content changed.
+    """
+    changed: list[str] = []
+    wanted: dict[str, str] = {OUTPUT_FILES[k]: _dump_output(k, v) for k, v in outputs.items()}
+    if sdk is not None:
+        wanted[SDK_FILE] = _dump_json(sdk)
+    for fname, text in wanted.items():
+        target = case_dir / fname
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+            changed.append(fname)
+    for fname in [*OUTPUT_FILES.values(), SDK_FILE]:
+        if fname not in wanted and (case_dir / fname).exists():
+            (case_dir / fname).unlink()
+            changed.append(fname)
+    return changed
+
+
+def read_expected(case_dir: Path) -> dict[str, Any]:
+    """The expectation files of a case folder, by output name (``sdk`` for sdk.json)."""
+    out: dict[str, Any] = {}
+    for name, fname in OUTPUT_FILES.items():
+        p = case_dir / fname
+        if p.is_file():
+            out[name] = _load_output(name, p.read_text(encoding="utf-8"))
+    sdk = case_dir / SDK_FILE
+    if sdk.is_file():
+        out["sdk"] = json.loads(sdk.read_text(encoding="utf-8"))
+    return out
+
+
+#: Every file name a case folder may hold.
+KNOWN_FILES = frozenset({CASE_FILE, INPUT_FILE, SDK_FILE, *OUTPUT_FILES.values()})
+
+
+# --------------------------------------------------------------------------- entry point
+
+_USAGE = """usage: python -m elastic_idl.conformance [--case DIR ...]
+
+Reads a conformance request (JSON) on stdin and writes the response (JSON) on
+stdout; see contract/README.md. With --case DIR, builds the request from case
+folders instead of reading stdin (textproto input; flytekit cases are skipped).
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The conformance entry point: request on stdin (or --case DIRs), response on stdout.
+
+    Exit codes: 0 answered (per-case errors are part of the answer), 2 usage or a
+    malformed request.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        sys.stdout.write(_USAGE)
+        return 0
+    try:
+        if args:
+            if len(args) % 2 or any(a != "--case" for a in args[::2]):
+                sys.stderr.write(_USAGE)
+                return 2
+            cases = [load_case(Path(d)) for d in args[1::2]]
+            request: Any = {
+                "version": CONTRACT_VERSION,
+                "cases": [request_for(c) for c in cases if c.kind != "flytekit"],
+            }
+        else:
+            request = json.load(sys.stdin)
+        if not isinstance(request, dict):
+            raise ValueError("the request must be a JSON object")
+        response = respond(request)
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        sys.stderr.write(f"conformance: bad request: {type(exc).__name__}: {exc}\n")
+        return 2
+    sys.stdout.write(json.dumps(response, sort_keys=True, ensure_ascii=False) + "\n")
+    return 0
