@@ -55,7 +55,8 @@ def test_flytekit_default_renders_a_worker_only_job() -> None:
     assert job["kind"] == "PyTorchJob"
     assert job["metadata"] == {"name": "train", "namespace": "default"}
     spec = job["spec"]
-    assert list(spec) == ["elasticPolicy", "nprocPerNode", "pytorchReplicaSpecs"]
+    assert list(spec) == ["elasticPolicy", "nprocPerNode", "pytorchReplicaSpecs", "runPolicy"]
+    assert spec["runPolicy"] == {}
     assert spec["elasticPolicy"] == {"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d", "maxRestarts": 2}
     assert spec["nprocPerNode"] == "4"
     assert list(spec["pytorchReplicaSpecs"]) == ["Worker"]
@@ -248,6 +249,9 @@ def test_command_and_args_override() -> None:
     c = container(render(kf(), entrypoint=None, args=["--module", "--", "pkg.train"]))
     assert c["command"] == list(POD_ENTRYPOINT)
     assert c["args"] == ["--module", "--", "pkg.train"]
+    # pod_args are the pod entrypoint's own flags: before "--", never mixed into the entrypoint.
+    c = container(render(kf(), pod_args=["--module", "--output", "/out/r.json"], entrypoint=["pkg.train", "--lr", "1"]))
+    assert c["args"] == ["--module", "--output", "/out/r.json", "--", "pkg.train", "--lr", "1"]
 
 
 def test_labels_and_annotations_on_job_and_pods() -> None:
@@ -266,7 +270,9 @@ def test_labels_and_annotations_on_job_and_pods() -> None:
 
 
 def test_run_policy_absent_or_zero_values_left_out() -> None:
-    assert "runPolicy" not in render(kf())["spec"]
+    # Like upstream: an empty struct when the task has none (the operator defaults it).
+    assert render(kf())["spec"]["runPolicy"] == {}
+    assert render(LegacyTask(workers=2), version=0)["spec"]["runPolicy"] == {}
     t = kf()
     t.run_policy.SetInParent()
     assert render(t)["spec"]["runPolicy"] == {"cleanPodPolicy": "None"}
@@ -298,7 +304,7 @@ def test_non_elastic_kubeflow_renders_master_and_workers() -> None:
     t.master_replicas.common.image = "master:1"
     job = render(t)
     spec = job["spec"]
-    assert list(spec) == ["pytorchReplicaSpecs"]
+    assert list(spec) == ["pytorchReplicaSpecs", "runPolicy"]
     assert list(spec["pytorchReplicaSpecs"]) == ["Master", "Worker"]
     master, worker = spec["pytorchReplicaSpecs"]["Master"], spec["pytorchReplicaSpecs"]["Worker"]
     assert (master["replicas"], master["restartPolicy"]) == (1, "Never")
@@ -472,6 +478,8 @@ def test_replica_image_is_checked_and_named() -> None:
         ({"entrypoint": []}, "entrypoint"),
         ({"entrypoint": ["a.py"], "args": ["x"]}, "entrypoint"),
         ({"entrypoint": "train.py"}, "entrypoint"),
+        ({"pod_args": ["--module", "--"]}, "pod_args"),
+        ({"entrypoint": None, "pod_args": ["--module"], "args": ["x"]}, "pod_args"),
         ({"command": ["python", 3]}, "command[1]"),
         ({"labels": {"bad key!": "x"}}, "labels.bad key!"),
         ({"labels": {"ok": "not a valid value!"}}, "labels.ok"),

@@ -373,10 +373,12 @@ def _elastic_policy(t: TaskView) -> dict[str, Any]:
     return policy
 
 
-def _run_policy(t: TaskView) -> dict[str, Any] | None:
+def _run_policy(t: TaskView) -> dict[str, Any]:
     rp = t.run_policy
     if rp is None:
-        return None
+        # Upstream always sends a RunPolicy struct, empty when the task has none (the
+        # operator then defaults cleanPodPolicy to None); the SDK models require the key.
+        return {}
     out: dict[str, Any] = {K.CLEAN_POD_POLICY: CLEAN_POD_POLICIES[rp.clean_pod_policy]}
     # Zero means "unset" in the message (proto3), so it is left out like upstream's ParseRunPolicy.
     if rp.ttl_seconds_after_finished:
@@ -438,6 +440,7 @@ def render_pytorchjob(
     image: str,
     namespace: str = "default",
     entrypoint: Sequence[str] | None = None,
+    pod_args: Sequence[str] | None = None,
     command: Sequence[str] | None = None,
     args: Sequence[str] | None = None,
     resources: Mapping[str, Any] | None = None,
@@ -464,14 +467,15 @@ def render_pytorchjob(
     - Replica settings follow upstream's rule: ``common`` wins when set. An unset
       restart policy is ``Never`` (the enum's zero value, upstream's default).
       A replica's image and resources replace the task-level ``image``/``resources``.
-    - ``spec.runPolicy`` only when the task has one (kubeflow shape):
-      cleanPodPolicy always; ttlSecondsAfterFinished, activeDeadlineSeconds and
-      backoffLimit only when non-zero (0 means unset in the message).
+    - ``spec.runPolicy`` always, ``{}`` when the task has none (the legacy shape
+      never has one); from a run policy: cleanPodPolicy always,
+      ttlSecondsAfterFinished, activeDeadlineSeconds and backoffLimit only when
+      non-zero (0 means unset in the message), like upstream's ParseRunPolicy.
     - One container named ``pytorch`` with port 23456 named ``pytorchjob-port``
       (the rendezvous port when ``rdzv_port`` is set), and the task itself in the
       env var ``ELASTIC_IDL_TASK`` (its custom dict as compact JSON) with
       ``ELASTIC_IDL_TASK_TYPE_VERSION``. Its command runs the pod entrypoint:
-      ``python -m elastic_idl.pod -- <entrypoint...>``, unless ``command``/``args`` are given.
+      ``python -m elastic_idl.pod [pod_args] -- <entrypoint...>``, unless ``command``/``args`` are given.
 
     Args:
         task: The task: a message of either binding, or the ``TaskTemplate.custom``
@@ -481,12 +485,13 @@ def render_pytorchjob(
             (the operator's pod and Service names) has at most 63 characters.
         image: The task's container image; a replica spec's image wins over it.
         namespace: Kubernetes namespace (a DNS-1123 label).
-        entrypoint: What the pod entrypoint launches: a script path or module
-            (with the pod's ``--module`` flag among the items before it) and its
-            arguments, e.g. ``["train.py", "--epochs", "3"]``. Required unless
-            ``args`` is given.
+        entrypoint: What the pod entrypoint launches: a script path (or a module
+            with ``pod_args=["--module"]``) and its arguments, e.g.
+            ``["train.py", "--epochs", "3"]``. Required unless ``args`` is given.
+        pod_args: Flags of the pod entrypoint itself, before ``--`` (see
+            ``python -m elastic_idl.pod --help``), e.g. ``["--module"]``.
         command: Container command; default ``["python", "-m", "elastic_idl.pod"]``.
-        args: Container args; default ``["--", *entrypoint]``.
+        args: Container args; default ``[*pod_args, "--", *entrypoint]``.
         resources: Task-level Kubernetes resources ``{"requests": {...}, "limits": {...}}``,
             used by every replica whose spec sets none.
         labels: Labels of the job and of every pod template.
@@ -522,12 +527,15 @@ def render_pytorchjob(
     cmd = _strings("command", command)
     arg_list = _strings("args", args)
     entry = _strings("entrypoint", entrypoint)
+    flags = _strings("pod_args", pod_args) or []
+    if "--" in flags:
+        raise RenderError("pod_args", "'--' separates the pod flags from the entrypoint; it cannot be a flag")
     if arg_list is None:
         if cmd is None and not entry:
             raise RenderError("entrypoint", "what the pod runs is required (a script or module and its args)")
-        arg_list = ["--", *entry] if entry else []
-    elif entry:
-        raise RenderError("entrypoint", "give either entrypoint or args, not both")
+        arg_list = [*flags, "--", *entry] if entry else flags
+    elif entry or flags:
+        raise RenderError("entrypoint" if entry else "pod_args", "give either entrypoint/pod_args or args, not both")
     if cmd is None:
         cmd = list(POD_ENTRYPOINT)
 
@@ -573,9 +581,7 @@ def render_pytorchjob(
         replica_specs[MASTER] = replica(1, t.master)
     replica_specs[WORKER] = replica(workers, worker_replica)
     spec[K.REPLICA_SPECS] = replica_specs
-    run_policy = _run_policy(t)
-    if run_policy is not None:
-        spec[K.RUN_POLICY] = run_policy
+    spec[K.RUN_POLICY] = _run_policy(t)
 
     metadata: dict[str, Any] = {K.NAME: name, K.NAMESPACE: namespace}
     if job_labels:
