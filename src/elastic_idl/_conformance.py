@@ -46,6 +46,7 @@ __all__ = [
     "load_case",
     "load_cases",
     "main",
+    "outputs_of_task",
     "read_expected",
     "request_for",
     "respond",
@@ -235,18 +236,16 @@ def evaluate(
     render: Mapping[str, Any],
     envs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """Every output of the reference implementation for one input task.
+    """Every output of the reference implementation for one serialized input task.
 
-    The backend half works from the custom dict (what the backend receives):
-    custom -> task -> PyTorchJob -> pod env; the launch spec is built from the
-    task under no env, under each pinned pod's env and under each named extra env.
+    ``format`` is ``textproto``, ``json`` (the custom dict as JSON text) or
+    ``binary_hex``. The backend half works from the custom dict, which is what
+    the backend receives: custom -> task -> PyTorchJob -> pod env.
 
     Returns:
         ``{"error": ...}`` when the input is not a task of that version; else
-        binary_hex, custom, violations, pytorchjob, pod_env and launch_spec.
+        what :func:`outputs_of_task` returns.
     """
-    from elastic_idl._kubeflow import pod_env, render_pytorchjob
-
     try:
         if format == "binary_hex":
             task = decode(bytes.fromhex(str(data)), format="binary", task_type_version=task_type_version)
@@ -256,19 +255,45 @@ def evaluate(
         return {"error": error_of(exc)}
     except ValueError as exc:  # bad hex in the request
         return {"error": {"type": "DecodeError", "field": "", "reason": str(exc)}}
+    return outputs_of_task(task, task_type_version=task_type_version, render=render, envs=envs)
+
+
+def outputs_of_task(
+    task: Any,
+    *,
+    task_type_version: int,
+    render: Mapping[str, Any],
+    envs: Mapping[str, Mapping[str, str]] | None = None,
+    render_from: str = "custom",
+) -> dict[str, Any]:
+    """Every output for a decoded task (either binding): the contract's definition of each.
+
+    - ``binary_hex``: deterministic wire bytes, hex.
+    - ``custom``: the ``TaskTemplate.custom`` dict (proto3 JSON, camelCase), or an
+      EncodeError when the task has no JSON form.
+    - ``violations``: every broken rule, as field path + rule id, in order.
+    - ``pytorchjob``: the rendered job, rendered from the custom dict
+      (``render_from="custom"``, the backend's input) or from the message itself.
+    - ``pod_env``: the operator env of replica 0 and 1 of each replica type, keyed ``<Type>-<index>``.
+    - ``launch_spec``: ``LaunchSpec.as_dict()`` under no env (``none``), under each
+      pod env of ``pod_env`` and under each named extra env; or the error.
+    """
+    from elastic_idl._kubeflow import pod_env, render_pytorchjob
+
     out: dict[str, Any] = {}
     binary = encode(task, "binary")
     assert isinstance(binary, bytes)
     out["binary_hex"] = binary.hex()
-    backend_input: Any
+    backend_input: Any = task
     try:
-        backend_input = out["custom"] = to_custom(task)
+        out["custom"] = to_custom(task)
+        if render_from == "custom":
+            backend_input = out["custom"]
     except json_format.SerializeToJsonError as exc:
-        # The task has no proto3 JSON form (a Duration out of JSON's range). The
+        # The task has no proto3 JSON form (a Duration outside JSON's range). The
         # contract calls that an EncodeError; the library raises protobuf's own
-        # exception here (see contract/known_failures.yaml, python-library).
+        # exception (see contract/known_failures.yaml).
         out["custom"] = {"error": {"type": "EncodeError", "field": _json_error_field(str(exc))}}
-        backend_input = task
     out["violations"] = violation_list(violations(task))
 
     job: dict[str, Any] | None
