@@ -1,0 +1,117 @@
+"""torch is an optional extra: decoding, validating, converting and rendering never import it.
+
+Each check runs in a fresh interpreter, since this test process may have torch loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+#: The one module that imports torch at import time (DESIGN: torch lives in exactly one module).
+TORCH_MODULES = {"elastic_idl._torch"}
+#: Heavy upstream packages the runtime must not pull in either.
+FORBIDDEN = ("torch", "flytekit", "flyteidl", "kubernetes", "kubeflow")
+
+
+def _run(code: str) -> dict[str, object]:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _loaded_after(imports: list[str]) -> list[str]:
+    code = f"""
+import importlib, json, sys
+for name in {imports!r}:
+    importlib.import_module(name)
+print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}})))
+"""
+    return list(_run(code))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "elastic_idl",
+        "elastic_idl._validate",
+        "elastic_idl._spec",
+        "elastic_idl._view",
+        "elastic_idl._codec",
+        "elastic_idl._messages",
+        "elastic_idl.plugins.kubeflow.v1.pytorch_pb2",
+        "elastic_idl.plugins.v1.pytorch_pb2",
+        "elastic_idl.betterproto.plugins.kubeflow.v1",
+        "elastic_idl.betterproto.plugins.v1",
+    ],
+)
+def test_module_does_not_import_torch(module: str) -> None:
+    loaded = _loaded_after([module])
+    assert "elastic_idl" in loaded
+    assert [m for m in FORBIDDEN if m in loaded] == []
+
+
+def test_no_module_but_the_torch_one_imports_torch() -> None:
+    # Walk the files, not pkgutil: the generated _pb2 directories are namespace packages.
+    code = """
+import importlib, json, os, pathlib, sys
+import elastic_idl
+root = pathlib.Path(elastic_idl.__file__).parent
+names = sorted(
+    ".".join(("elastic_idl", *(pathlib.Path(d) / f).relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+    for d, _, files in os.walk(root, followlinks=True)  # the dev tree is made of symlinks
+    for f in files
+    if f.endswith(".py") and "__pycache__" not in d
+)
+out = {}
+for name in names:
+    if name == "elastic_idl._torch":
+        continue
+    importlib.import_module(name)
+    out[name] = "torch" in sys.modules
+print(json.dumps(out))
+"""
+    found = _run(code)
+    assert "elastic_idl._validate" in found
+    assert "elastic_idl.plugins.kubeflow.v1.pytorch_pb2" in found
+    assert len(found) >= 15
+    assert [name for name, torch_loaded in found.items() if torch_loaded] == []
+
+
+def test_the_torch_module_does_import_torch() -> None:
+    # The check above is only meaningful if detection works: the torch module must show up.
+    loaded = _loaded_after(sorted(TORCH_MODULES))
+    assert "torch" in loaded
+
+
+def test_runtime_works_with_torch_unimportable() -> None:
+    # torch blocked outright: any import attempt, even a lazy one, raises ImportError.
+    code = """
+import json, sys
+sys.modules["torch"] = None
+import elastic_idl as ei
+custom = {"elasticConfig": {"rdzvBackend": "c10d", "minReplicas": 1, "maxReplicas": 3, "nprocPerNode": 4,
+                            "maxRestarts": 2}, "workerReplicas": {"replicas": 3}}
+task = ei.from_custom(custom)
+ei.validate(task)
+spec = ei.to_launch_spec(task, run_id="r1", rdzv_endpoint="localhost:29400")
+wire = ei.encode(task, "binary")
+assert ei.decode(wire, task_type_version=1) == task
+print(json.dumps({"custom": ei.to_custom(task, upstream=True), "spec": type(spec).__name__}))
+"""
+    result = _run(code)
+    assert result["spec"] == "LaunchSpec"
+    assert result["custom"] == {
+        "elasticConfig": {
+            "rdzvBackend": "c10d",
+            "minReplicas": 1,
+            "maxReplicas": 3,
+            "nprocPerNode": 4,
+            "maxRestarts": 2,
+        },
+        "workerReplicas": {"replicas": 3},
+    }
