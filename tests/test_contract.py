@@ -58,7 +58,16 @@ BP_CLASSES: dict[int, Any] = {
 }
 
 #: Checks of this library, in-process (the keys of known_failures.yaml's ``python`` section).
-PYTHON_CHECKS = ("reference", "pb2", "betterproto", "betterproto_json", "sdk", "backend", "backend_struct")
+PYTHON_CHECKS = (
+    "reference",
+    "pb2",
+    "betterproto",
+    "betterproto_json",
+    "sdk",
+    "sdk_parity",
+    "backend",
+    "backend_struct",
+)
 #: Name of the reference entry point in known_failures.yaml (run as a subprocess).
 REFERENCE_IMPL = "python-entry-point"
 
@@ -437,6 +446,78 @@ def test_backend_direction(name: str, request: pytest.FixtureRequest) -> None:
         except ei.ValidationError as exc:
             got = {"error": conf.error_of(exc)}
         assert got == exp["launch_spec"][label], label
+
+
+def _strip_extensions(custom: dict[str, Any]) -> dict[str, Any]:
+    """The custom dict without elastic-idl's extension fields (ElasticConfig fields numbered >= 100)."""
+    ext = {f.json_name for f in ei.ElasticConfig.DESCRIPTOR.fields if f.number >= 100}
+    out = dict(custom)
+    if "elasticConfig" in out:
+        out["elasticConfig"] = {k: v for k, v in out["elasticConfig"].items() if k not in ext}
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(n for n in FLYTEKIT_CASES if CASES[n].flytekit["config"] == "Elastic"))  # type: ignore[index]
+def test_sdk_config_parity(name: str, request: pytest.FixtureRequest) -> None:
+    """Our SDK config given flytekit's Elastic(...) settings: flytekit's custom once our extensions are removed,
+    or the violations the contract pins for flytekit's payload (flytekit accepts what we refuse)."""
+    known_failure(request, "python", name, "sdk_parity")
+    from elastic_idl._sdk import Elastic
+
+    case = CASES[name]
+    assert case.flytekit is not None
+    exp = EXPECTED[name]
+    kwargs = dict(case.flytekit.get("kwargs") or {})
+    if exp.get("violations"):
+        with pytest.raises(ei.ValidationError) as info:
+            Elastic(**kwargs)
+        assert conf.violation_list(info.value.violations) == exp["violations"]
+        return
+    ours = Elastic(**kwargs).to_custom()
+    assert (ours.task_type, ours.task_type_version) == (exp["sdk"]["task_type"], exp["sdk"]["task_type_version"])
+    if exp["sdk"]["custom"] is None:
+        assert ours.custom is None
+        return
+    assert ours.custom is not None
+    assert _strip_extensions(ours.custom) == exp["sdk"]["custom"]
+    assert _strip_extensions(ours.custom) == exp["custom"]
+
+
+LAUNCH_CASES = sorted(n for n in TASK_CASES if any("error" not in d for d in EXPECTED[n]["launch_spec"].values()))
+
+
+@pytest.mark.parametrize("name", LAUNCH_CASES)
+def test_launch_config(name: str) -> None:
+    """Every pinned LaunchSpec becomes a torch LaunchConfig with exactly those fields (set explicitly)."""
+    # elastic_idl._torch first: it silences torch's import-time NumPy warning before torch loads.
+    from elastic_idl._torch import DEFAULT_SHUTDOWN_TIMEOUT_S, build_launch_config
+
+    Std = sys.modules["torch.distributed.elastic.multiprocessing.api"].Std
+
+    case = CASES[name]
+    exp = EXPECTED[name]
+    task = ei.decode(binary_of(name), format="binary", task_type_version=case.task_type_version)
+    envs = {"none": {}, **exp["pod_env"], **case.envs}
+    specs = {label: d for label, d in exp["launch_spec"].items() if "error" not in d}
+    for label, d in specs.items():
+        spec = ei.to_launch_spec(task, env=envs[label])
+        policy = not isinstance(d["nproc_per_node"], int)
+        lc = build_launch_config(spec, nproc_per_node=3 if policy else None)
+        assert lc.nproc_per_node == (3 if policy else d["nproc_per_node"])
+        for key in ("min_nodes", "max_nodes", "run_id", "role", "rdzv_endpoint", "rdzv_backend", "max_restarts"):
+            assert getattr(lc, key) == d[key], (label, key)
+        for key in ("monitor_interval", "start_method", "local_addr", "signals_to_handle", "virtual_local_rank"):
+            assert getattr(lc, key) == d[key], (label, key)
+        assert lc.shutdown_timeout == (d["shutdown_timeout"] or DEFAULT_SHUTDOWN_TIMEOUT_S)
+        # Whole seconds (torch int()s them; fractions round up), plus torch's own "timeout" default.
+        rounded = {k: -(-v // 1) if isinstance(v, float) else v for k, v in d["rdzv_configs"].items()}
+        assert lc.rdzv_configs == {"timeout": 900, **rounded}, label
+        logs = lc.logs_specs
+        assert logs._redirects == Std.from_str(d["redirects"])  # type: ignore[attr-defined]
+        assert logs._tee == Std.from_str(d["tee"])  # type: ignore[attr-defined]
+        assert logs._local_ranks_filter == (set(d["local_ranks_filter"]) or None)  # type: ignore[attr-defined]
+        numa = lc.numa_options.affinity_mode.value if lc.numa_options is not None else None
+        assert numa == d["numa_binding"]
 
 
 # ----------------------------------------------------------------- the entry point, or another implementation
