@@ -641,4 +641,6 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
         out.append("--run-path")
     if not ep.target or ep.target.startswith("-"):
         raise TorchrunError("training_script", f"{ep.target!r}: torchrun would read it as a flag or miss it")
-    return [*out, ep.target, *ep.args]
+    # argparse (so torchrun) drops one "--" right after the script: double it to pass one through.
+    escape = ["--"] if ep.args[:1] == ("--",) else []
+    return [*out, ep.target, *escape, *ep.args]
