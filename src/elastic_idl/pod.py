@@ -43,13 +43,14 @@ from ``PET_RDZV_ENDPOINT`` (whose ``<job>-worker-0`` only resolves in the cluste
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ from elastic_idl._codec import decode, from_custom
 from elastic_idl._errors import DecodeError, ElasticIdlError, ValidationError
 from elastic_idl._kubeflow import TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._messages import Task, task_class
-from elastic_idl._spec import to_launch_spec
+from elastic_idl._spec import DEFAULT_RUN_ID, to_launch_spec
 
 __all__ = [
     "DEFAULT_FAILURE_PATH",
@@ -91,6 +92,8 @@ OUTPUT_ENV = "ELASTIC_IDL_OUTPUT"
 FAILURE_PATH_ENV = "ELASTIC_IDL_FAILURE_PATH"
 #: Env var: HOST:PORT replacing the operator's PET_RDZV_ENDPOINT (``--rdzv-endpoint`` wins).
 RDZV_ENDPOINT_OVERRIDE_ENV = "ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE"
+#: Env var Flyte sets in task pods: the execution id, the default rendezvous id.
+FLYTE_EXECUTION_ID_ENV = "FLYTE_INTERNAL_EXECUTION_ID"
 DEFAULT_OUTPUT = "/tmp/elastic-idl/result.json"
 DEFAULT_FAILURE_PATH = "/tmp/elastic-idl/failure.json"
 #: Kubernetes' default terminationMessagePath, and the size it keeps.
@@ -163,7 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help=f"replace the operator's PET_RDZV_ENDPOINT (default ${RDZV_ENDPOINT_OVERRIDE_ENV})",
     )
-    p.add_argument("--run-id", help="rendezvous id (beats PET_RDZV_ID and the task's rdzv_id)")
+    p.add_argument(
+        "--run-id",
+        help=f"rendezvous id (default: PET_RDZV_ID, the task's rdzv_id, ${FLYTE_EXECUTION_ID_ENV}, else 'none')",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     return p
 
@@ -295,6 +301,31 @@ def _exit_code_of_launch_failure(exc: BaseException) -> int:
     return EXIT_JOB_FAILED
 
 
+@contextlib.contextmanager
+def _quiet(logger: logging.Logger) -> Iterator[None]:
+    """Silence INFO for a dry run whose decisions the launcher logs again."""
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _run_id(task: Task, environ: Mapping[str, str], flag: str | None, endpoint: str | None) -> str:
+    """The rendezvous id every pod of the job agrees on.
+
+    ``--run-id`` > ``PET_RDZV_ID`` > the task's rdzv_id > ``$FLYTE_INTERNAL_EXECUTION_ID``
+    (the Flyte execution id, what flytekit uses) > "none". Also rejects an invalid
+    task or env (ValidationError) before torch is imported.
+    """
+    with _quiet(_log):
+        spec = to_launch_spec(task, env=environ, run_id=flag, rdzv_endpoint=endpoint)
+    if flag is None and spec.run_id == DEFAULT_RUN_ID and environ.get(FLYTE_EXECUTION_ID_ENV):
+        return environ[FLYTE_EXECUTION_ID_ENV]
+    return spec.run_id
+
+
 def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None = None) -> int:
     """Run the pod entrypoint with ``argv`` (without the program name); returns the exit code.
 
@@ -317,7 +348,7 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
     if not logging.getLogger().handlers:
         logging.basicConfig(
             level=logging.WARNING if args.quiet else logging.INFO,
-            format="elastic-idl pod: %(message)s",
+            format="%(message)s",
             stream=sys.stderr,
         )
     output = args.output or environ.get(OUTPUT_ENV) or DEFAULT_OUTPUT
@@ -326,9 +357,7 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
 
     try:
         task, _ = load_task(args, environ)
-        # Pure and cheap: rejects an invalid task or env before torch is imported, and
-        # gives the run id every pod of the job agrees on (--run-id > PET_RDZV_ID > task).
-        run_id = to_launch_spec(task, env=environ, run_id=args.run_id, rdzv_endpoint=endpoint).run_id
+        run_id = _run_id(task, environ, args.run_id, endpoint)
         target: Any = _callable(tail[0]) if args.call else tail[0]
     except _Usage as exc:
         parser.print_usage(sys.stderr)
@@ -342,7 +371,7 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
         _say(f"elastic-idl pod: error: {exc}")
         return EXIT_INVALID
     if endpoint:
-        _log.info("elastic-idl pod: rendezvous endpoint overridden: %s", endpoint)
+        _log.info("elastic-idl pod: rendezvous endpoint overridden by %s: %s", RDZV_ENDPOINT_OVERRIDE_ENV, endpoint)
 
     from elastic_idl._launcher import launch  # imports torch: only now
 
@@ -353,7 +382,7 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
             *tail[1:],
             return_all=True,
             env=environ,
-            run_id=args.run_id,
+            run_id=run_id,
             rdzv_endpoint=endpoint,
             failure_path=failure_path,
             module=bool(args.module),
@@ -361,6 +390,10 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
     except ValidationError as exc:
         for v in exc.violations:
             _say(f"elastic-idl pod: {v}")
+        return EXIT_INVALID
+    except (TypeError, FileNotFoundError, ModuleNotFoundError) as exc:
+        # The launcher checks the entrypoint before it starts anything.
+        _say(f"elastic-idl pod: error: ENTRYPOINT: {exc}")
         return EXIT_INVALID
     except KeyboardInterrupt as exc:
         _record_failure(exc, args, failure_path, run_id)
