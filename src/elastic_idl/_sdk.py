@@ -144,7 +144,9 @@ class _Problems:
         self.found: list[Violation] = []
 
     def add(self, argument: str, message: str, rule: str = "sdk.argument") -> None:
-        self.found.append(Violation(argument, rule, message))
+        v = Violation(argument, rule, message)
+        if v not in self.found:  # "nnodes" 2**31 is out of range twice (min and max): say it once
+            self.found.append(v)
 
 
 def _is_int(value: object) -> bool:
