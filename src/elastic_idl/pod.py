@@ -400,8 +400,6 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
         return EXIT_INTERRUPTED
     except ElasticIdlError as exc:
         code = _exit_code_of_launch_failure(exc)
-        if code == EXIT_INVALID:  # pragma: no cover - every launch failure maps to 3, 4 or 128+N
-            return code
         _say(f"elastic-idl pod: job failed: {exc}")
         _record_failure(exc, args, failure_path, run_id)
         return code
