@@ -15,7 +15,7 @@ import copy
 import importlib
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,7 +35,7 @@ RUN_ID = "local"
 
 
 @pytest.fixture(scope="module")
-def fk() -> Iterator[SimpleNamespace]:
+def fk() -> SimpleNamespace:
     """flytekit and its PyTorch plugin, imported once (about 2 s); torch's import warnings silenced."""
     pytest.importorskip("flytekitplugins.kfpytorch")
     with warnings.catch_warnings():
@@ -47,7 +47,7 @@ def fk() -> Iterator[SimpleNamespace]:
         translator = importlib.import_module("flytekit.tools.translator")
         launcher_api = importlib.import_module("torch.distributed.launcher.api")
     image = configuration.Image(name="default", fqn="ghcr.io/x/train", tag="1")
-    yield SimpleNamespace(
+    return SimpleNamespace(
         kfp=kfp,
         task=flytekit.task,
         Resources=flytekit.Resources,
@@ -304,9 +304,10 @@ def flytekit_pod_config(fk: SimpleNamespace, task: Any, monkeypatch: pytest.Monk
         raise _Captured(config)
 
     monkeypatch.setattr(fk.launcher_api, "elastic_launch", stub)
-    with pytest.raises(_Captured) as info, warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        task._execute(x=1)
+        with pytest.raises(_Captured) as info:
+            task._execute(x=1)
     return info.value.args[0]
 
 
