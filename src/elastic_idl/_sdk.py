@@ -426,7 +426,8 @@ class Elastic:
         nproc_per_node: Worker processes per node: an int (or its decimal string), or ``"auto"``,
             ``"cpu"``, ``"gpu"`` (resolved on the node; flytekit cannot express these).
         start_method: ``"spawn"``, ``"fork"`` or ``"forkserver"``. None (default) leaves it unset
-            on the wire: the launcher's default, ``"spawn"``, which is flytekit's default too.
+            on the wire: the launcher's default (elastic-idl's launcher: a warm ``forkserver``).
+            flytekit's default is ``"spawn"``; pass it to keep it.
         monitor_interval: Seconds between worker health checks (> 0, <= 3600). None (default):
             the launcher's 0.1 s. flytekit's default 5 puts a 5 s floor under every run; pass
             ``monitor_interval=5`` to keep it.
