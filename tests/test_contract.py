@@ -162,38 +162,104 @@ def test_contract_folder_has_no_strays() -> None:
     assert not strays, f"files directly under contract/cases/: {strays}"
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_case_folder(name: str) -> None:
-    """Inputs plus exactly the expectation files its kind needs: none missing, none unknown."""
-    case = CASES[name]
+def folder_problems(case: conf.Case) -> list[str]:
+    """What is wrong with a case folder: unknown files, missing or surplus expectations, inconsistent kind."""
     files = {p.name for p in case.path.iterdir()}
     unknown = files - conf.KNOWN_FILES
-    assert not unknown, f"unknown files (no such input or output): {sorted(unknown)}"
-    exp = EXPECTED[name]
+    if unknown:
+        return [f"unknown files (no such input or output): {sorted(unknown)}"]
+    exp = conf.read_expected(case.path)
     full = set(conf.OUTPUT_FILES) - {"error"}
+    has_task = case.kind not in ("error", "flytekit") or (
+        case.kind == "flytekit" and (exp.get("sdk") or {}).get("custom") is not None
+    )
     if case.kind == "error":
         required = {"error"}
     elif case.kind == "flytekit":
-        required = {"sdk"} | (full if _has_task(name) else set())
+        required = {"sdk"} | (full if has_task else set())
     else:
         required = full
-    assert set(exp) == required, f"expectations {sorted(exp)} but a {case.kind} case needs {sorted(required)}"
-    if not _has_task(name):
-        return
+    if set(exp) != required:
+        return [f"expectations {sorted(exp)} but a {case.kind} case needs {sorted(required)}"]
+    if not has_task:
+        return []
+    problems = []
     broken = exp["violations"]
-    if case.kind == "valid":
-        assert broken == [], "a valid case breaks no rule"
-    if case.kind == "invalid":
-        assert broken, "an invalid case breaks at least one rule"
+    if case.kind == "valid" and broken:
+        problems.append("a valid case breaks no rule")
+    if case.kind == "invalid" and not broken:
+        problems.append("an invalid case breaks at least one rule")
     if broken:
         # Never a PyTorchJob, a pod or a LaunchSpec for an invalid task: the same violations instead.
-        refusal = {"error": {"type": "ValidationError", "violations": broken}}
-        assert exp["pytorchjob"] == refusal
-        assert exp["pod_env"] == {}
-        assert set(exp["launch_spec"]) == {"none", *case.envs}
-        for spec in exp["launch_spec"].values():
-            assert spec["error"]["type"] == "ValidationError"
-            assert spec["error"]["violations"][: len(broken)] == broken
+        if exp["pytorchjob"] != {"error": {"type": "ValidationError", "violations": broken}}:
+            problems.append("an invalid task has a PyTorchJob")
+        if exp["pod_env"] != {} or set(exp["launch_spec"]) != {"none", *case.envs}:
+            problems.append("an invalid task has pods")
+        for label, spec in exp["launch_spec"].items():
+            error = spec.get("error") or {}
+            if error.get("type") != "ValidationError" or error["violations"][: len(broken)] != broken:
+                problems.append(f"an invalid task has a LaunchSpec ({label})")
+    return problems
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_case_folder(name: str) -> None:
+    """Inputs plus exactly the expectation files its kind needs: none missing, none unknown."""
+    assert folder_problems(CASES[name]) == []
+
+
+def test_runner_rejects_broken_folders(tmp_path: Path) -> None:
+    """The checks bite: a stray file, a missing expectation, a kind that lies, a folder without case.yaml."""
+    import shutil
+
+    def copy(name: str) -> Path:
+        target = tmp_path / name
+        shutil.copytree(CASES[name].path, target)
+        return target
+
+    stray = copy("kf_minimal_elastic")
+    (stray / "pytorchjob.yml").write_text("{}")
+    assert "unknown files" in folder_problems(conf.load_case(stray))[0]
+    missing = copy("kf_unicode")
+    (missing / "pod_env.json").unlink()
+    assert "needs" in folder_problems(conf.load_case(missing))[0]
+    lying = copy("bad_min_zero")
+    (lying / "case.yaml").write_text((lying / "case.yaml").read_text().replace("kind: invalid", "kind: valid"))
+    assert "a valid case breaks no rule" in folder_problems(conf.load_case(lying))
+    (tmp_path / "no_case").mkdir()
+    with pytest.raises(conf.CaseError, match=r"no case\.yaml"):
+        conf.load_case(tmp_path / "no_case")
+    unknown_key = copy("v0_empty")
+    (unknown_key / "case.yaml").write_text((unknown_key / "case.yaml").read_text() + "expected: {}\n")
+    with pytest.raises(conf.CaseError, match="unknown keys"):
+        conf.load_case(unknown_key)
+
+
+def test_regeneration_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """scripts/regen_contract.py --check finds a stale expectation; a run restores it and removes stray outputs."""
+    import importlib.util
+    import shutil
+
+    spec = importlib.util.spec_from_file_location("regen_contract", REPO / "scripts" / "regen_contract.py")
+    assert spec is not None
+    assert spec.loader is not None
+    regen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(regen)
+    for name in ("kf_flytekit_example", "unsupported_version_2"):
+        shutil.copytree(CASES[name].path, tmp_path / name)
+    monkeypatch.setattr(regen, "CASES", tmp_path)
+    assert regen.main([]) == 0  # whether the repo's copy is fresh is test_reference's business
+    assert regen.main(["--check"]) == 0
+    target = tmp_path / "kf_flytekit_example" / "binary.hex"
+    fresh = target.read_text()
+    target.write_text("00\n")
+    (tmp_path / "unsupported_version_2" / "custom.json").write_text("{}\n")
+    assert regen.main(["--check"]) == 1
+    assert target.read_text() == "00\n", "--check writes nothing"
+    assert regen.main([]) == 0
+    assert target.read_text() == fresh
+    assert not (tmp_path / "unsupported_version_2" / "custom.json").exists()
+    assert regen.main(["--check"]) == 0
 
 
 def test_known_failures_name_real_cases_and_checks() -> None:
