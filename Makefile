@@ -51,8 +51,14 @@ venv: venv-dev venv-gen
 
 # The checkout as the package the wheel installs (symlinks, see the script).
 # Cheap, so it is redone every time: new modules in src/ appear in it.
-devtree: venv-dev
+devtree: venv-dev $(VENV)/bin/elastic-idl
 	$(PY) scripts/dev_install.py >/dev/null
+
+# The console script the wheel declares ([project.scripts]), for the dev tree.
+$(VENV)/bin/elastic-idl: | venv-dev
+	printf '%s\n' '#!$(abspath $(PY))' 'import sys' 'from elastic_idl.cli import main' \
+		'sys.exit(main())' > $@
+	chmod +x $@
 
 # ---------------------------------------------------------------- generation
 
@@ -73,7 +79,7 @@ lint: venv-dev
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 
-fmt: venv-dev
+fmt: venv-dev venv-gen
 	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
 	$(VENV)/bin/ruff format $(LINT_PATHS)
 	$(BUF) format -w
@@ -105,7 +111,7 @@ bench: devtree
 	$(PY) bench/bench_import.py
 
 demo: venv devtree
-	@if [ -x scripts/demo.sh ]; then scripts/demo.sh; \
+	@if [ -x scripts/demo.sh ]; then scripts/demo.sh $(ARGS); \
 	else echo "scripts/demo.sh is not there yet"; exit 1; fi
 
 clean:
