@@ -165,15 +165,18 @@ def _cmd_torchrun(args: argparse.Namespace) -> int:
     from elastic_idl._launcher import launch
     from elastic_idl._torchrun import from_torchrun
 
-    task, entry = from_torchrun(list(args.argv), dict(os.environ))
-    launch(task, entry.target, *entry.args, module=entry.module, env=dict(os.environ))
+    task, entry = from_torchrun(list(args.tail), dict(os.environ))
+    if entry.no_python:
+        raise _Usage("torchrun: --no-python runs a non-Python program; use torchrun itself for that")
+    # torchrun's own env fallbacks (PET_*) were applied by from_torchrun; the command line won.
+    launch(task, entry.target, *entry.args, module=entry.module)
     return EXIT_OK
 
 
 def _cmd_pod(args: argparse.Namespace) -> int:
     from elastic_idl.pod import pod_main
 
-    return int(pod_main(list(args.argv)))
+    return int(pod_main(list(args.tail)))
 
 
 class _Usage(Exception):
@@ -237,19 +240,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("torchrun", help="drop-in for torchrun: parse, validate, launch through our launcher", add_help=False)
-    p.add_argument("argv", nargs=argparse.REMAINDER)
     p.set_defaults(func=_cmd_torchrun)
 
-    p = sub.add_parser("pod", help="the pod entrypoint (see `elastic-idl pod --help`)", add_help=False)
-    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p = sub.add_parser("pod", help="the pod entrypoint (python -m elastic_idl.pod; see its --help)", add_help=False)
     p.set_defaults(func=_cmd_pod)
     return parser
 
 
 def _split_tail(argv: list[str]) -> tuple[list[str], list[str], bool]:
     """Split off what the workers run: after "--", or from "-m MODULE" on (run only)."""
-    if argv[:1] in (["torchrun"], ["pod"]):
-        return argv, [], False
     for i, token in enumerate(argv):
         if token == "--":
             return argv[:i], argv[i + 1 :], False
@@ -261,7 +260,11 @@ def _split_tail(argv: list[str]) -> tuple[list[str], list[str], bool]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     parser = build_parser()
-    head, tail, module = _split_tail(list(sys.argv[1:] if argv is None else argv))
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw[:1] in (["pod"], ["torchrun"]) and not set(raw[1:2]) & {"-h", "--help"} or raw[:2] in (["pod", "--help"], ["pod", "-h"]):
+        # These take their own flags (torchrun's, the pod's): hand the rest over untouched.
+        raw = [raw[0], "--", *raw[1:]]
+    head, tail, module = _split_tail(raw)
     args = parser.parse_args(head)
     args.tail = tail
     if args.command == "run":
