@@ -465,3 +465,66 @@ def torchrun_command_lines(draw: st.DrawFn) -> tuple[list[str], dict[str, str], 
     argv_flags = draw(st.permutations(argv_flags))
     argv = [token for group in argv_flags for token in group] + tail
     return argv, env, task, entry
+
+
+#: Values per torchrun flag for raw command lines: legal ones, and ones torchrun or the schema refuses.
+RAW_VALUES: dict[str, tuple[str, ...]] = {
+    "nnodes": ("1", "2", "1:4", "x", "1:2:3", "0"),
+    "nproc_per_node": ("1", "4", "auto", "cpu", "gpu", "xpu", "0", "-1"),
+    "rdzv_backend": ("c10d", "static", "etcd", "etcd-v2", "zk"),
+    "rdzv_endpoint": ("", "h:1", "localhost", "[::1]:29400", ":5", "h:99999"),
+    "rdzv_id": ("none", "job-1", ""),
+    "rdzv_conf": ("", "join_timeout=5", "a=1,b=2", "k=", "timeout=10,is_host=1", "rank=1", "join_timeout=1.5"),
+    "max_restarts": ("0", "3", "-1", "x"),
+    "monitor_interval": ("0.1", "5", "1e-3", "x", "inf", "0"),
+    "start_method": ("spawn", "fork", "forkserver", "thread"),
+    "event_log_handler": ("null", "console"),
+    "role": ("default", "trainer", "-x"),
+    "log_dir": ("/tmp/logs",),
+    "redirects": ("0", "3", "0:1,1:2", "9"),
+    "tee": ("0", "1", "0:3", "x"),
+    "local_ranks_filter": ("", "0", "0,1", "x"),
+    "duplicate_stdout_filters": ("", "a,b", "a,,b"),
+    "duplicate_stderr_filters": ("a",),
+    "node_rank": ("0", "1", "x"),
+    "master_addr": ("127.0.0.1", "10.0.0.1"),
+    "master_port": ("29500", "0", "x"),
+    "local_addr": ("10.0.0.2",),
+    "logs_specs": ("custom",),
+    "numa_binding": ("node", "socket", "bogus"),
+    "signals_to_handle": ("SIGTERM", "SIGTERM,SIGUSR1", ""),
+    "shutdown_timeout": ("30", "0", "x"),
+}
+#: Env values of torchrun's boolean flags: "1"/"0" are legal; torchrun crashes on "" and "true".
+RAW_BOOL_ENV = ("0", "1", "2", "", "true")
+
+
+@st.composite
+def raw_torchrun_command_lines(draw: st.DrawFn) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) from torchrun's flag alphabet, any spelling and value: often invalid, sometimes not torchrun at all."""
+    argv: list[str] = []
+    for f in draw(st.lists(st.sampled_from(FLAGS), max_size=6)):
+        spelling = draw(st.sampled_from(f.options))
+        if f.kind == "bool":
+            argv.append(spelling)
+            continue
+        value = draw(st.sampled_from(RAW_VALUES[f.dest]))
+        if spelling.startswith("--") and draw(st.booleans()):
+            argv.append(f"{spelling}={value}")
+        elif not spelling.startswith("--") and draw(st.booleans()):
+            argv.append(f"{spelling}{value}")
+        else:
+            argv += [spelling, value]
+    if draw(st.integers(0, 9)):
+        argv.append(draw(st.sampled_from(["train.py", "pkg.mod", "-x.py", "--nnodes"])))
+        argv += draw(st.lists(st.sampled_from(["--lr", "1", "--", "-m", "--nnodes=2"]), max_size=3))
+    if draw(st.integers(0, 9)) == 0:
+        argv.insert(
+            draw(st.integers(0, len(argv))), draw(st.sampled_from(["--nproc", "--rdzv", "--bogus", "-h", "--"]))
+        )
+    env: dict[str, str] = {}
+    for f in draw(st.lists(st.sampled_from([f for f in FLAGS if f.env_var]), max_size=4)):
+        assert f.env_var is not None
+        pool = RAW_BOOL_ENV if f.kind == "bool" else RAW_VALUES[f.dest]
+        env[f.env_var] = draw(st.sampled_from(pool))
+    return argv, env
