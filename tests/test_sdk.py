@@ -589,3 +589,14 @@ def test_no_torch_and_no_flytekit_import() -> None:
 def test_monitor_interval_is_exact_to_the_nanosecond(nnodes: Any, seconds: float) -> None:
     d = Elastic(nnodes=nnodes, monitor_interval=seconds).to_task().elastic_config.monitor_interval
     assert abs(d.seconds + d.nanos / 1e9 - seconds) <= 5e-10 * max(1.0, seconds)
+
+
+def test_readme_example() -> None:
+    cfg = Elastic(
+        nnodes="1:3", nproc_per_node=4, max_restarts=2, run_policy=RunPolicy(clean_pod_policy=CleanPodPolicy.ALL)
+    )
+    custom, task_type, version = cfg.to_custom()
+    assert (task_type, version) == ("pytorch", 1)
+    task = from_custom(custom, task_type=task_type, task_type_version=version)
+    assert task == cfg.to_task()
+    assert cfg == Elastic.from_task(task)

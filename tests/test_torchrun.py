@@ -713,3 +713,21 @@ def test_task_means_what_torchrun_would_run(
     if "timeout" not in spec.rdzv_configs:
         configs.pop("timeout")  # LaunchConfig's own default, added after parsing
     assert {k: str(v) for k, v in spec.rdzv_configs.items()} == {k: str(v) for k, v in configs.items()}
+
+
+def test_readme_flag_table_is_the_flag_table(repo_root: Any) -> None:
+    """Every torchrun flag is in the README's table, with the status FLAGS gives it."""
+    text = (repo_root / "README.md").read_text()
+    section = text.split("## From torchrun", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1] in ("covered", "entrypoint", "refused", "error"):
+            for flag in cells[0].replace("`", "").split(","):
+                rows[flag.strip()] = cells[1]
+    for f in FLAGS:
+        for option in f.options:
+            if option.startswith("--") and "_" in option:
+                continue  # the underscore spelling of a dashed flag
+            assert rows.get(option) == f.status, option
+    assert rows.get("--help") == "error"
