@@ -29,12 +29,16 @@ GEN_STAMP := $(GEN_VENV)/.stamp-gen-$(call hash,requirements/gen.txt)
 
 # ---------------------------------------------------------------- setup
 
+# This machine's pip config lists local index folders that do not hold every
+# package; pip warns once per package about each. pipefail keeps pip's status.
+PIP_NOISE := is ignored: it is neither a file nor a directory
+
 # $(1): venv dir, $(2): requirements file, $(3): stamp.
 define make_venv
 	@echo "== setting up $(1) from $(2)"
 	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
-	$(1)/bin/python -m pip install -q -U pip
-	$(1)/bin/python -m pip install -q -r $(2)
+	$(1)/bin/python -m pip install -q -U pip 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
+	$(1)/bin/python -m pip install -q -r $(2) 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 	rm -f $(1)/.stamp-*
 	touch $(3)
 endef

@@ -5,6 +5,7 @@ Each check runs in a fresh interpreter, since this test process may have torch l
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -83,8 +84,10 @@ print(json.dumps(out))
 
 
 def test_the_torch_module_does_import_torch() -> None:
-    # The check above is only meaningful if detection works: the torch module must show up.
-    loaded = _loaded_after(sorted(TORCH_MODULES))
+    # The checks above are only meaningful if detection works: importing the torch
+    # module (or torch itself, while that module is not there yet) must show up.
+    present = [m for m in sorted(TORCH_MODULES) if importlib.util.find_spec(m) is not None]
+    loaded = _loaded_after(present or ["torch.distributed"])
     assert "torch" in loaded
 
 
