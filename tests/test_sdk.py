@@ -600,3 +600,35 @@ def test_readme_example() -> None:
     task = from_custom(custom, task_type=task_type, task_type_version=version)
     assert task == cfg.to_task()
     assert cfg == Elastic.from_task(task)
+
+
+def test_pickle_copy_and_asdict() -> None:
+    """SDKs pickle task configs (and users asdict them): a config survives both, revalidated."""
+    import copy
+    import json
+    import pickle
+
+    cfg = Elastic(
+        nnodes="1:3",
+        requests={"cpu": 1},
+        limits=FlytekitLikeResources(mem="1Gi"),
+        run_policy={"clean_pod_policy": "All"},
+        restart_policy="Always",
+        signals_to_handle="SIGTERM",
+    )
+    for clone in (pickle.loads(pickle.dumps(cfg)), copy.deepcopy(cfg), copy.copy(cfg)):
+        assert clone == cfg
+        assert clone.to_task() == cfg.to_task()
+    plain = dataclasses.asdict(cfg)
+    assert plain["rdzv_configs"] == {"join_timeout": 900}
+    assert plain["requests"] == {"cpu": "1"}
+    assert json.dumps(plain["limits"]) == '{"mem": "1Gi"}'
+    for mutate in (
+        lambda d: d.update(x=1),
+        lambda d: d.pop("cpu"),
+        lambda d: d.clear(),
+        lambda d: d.setdefault("x", 1),
+    ):
+        with pytest.raises(TypeError):
+            mutate(cfg.requests)
+    assert dict(cfg.requests) == {"cpu": "1"}

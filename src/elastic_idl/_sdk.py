@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any, NamedTuple, cast
@@ -88,6 +88,23 @@ _RESOURCE_NAMES = {
     Resources.EPHEMERAL_STORAGE: "ephemeral_storage",
     Resources.STORAGE: "storage",
 }
+
+
+class FrozenDict(dict[str, Any]):
+    """A read-only dict: what ``Elastic`` holds for ``rdzv_configs``, ``requests`` and ``limits``.
+
+    A real dict (``json.dumps``, ``dataclasses.asdict`` and pickle work), but every
+    mutating method raises TypeError, so a config can never drift from its message.
+    """
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("Elastic settings are read-only: build a new Elastic (dataclasses.replace)")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
 
 
 class CleanPodPolicy(enum.Enum):
@@ -341,7 +358,7 @@ def _resources(value: object, argument: str, problems: _Problems) -> Mapping[str
             problems.add(f"{argument}.{key}", f"resource {canonical!r} is given twice")
             continue
         out[canonical] = str(quantity)  # flytekit writes str(value) too
-    return MappingProxyType(out)
+    return FrozenDict(out)
 
 
 def _strings(value: object, argument: str, problems: _Problems) -> tuple[str, ...]:
@@ -470,10 +487,11 @@ class Elastic:
         shutdown_timeout: Seconds to wait for workers to stop before killing them; None: torch's 30 s.
         virtual_local_rank: Give every worker LOCAL_RANK=0 and its own device.
 
-    Example:
-        >>> cfg = Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2, rdzv_configs={})
-        >>> cfg.to_custom()
-        CustomTemplate(custom={'workerReplicas': {'replicas': 3}, 'elasticConfig': {...}}, task_type='pytorch', ...)
+    Example::
+
+        cfg = Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2)
+        custom, task_type, version = cfg.to_custom()  # flytekit's dict (+ joinTimeout), "pytorch", 1
+        task = cfg.to_task()
     """
 
     nnodes: int | str = 1
@@ -539,7 +557,7 @@ class Elastic:
 
         split_rdzv(self._rdzv_items(backend or DEFAULT_RDZV_BACKEND, problems), config, "rdzv_configs", problems)
         # What the message holds, as numbers (typed timeouts) and text (options): what from_task gives back.
-        put(self, "rdzv_configs", MappingProxyType(rdzv_configs_of(config)))
+        put(self, "rdzv_configs", FrozenDict(rdzv_configs_of(config)))
 
         config.rdzv_id = _str(self.rdzv_id, "rdzv_id", problems)
         config.rdzv_host = _str(self.rdzv_host, "rdzv_host", problems)
@@ -627,6 +645,11 @@ class Elastic:
                 rule="sdk.rdzv_timeout",
             )
         return [(k, v) for k, v in items if k != "timeout"]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt (and so revalidated) from its arguments: pickle, copy and deepcopy all work.
+        kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        return (_rebuild, (kwargs,))
 
     def __hash__(self) -> int:
         return hash((self.task_type, self._task.SerializeToString(deterministic=True)))
@@ -737,6 +760,10 @@ class Elastic:
             virtual_local_rank=e.virtual_local_rank,
             **kwargs,
         )
+
+
+def _rebuild(kwargs: dict[str, Any]) -> Elastic:
+    return Elastic(**kwargs)
 
 
 def from_custom(
