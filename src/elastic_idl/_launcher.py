@@ -1,0 +1,326 @@
+"""The local elastic launcher: ``launch(task, entrypoint, *args)`` and ``to_launch_config``.
+
+Data flow: task (+ pod env) -> :func:`~elastic_idl.to_launch_spec` (pure) ->
+torch ``LaunchConfig`` (:mod:`elastic_idl._torch`) -> an elastic agent for this
+node, with workers started the fast and safe way, restarts that work, and one
+typed error with every failure when the job fails.
+
+Importing this module does not import torch; calling either function does.
+
+Start methods (``ElasticConfig.start_method``, default ``forkserver``):
+
+- ``forkserver``: workers are forked from a *warm fork server*, a copy of the
+  launcher made once torch is imported and before any thread exists
+  (:mod:`elastic_idl._launcher_zygote`). Workers start with torch loaded, the
+  entrypoint is not pickled (closures work), and nothing unsafe is inherited.
+  If the launcher already runs threads or initialised CUDA, a regular fork
+  server is started instead, with torch preloaded (slower, still safe), and
+  the reason is logged.
+- ``spawn``: a fresh interpreter per worker (torch's default; every worker
+  imports torch again).
+- ``fork``: a plain fork of the agent (which runs threads by then). Refused when
+  CUDA is initialised. Workers get default signal handlers back, so a restart
+  does not wait torch's 30 s for workers that inherited the agent's handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import socket
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from elastic_idl._launcher_failures import (
+    FailureLog,
+    LaunchFailedError,
+    LaunchInterruptedError,
+    RendezvousIncompleteError,
+    write_report,
+)
+from elastic_idl._launcher_worker import KIND_CALLABLE, KIND_MODULE, KIND_SCRIPT, WorkerMain, stash, unstash
+from elastic_idl._launcher_zygote import Zygote, cpython_forkserver, fork_hazard, thread_count
+from elastic_idl._spec import DEFAULT_RUN_ID, LaunchSpec, to_launch_spec
+
+if TYPE_CHECKING:
+    from torch.distributed.launcher.api import LaunchConfig
+
+__all__ = [
+    "LaunchFailedError",
+    "LaunchInterruptedError",
+    "RendezvousIncompleteError",
+    "launch",
+    "to_launch_config",
+]
+
+_log = logging.getLogger("elastic_idl")
+
+#: Modules a regular (cold) fork server imports once, so its workers start warm.
+_COLD_FORKSERVER_PRELOAD = ["__main__", "torch", "torch.distributed", "elastic_idl._launcher_worker"]
+
+
+def to_launch_config(
+    task: Any,
+    *,
+    env: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+    rdzv_endpoint: str | None = None,
+    start_method: str | None = None,
+) -> LaunchConfig:
+    """torch's ``LaunchConfig`` for a task, every field set explicitly.
+
+    Builds the torch-free :class:`~elastic_idl.LaunchSpec` first (see
+    :func:`~elastic_idl.to_launch_spec` for the message/env precedence), then the
+    real config; an ``nproc_per_node`` policy (auto/cpu/gpu) is resolved on this
+    machine. The returned config owns its ``rdzv_configs`` dict: torch writes
+    ``rdzv_configs["timeout"]`` into it, never into anything the caller holds.
+
+    Args:
+        task: The task message (either shape, either binding).
+        env: The pod env (``PET_*``); None outside a pod. Never modified.
+        run_id: Explicit run id (beats ``PET_RDZV_ID`` and the message).
+        rdzv_endpoint: Explicit "host:port" (beats ``PET_RDZV_ENDPOINT`` and the message).
+        start_method: Explicit start method (beats the message).
+
+    Raises:
+        ValidationError: The task breaks a rule or has no elastic config.
+        ValueError: The nproc policy cannot be resolved here ("gpu" without CUDA).
+    """
+    spec = to_launch_spec(task, env=env, run_id=run_id, rdzv_endpoint=rdzv_endpoint, start_method=start_method)
+    from elastic_idl import _torch
+
+    return _torch.build_launch_config(spec)
+
+
+def _entrypoint(entrypoint: Any, args: tuple[Any, ...], module: bool) -> WorkerMain:
+    """What the workers run, checked before anything starts."""
+    if callable(entrypoint) and not isinstance(entrypoint, str):
+        if module:
+            raise TypeError("module=True needs a module name, not a callable")
+        return WorkerMain(KIND_CALLABLE, entrypoint, tuple(args))
+    if isinstance(entrypoint, os.PathLike):
+        entrypoint = os.fspath(entrypoint)
+    if not isinstance(entrypoint, str) or not entrypoint:
+        raise TypeError(f"entrypoint must be a callable, a script path or a module name, got {entrypoint!r}")
+    if entrypoint == "-m" and not module:
+        if not args:
+            raise TypeError('entrypoint "-m" needs the module name as the next argument')
+        entrypoint, args, module = str(args[0]), tuple(args[1:]), True
+    if module:
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec(entrypoint)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise ModuleNotFoundError(f"no module named {entrypoint!r} to launch", name=entrypoint)
+        return WorkerMain(KIND_MODULE, entrypoint, tuple(str(a) for a in args))
+    path = Path(entrypoint)
+    if not path.is_file():
+        raise FileNotFoundError(2, "no such script to launch", entrypoint)
+    return WorkerMain(KIND_SCRIPT, str(path.resolve()), tuple(str(a) for a in args))
+
+
+def _loopback_interface() -> str | None:
+    with contextlib.suppress(OSError):
+        for _, name in socket.if_nameindex():
+            if name in ("lo", "lo0"):
+                return name
+    return None
+
+
+@contextlib.contextmanager
+def _scoped_environ(updates: Mapping[str, str]) -> Iterator[None]:
+    """Set env variables for the duration of the launch (workers inherit them), then restore."""
+    saved = {k: os.environ.get(k) for k in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+@contextlib.contextmanager
+def _cold_forkserver() -> Iterator[None]:
+    """CPython's own fork server with torch preloaded; stopped afterwards if this launch started it."""
+    server = cpython_forkserver()
+    started_here = server._forkserver_pid is None
+    if started_here:
+        server.set_forkserver_preload(list(_COLD_FORKSERVER_PRELOAD))
+    try:
+        yield
+    finally:
+        if started_here and server._forkserver_pid is not None:
+            with contextlib.suppress(Exception):
+                server._stop()
+
+
+def _check_picklable(main: WorkerMain, method: str, why: str) -> None:
+    try:
+        pickle.dumps(main)
+    except Exception as exc:
+        raise TypeError(
+            f"the entrypoint {main.__name__} cannot be sent to {method} workers ({exc}); {why}. "
+            "Define it at module level, or pass start_method='fork'."
+        ) from exc
+
+
+def launch(
+    task: Any,
+    entrypoint: Callable[..., Any] | str | os.PathLike[str],
+    *args: Any,
+    return_all: bool = False,
+    module: bool = False,
+    env: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+    rdzv_endpoint: str | None = None,
+    start_method: str | None = None,
+    failure_path: str | os.PathLike[str] | None = None,
+    log_dir: str | os.PathLike[str] | None = None,
+) -> Any:
+    """Run a task's elastic job on this node and wait for it.
+
+    One node by default: c10d rendezvous on 127.0.0.1 with a free port, the
+    stores listening on loopback only; workers use CPU/gloo unless the user code
+    picks GPUs (``nproc_policy`` auto/gpu counts them). Start several launchers
+    with the same ``rdzv_endpoint`` and ``run_id`` to form a multi-node job.
+
+    Args:
+        task: The task message (either shape, either binding), with an elastic config.
+        entrypoint: What every worker runs: a function (called with ``args``), a
+            script path (run as ``__main__`` with ``args`` as its argv), or a module
+            name with ``module=True`` (or ``"-m", "pkg.mod", ...``), like torchrun.
+        *args: Arguments for the entrypoint. ``${local_rank}`` in a string is
+            replaced by the worker's local rank, as torchrun does.
+        return_all: Return every local worker's value by global rank instead of rank 0's.
+        module: ``entrypoint`` names a module to run like ``python -m``.
+        env: The pod env (``PET_*`` variables); see :func:`~elastic_idl.to_launch_spec`.
+        run_id: Rendezvous id shared by all nodes (default: message, env, else "none";
+            a one-node launch on a free port gets a random id).
+        rdzv_endpoint: "host:port" of the rendezvous (default: 127.0.0.1 and a free port).
+        start_method: "forkserver" (default), "spawn" or "fork"; see the module docs.
+        failure_path: When the job fails, also write the FailureReport here as JSON.
+        log_dir: Keep torch's per-attempt logs and error files here (default: a
+            temporary directory, removed afterwards).
+
+    Returns:
+        Rank 0's return value (None for scripts and modules, and on a node that
+        does not hold rank 0), or with ``return_all`` a dict of this node's
+        workers' values by global rank.
+
+    Raises:
+        ValidationError: The task breaks a rule.
+        TypeError, FileNotFoundError, ModuleNotFoundError: The entrypoint is unusable.
+        LaunchFailedError: The job failed for good; ``.report`` / ``.failures`` hold
+            every failed rank of every attempt, root cause first.
+        RendezvousIncompleteError: Too few nodes joined within ``join_timeout``.
+        LaunchInterruptedError: SIGTERM/SIGINT (or another handled signal) reached the
+            launcher; every worker was stopped before this was raised.
+    """
+    spec = to_launch_spec(task, env=env, run_id=run_id, rdzv_endpoint=rdzv_endpoint, start_method=start_method)
+    main = _entrypoint(entrypoint, args, module)
+    from elastic_idl import _torch  # imports torch: from here on the launch has started
+
+    host = spec.rdzv_endpoint.rpartition(":")[0]
+    loopback = _torch.is_loopback(host)
+    if spec.run_id == DEFAULT_RUN_ID and spec.rdzv_endpoint.endswith(":0") and spec.max_nodes == 1:
+        # A private store on a fresh port: like torchrun --standalone, a random id.
+        spec = _replace(spec, run_id=uuid.uuid4().hex)
+    nproc = _torch.resolve_nproc(spec)
+    log = FailureLog(run_id=spec.run_id, role=spec.role)
+
+    env_updates: dict[str, str] = {"TORCHELASTIC_SIGNALS_TO_HANDLE": spec.signals_to_handle}
+    if _torch.FRESH_STORE_PER_ROUND:
+        env_updates[_torch.DISABLE_SHARED_STORE_ENV] = "1"
+    if "OMP_NUM_THREADS" not in os.environ and nproc > 1:
+        env_updates["OMP_NUM_THREADS"] = "1"  # torchrun's default: no oversubscription
+    if loopback and "GLOO_SOCKET_IFNAME" not in os.environ:
+        lo = _loopback_interface()
+        if lo:
+            env_updates["GLOO_SOCKET_IFNAME"] = lo  # every node is on this machine: keep gloo on loopback
+
+    try:
+        with contextlib.ExitStack() as stack:
+            root = (
+                str(log_dir)
+                if log_dir is not None
+                else stack.enter_context(tempfile.TemporaryDirectory(prefix="elastic-idl-"))
+            )
+            stack.enter_context(_scoped_environ(env_updates))
+            stack.enter_context(_torch.scoped_signal_handlers(spec.signals_to_handle))
+            worker_main, method = _prepare_start(spec.start_method, main, stack)
+            config = _torch.build_launch_config(
+                spec,
+                nproc_per_node=nproc,
+                start_method=method,
+                log_dir=root,
+                local_addr="127.0.0.1" if loopback and not spec.local_addr else spec.local_addr,
+            )
+            values = _torch.run_agent(
+                config,
+                worker_main,
+                failure_log=log,
+                loopback=loopback,
+                on_endpoint=lambda ep: _log.info("elastic-idl: rendezvous %s at %s", spec.run_id, ep),
+            )
+    except LaunchFailedError as exc:
+        if failure_path is not None:
+            write_report(exc.report, failure_path)
+        raise
+    if return_all:
+        return values
+    return values.get(0)
+
+
+def _replace(spec: LaunchSpec, **changes: Any) -> LaunchSpec:
+    import dataclasses
+
+    return dataclasses.replace(spec, **changes)
+
+
+def _prepare_start(method: str, main: WorkerMain, stack: contextlib.ExitStack) -> tuple[WorkerMain, str]:
+    """Pick how workers start; returns the entrypoint torch gets and torch's start method."""
+    if method == "forkserver":
+        hazard = fork_hazard()
+        if hazard is None:
+            worker_main = main
+            if main.kind == KIND_CALLABLE:
+                key = uuid.uuid4().hex
+                stash(key, main.target, main.args)
+                stack.callback(unstash, key)
+                worker_main = WorkerMain(KIND_CALLABLE, None, stash_key=key, name=main.__name__)
+            zygote = Zygote()
+            zygote.start()
+            stack.callback(zygote.stop)
+            stack.enter_context(zygote.installed())
+            return worker_main, "forkserver"
+        _log.warning("elastic-idl: workers start from a cold fork server (slower): %s", hazard)
+        _check_picklable(main, "forkserver", hazard)
+        stack.enter_context(_cold_forkserver())
+        return main, "forkserver"
+    if method == "fork":
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            raise RuntimeError(
+                "start_method='fork' is unsafe here: CUDA is initialised in the launcher process and a "
+                "forked worker cannot use it. Use 'forkserver' (the default) or 'spawn'."
+            )
+        n = thread_count()
+        if n > 1:
+            _log.warning("elastic-idl: start_method='fork' from a launcher with %d threads", n)
+        return main, "fork"
+    if method == "spawn":
+        _check_picklable(main, "spawn", "spawned workers receive it by pickle")
+        return main, "spawn"
+    raise ValueError(f"unknown start method {method!r}: use forkserver, spawn or fork")

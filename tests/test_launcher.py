@@ -1,0 +1,251 @@
+"""launch() on one node, in this process: entrypoints, start methods, restarts, failure records.
+
+Real worker processes (gloo on loopback). Every test checks that no worker and no
+helper process outlives the launch, and that the launcher's own threads are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.duration_pb2 import Duration
+
+from elastic_idl._launcher import (
+    LaunchFailedError,
+    RendezvousIncompleteError,
+    launch,
+)
+from elastic_idl._launcher_zygote import thread_count
+from elastic_idl._messages import KubeflowTask, LegacyTask
+
+WORKERS = Path(__file__).resolve().parent / "workers"
+sys.path.insert(0, str(WORKERS))
+
+import launch_fns  # noqa: E402  (tests/workers, importable by spawned workers through sys.path)
+
+#: Variables the launcher sets for its workers while it runs (and must restore).
+LAUNCH_ENV = (
+    "TORCHELASTIC_SIGNALS_TO_HANDLE",
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE",
+    "OMP_NUM_THREADS",
+    "GLOO_SOCKET_IFNAME",
+)
+
+
+def task(
+    *,
+    nnodes: tuple[int, int] = (1, 1),
+    nproc: int = 2,
+    max_restarts: int = 0,
+    join_timeout_s: int | None = None,
+    kubeflow: bool = False,
+    **extra: Any,
+) -> Any:
+    t = KubeflowTask() if kubeflow else LegacyTask()
+    e = t.elastic_config
+    e.min_replicas, e.max_replicas = nnodes
+    e.nproc_per_node = nproc
+    e.max_restarts = max_restarts
+    e.rdzv_backend = "c10d"
+    if join_timeout_s is not None:
+        e.join_timeout.CopyFrom(Duration(seconds=join_timeout_s))
+    for key, value in extra.items():
+        opt = e.rdzv_options.add()
+        opt.key, opt.value = key, str(value)
+    if kubeflow:
+        t.worker_replicas.common.replicas = nnodes[1]
+    return t
+
+
+def _children() -> set[int]:
+    """Live (non-zombie) child processes of this process.
+
+    CPython's multiprocessing resource tracker is left out: one per process, shared
+    by every multiprocessing user, it exits when this process does.
+    """
+    me = os.getpid()
+    out = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        if int(fields[1]) == me and fields[0] not in ("Z", "X"):
+            if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.add(int(pid))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers() -> Any:
+    """Every launch leaves this process as it found it: no child, no thread, same handlers."""
+    before_children = _children()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
+    env_before = {k: os.environ.get(k) for k in LAUNCH_ENV}
+    yield
+    assert _children() - before_children == set()
+    assert thread_count() == 1, [
+        Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task")
+    ]
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
+    assert {k: os.environ.get(k) for k in LAUNCH_ENV} == env_before
+
+
+def test_function_returns_rank0_value_by_default() -> None:
+    out = launch(task(), launch_fns.allreduce, "x")
+    assert out["rank"] == 0
+    assert out["world"] == 2
+    assert out["sum"] == 3.0  # 1 + 2: both workers took part
+    assert out["tag"] == "x"
+
+
+def test_return_all_gives_every_local_rank_and_workers_are_clean() -> None:
+    out = launch(task(), launch_fns.allreduce, "${local_rank}", return_all=True)
+    assert sorted(out) == [0, 1]
+    for rank, value in out.items():
+        assert value["rank"] == rank
+        assert value["tag"] == str(value["local_rank"])  # torchrun's ${local_rank} macro
+        assert value["sigterm"] is True  # default SIGTERM disposition, not the agent's handler
+        assert value["omp"] == "1"  # torchrun's default for nproc > 1 ...
+        assert value["threads"] == 1  # ... applied even though torch was imported before the fork
+        assert not _alive(value["pid"])
+
+
+def test_default_start_method_forks_from_the_warm_server_so_closures_work() -> None:
+    # A closure cannot be pickled: only workers forked from a copy of this process can run it.
+    out = launch(task(), launch_fns.closure_factory(4), return_all=True)
+    assert out == {0: 40, 1: 41}
+
+
+def test_kubeflow_shape_and_spawn_start_method() -> None:
+    out = launch(task(kubeflow=True), launch_fns.allreduce, "s", start_method="spawn")
+    assert (out["world"], out["sum"], out["tag"], out["sigterm"]) == (2, 3.0, "s", True)
+
+
+def test_spawn_refuses_an_unpicklable_entrypoint_before_starting_anything() -> None:
+    with pytest.raises(TypeError, match="cannot be sent to spawn workers"):
+        launch(task(), launch_fns.closure_factory(1), start_method="spawn")
+
+
+def test_fork_start_method_resets_the_inherited_signal_handlers() -> None:
+    out = launch(task(), launch_fns.allreduce, return_all=True, start_method="fork")
+    assert all(v["sigterm"] for v in out.values())
+
+
+def test_script_entrypoint_runs_as_main_with_argv(tmp_path: Path) -> None:
+    script = WORKERS / "allreduce_script.py"
+    assert launch(task(), str(script), str(tmp_path), "0", "--local=${local_rank}") is None
+    seen = {int(p.stem): json.loads(p.read_text()) for p in tmp_path.glob("*.json")}
+    assert sorted(seen) == [0, 1]
+    for rank, data in seen.items():
+        assert data["name"] == "__main__"
+        assert data["sum"] == 2.0
+        assert data["argv"][0] == str(script)
+        assert data["local"] == [f"--local={rank}"]
+
+
+def test_script_exit_code_is_kept_and_explained(tmp_path: Path) -> None:
+    with pytest.raises(LaunchFailedError) as info:
+        launch(task(), WORKERS / "allreduce_script.py", str(tmp_path), "7")
+    root = info.value.failures[0]
+    assert (root.rank, root.exit_code) == (1, 7)
+    assert "exited with exit code 7" in root.message
+
+
+def test_module_entrypoint_like_python_dash_m(tmp_path: Path) -> None:
+    assert launch(task(nproc=1), "ei_demo_mod", str(tmp_path), "a", "b", module=True) is None
+    assert (tmp_path / "0.txt").read_text() == "__main__ a b"
+    (tmp_path / "0.txt").unlink()
+    assert launch(task(nproc=1), "-m", "ei_demo_mod", str(tmp_path), "c") is None
+    assert (tmp_path / "0.txt").read_text() == "__main__ c"
+
+
+def test_bad_entrypoints_fail_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        launch(task(), str(tmp_path / "missing.py"))
+    with pytest.raises(ModuleNotFoundError):
+        launch(task(), "no_such_module_xyz", module=True)
+    with pytest.raises(TypeError):
+        launch(task(), 42)  # type: ignore[arg-type]
+
+
+def test_worker_failing_once_recovers_on_attempt_1() -> None:
+    out = launch(task(max_restarts=1), launch_fns.fail_rank_in_attempts, 1, 1, return_all=True)
+    assert out == {0: {"rank": 0, "attempt": 1, "sum": 2.0}, 1: {"rank": 1, "attempt": 1, "sum": 2.0}}
+
+
+def test_fork_restart_does_not_wait_for_blocked_workers() -> None:
+    # Rank 1 fails while rank 0 is blocked in a C++ recv. With the agent's SIGTERM
+    # handler inherited (torch's fork), rank 0 would survive SIGTERM until torch's
+    # 30 s SIGKILL; shutdown_timeout=... is irrelevant to that path. With the
+    # default disposition restored, attempt 1 starts at once and succeeds.
+    out = launch(task(max_restarts=1), launch_fns.block_in_barrier_unless_rank, 1, return_all=True, start_method="fork")
+    assert out == {0: "recovered", 1: "recovered"}
+
+
+def test_permanent_failure_lists_every_attempt_root_cause_first(tmp_path: Path) -> None:
+    report_path = tmp_path / "failures" / "report.json"
+    with pytest.raises(LaunchFailedError) as info:
+        launch(task(max_restarts=1), launch_fns.fail_rank_in_attempts, 1, 5, failure_path=report_path)
+    err = info.value
+    rank1 = [r for r in err.failures if r.rank == 1]
+    assert [r.attempt for r in rank1] == [0, 1]  # both attempts, not only the last one
+    root = err.failures[0]
+    assert (root.rank, root.attempt, root.exit_code) == (1, 0, 1)
+    assert root.message == "ValueError: rank 1 fails in attempt 0"
+    assert "fail_rank_in_attempts" in root.traceback
+    assert root.pid > 0 and root.role == "default" and root.node
+    assert [r.attempt for r in err.failures] == sorted(r.attempt for r in err.failures)
+    assert err.report.attempts == 2
+    assert "root cause: rank 1" in str(err)
+    assert "ValueError: rank 1 fails in attempt 0" in str(err)
+    written = json.loads(report_path.read_text())
+    assert written["attempts"] == 2
+    assert written["failures"][0]["message"] == "ValueError: rank 1 fails in attempt 0"
+    assert written["runId"] == err.report.run_id
+
+
+def test_worker_killed_by_exit_code_without_exception() -> None:
+    with pytest.raises(LaunchFailedError) as info:
+        launch(task(), launch_fns.fail_rank_in_attempts, 0, 1, 3)
+    root = info.value.failures[0]
+    assert (root.rank, root.exit_code) == (0, 3)
+    assert "exited with code 3" in root.message
+
+
+def test_rendezvous_that_cannot_fill_says_how_many_joined(tmp_path: Path) -> None:
+    with pytest.raises(RendezvousIncompleteError) as info:
+        launch(
+            task(nnodes=(2, 2), join_timeout_s=2),
+            launch_fns.allreduce,
+            rdzv_endpoint="127.0.0.1:0",
+            failure_path=tmp_path / "r.json",
+        )
+    err = info.value
+    assert (err.joined, err.needed, err.timeout_s) == (1, 2, 2)
+    assert "1 of the 2 node(s) needed joined" in str(err)
+    assert "join_timeout=2s" in str(err)
+    assert json.loads((tmp_path / "r.json").read_text())["summary"] == str(err)
+
+
+def test_a_second_launch_in_the_same_process_is_as_good_as_the_first() -> None:
+    first = launch(task(), launch_fns.allreduce, return_all=True)
+    second = launch(task(), launch_fns.allreduce, return_all=True)
+    assert [v["sum"] for v in first.values()] == [v["sum"] for v in second.values()] == [3.0, 3.0]

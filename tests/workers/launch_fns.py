@@ -1,0 +1,148 @@
+"""Worker entrypoints for the launcher tests (importable by spawned workers too)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+
+def _pg(timeout_s: float = 30.0) -> Any:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=timeout_s))
+    return dist
+
+
+def allreduce(tag: str = "") -> dict[str, Any]:
+    """One gloo all_reduce; returns what the worker saw."""
+    import torch
+
+    dist = _pg()
+    t = torch.ones(1) * (dist.get_rank() + 1)
+    dist.all_reduce(t)
+    out = {
+        "rank": dist.get_rank(),
+        "world": dist.get_world_size(),
+        "sum": t.item(),
+        "tag": tag,
+        "attempt": int(os.environ["TORCHELASTIC_RESTART_COUNT"]),
+        "local_rank": int(os.environ["LOCAL_RANK"]),
+        "pid": os.getpid(),
+        "sigterm": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
+        "omp": os.environ.get("OMP_NUM_THREADS"),
+        "threads": torch.get_num_threads(),
+    }
+    dist.destroy_process_group()
+    return out
+
+
+def fail_rank_in_attempts(rank: int, attempts: int, code: int = 0) -> dict[str, Any]:
+    """Rank ``rank`` fails in the first ``attempts`` attempts (an exception, or exit ``code``)."""
+    import torch
+
+    attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+    dist = _pg(20.0)
+    if dist.get_rank() == rank and attempt < attempts:
+        if code:
+            os._exit(code)
+        raise ValueError(f"rank {rank} fails in attempt {attempt}")
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    out = {"rank": dist.get_rank(), "attempt": attempt, "sum": t.item()}
+    dist.destroy_process_group()
+    return out
+
+
+def block_in_barrier_unless_rank(rank: int) -> str:
+    """Rank ``rank`` raises at once; the others sit in a gloo barrier (a C++ call) that never completes.
+
+    Under a forked worker that kept the agent's Python SIGTERM handler, the blocked
+    ranks would ignore SIGTERM until torch's 30 s SIGKILL.
+    """
+    attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+    dist = _pg(120.0)
+    if attempt > 0:
+        dist.barrier()
+        dist.destroy_process_group()
+        return "recovered"
+    if dist.get_rank() == rank:
+        raise RuntimeError("fail fast")
+    time.sleep(0.5)
+    # A tag-matched recv from the failed rank: blocks in C++ until the pg timeout.
+    import torch
+
+    dist.recv(torch.zeros(1), src=rank)
+    return "unreachable"
+
+
+def sleep_forever(pid_dir: str) -> None:
+    """Write this worker's pid, then sleep until killed."""
+    Path(pid_dir, f"{os.getpid()}.pid").write_text(str(os.getpid()))
+    while True:
+        time.sleep(1)
+
+
+def world_then_return(pid_dir: str = "") -> dict[str, Any]:
+    """Record the world we are in, then return (for multi-node tests)."""
+    import torch
+
+    dist = _pg(30.0)
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    out = {
+        "rank": dist.get_rank(),
+        "world": dist.get_world_size(),
+        "sum": t.item(),
+        "group_rank": int(os.environ["GROUP_RANK"]),
+    }
+    dist.destroy_process_group()
+    return out
+
+
+def wait_for_world(size: int, poll_s: float = 0.2) -> dict[str, Any]:
+    """Stay alive until the world has ``size`` workers (the agent restarts us when a node joins)."""
+    import torch
+
+    dist = _pg(30.0)
+    if dist.get_world_size() < size:
+        while True:  # killed by the agent on re-rendezvous
+            time.sleep(poll_s)
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    out = {
+        "rank": dist.get_rank(),
+        "world": dist.get_world_size(),
+        "sum": t.item(),
+        "attempt": int(os.environ["TORCHELASTIC_RESTART_COUNT"]),
+    }
+    dist.destroy_process_group()
+    return out
+
+
+def loop_until_alone(step_s: float = 0.2) -> dict[str, Any]:
+    """All-reduce in a loop while the world is larger than one; return once alone."""
+    import torch
+
+    dist = _pg(10.0)
+    world = dist.get_world_size()
+    if world > 1:
+        while True:
+            t = torch.ones(1)
+            dist.all_reduce(t)  # raises when the other node dies
+            time.sleep(step_s)
+    out = {"rank": dist.get_rank(), "world": world, "attempt": int(os.environ["TORCHELASTIC_RESTART_COUNT"])}
+    dist.destroy_process_group()
+    return out
+
+
+def closure_factory(value: int) -> Any:
+    """A closure: not picklable, fine for workers forked from the warm server."""
+
+    def inner() -> int:
+        return value * 10 + int(os.environ["LOCAL_RANK"])
+
+    return inner
