@@ -67,7 +67,14 @@ def cases(script: str, launcher: str, restart: bool) -> dict[str, list[str]]:
     extra = ["fail-once"] if restart else []
     restarts = "1" if restart else "0"
     out = {
-        "torchrun --standalone": [torchrun, "--standalone", "--nproc-per-node=2", f"--max-restarts={restarts}", script, *extra],
+        "torchrun --standalone": [
+            torchrun,
+            "--standalone",
+            "--nproc-per-node=2",
+            f"--max-restarts={restarts}",
+            script,
+            *extra,
+        ],
         "elastic-idl forkserver (default)": [PY, launcher, script, "forkserver", restarts, *extra],
         "elastic-idl fork": [PY, launcher, script, "fork", restarts, *extra],
         "elastic-idl spawn": [PY, launcher, script, "spawn", restarts, *extra],
@@ -95,7 +102,10 @@ def measure(all_cases: dict[str, list[str]], rounds: int, timeout: float) -> dic
         random.shuffle(names)
         for name in names:
             samples[name].append(run_once(all_cases[name], timeout))
-        print(f"round {r + 1}/{rounds}: " + ", ".join(f"{n.split()[0]}={samples[n][-1][0]:.2f}" for n in names), file=sys.stderr)
+        print(
+            f"round {r + 1}/{rounds}: " + ", ".join(f"{n.split()[0]}={samples[n][-1][0]:.2f}" for n in names),
+            file=sys.stderr,
+        )
     return samples
 
 
@@ -129,11 +139,11 @@ def main() -> int:
     if not args.restart:
         base = "torchrun --standalone"
         imp = "python -c 'import torch'"
-        print(f"| case | median wall (s) | ratio to torchrun | ratio to import torch | failed runs |")
+        print("| case | median wall (s) | ratio to torchrun | ratio to import torch | failed runs |")
         print("| --- | ---: | ---: | ---: | ---: |")
         for name in clean:
-            rt = [s[0] / b[0] for s, b in zip(samples[name], samples[base]) if s[1] == 0 and b[1] == 0]
-            ri = [s[0] / b[0] for s, b in zip(samples[name], samples[imp]) if s[1] == 0 and b[1] == 0]
+            rt = [s[0] / b[0] for s, b in zip(samples[name], samples[base], strict=True) if s[1] == 0 and b[1] == 0]
+            ri = [s[0] / b[0] for s, b in zip(samples[name], samples[imp], strict=True) if s[1] == 0 and b[1] == 0]
             med = statistics.median(ok[name]) if ok[name] else float("nan")
             print(
                 f"| {name} | {med:.2f} | {statistics.median(rt):.2f} | {statistics.median(ri):.2f} | {failed[name]} |"
@@ -145,7 +155,7 @@ def main() -> int:
             if "import torch" in name:
                 continue
             c, f = f"{name} [clean]", f"{name} [fail once]"
-            cost = [fs[0] - cs[0] for cs, fs in zip(samples[c], samples[f]) if cs[1] == 0 and fs[1] == 0]
+            cost = [fs[0] - cs[0] for cs, fs in zip(samples[c], samples[f], strict=True) if cs[1] == 0 and fs[1] == 0]
             mc = statistics.median(ok[c]) if ok[c] else float("nan")
             mf = statistics.median(ok[f]) if ok[f] else float("nan")
             mcost = statistics.median(cost) if cost else float("nan")
