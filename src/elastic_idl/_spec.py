@@ -50,7 +50,7 @@ DEFAULT_LOCAL_HOST = "127.0.0.1"
 #: Agent health-check interval when the message leaves it unset (torch's own default).
 DEFAULT_MONITOR_INTERVAL_S = 0.1
 #: torch start method used when the message leaves it unset. See the README, "Start methods".
-DEFAULT_START_METHOD = "spawn"
+DEFAULT_START_METHOD = "forkserver"
 #: Role when the message leaves it unset (torchrun's default; LaunchConfig's is "default_role").
 DEFAULT_ROLE = "default"
 #: run_id when nothing names one. torchrun uses "none"; a single local node may use anything.
