@@ -81,7 +81,7 @@ def test_legacy_shape_round_trip() -> None:
         ('{"workerReplicas": 3}', "worker_replicas"),
         ('{"runPolicy": {"cleanPodPolicy": true}}', "run_policy.clean_pod_policy"),
         ("elastic_config:\n  nproc_per_node: four\n", "elastic_config.nproc_per_node"),
-        ("elastic_config {\n  min_replicas: \"a\"\n}\n", "min_replicas"),
+        ('elastic_config {\n  min_replicas: "a"\n}\n', "min_replicas"),
         ("elastic_config { bogus: 1 }", "bogus"),
     ],
 )
@@ -145,8 +145,23 @@ _json = st.recursive(
     max_leaves=12,
 )
 _keys = st.sampled_from(
-    ["elasticConfig", "workerReplicas", "masterReplicas", "runPolicy", "minReplicas", "rdzvOptions", "common",
-     "replicas", "joinTimeout", "restartPolicy", "limits", "nprocPolicy", "key", "value", "name"]
+    [
+        "elasticConfig",
+        "workerReplicas",
+        "masterReplicas",
+        "runPolicy",
+        "minReplicas",
+        "rdzvOptions",
+        "common",
+        "replicas",
+        "joinTimeout",
+        "restartPolicy",
+        "limits",
+        "nprocPolicy",
+        "key",
+        "value",
+        "name",
+    ]
 )
 _taskish = st.recursive(
     _json_leaf,

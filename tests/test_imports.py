@@ -118,3 +118,17 @@ print(json.dumps({"custom": ei.to_custom(task, upstream=True), "spec": type(spec
         },
         "workerReplicas": {"replicas": 3},
     }
+
+
+def test_public_api_is_lazy_and_complete() -> None:
+    import elastic_idl
+
+    assert set(elastic_idl.__all__) == {*elastic_idl._EXPORTS, "__version__"}
+    for name in elastic_idl.__all__:
+        assert getattr(elastic_idl, name) is not None
+    code = (
+        "import sys; import elastic_idl.plugins.kubeflow.v1.pytorch_pb2; "
+        "print(sorted(m for m in sys.modules if m.startswith('elastic_idl._')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"  # the message modules do not load the runtime

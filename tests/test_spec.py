@@ -26,7 +26,13 @@ OPERATOR_ENV = {
 def task() -> KubeflowTask:
     t = ei.from_custom(
         {
-            "elasticConfig": {"maxReplicas": 3, "maxRestarts": 2, "minReplicas": 1, "nprocPerNode": 4, "rdzvBackend": "c10d"},
+            "elasticConfig": {
+                "maxReplicas": 3,
+                "maxRestarts": 2,
+                "minReplicas": 1,
+                "nprocPerNode": 4,
+                "rdzvBackend": "c10d",
+            },
             "workerReplicas": {"replicas": 3},
         }
     )
@@ -75,8 +81,14 @@ def test_operator_env_consistent_with_message(caplog: pytest.LogCaptureFixture) 
 
 
 def test_message_wins_for_sizes_and_logs_the_ignored_env(caplog: pytest.LogCaptureFixture) -> None:
-    env = dict(OPERATOR_ENV, PET_NNODES="2:5", PET_NPROC_PER_NODE="8", PET_MAX_RESTARTS="0", PET_RDZV_BACKEND="etcd",
-               PET_RDZV_CONF="join_timeout=30")
+    env = dict(
+        OPERATOR_ENV,
+        PET_NNODES="2:5",
+        PET_NPROC_PER_NODE="8",
+        PET_MAX_RESTARTS="0",
+        PET_RDZV_BACKEND="etcd",
+        PET_RDZV_CONF="join_timeout=30",
+    )
     with caplog.at_level(logging.INFO, logger="elastic_idl"):
         spec = ei.to_launch_spec(task(), env=env)
     assert (spec.min_nodes, spec.max_nodes, spec.nproc_per_node, spec.max_restarts) == (1, 3, 4, 2)

@@ -60,7 +60,12 @@ INVALID: list[tuple[str, Any, str, str]] = [
     ("nproc_conflict", kubeflow(nproc_policy=1), "elastic.nproc.conflict", "elastic_config.nproc_per_node"),
     ("restarts_neg", kubeflow(max_restarts=-1), "elastic.max_restarts.min", "elastic_config.max_restarts"),
     ("backend", kubeflow(rdzv_backend="zookeeper"), "elastic.rdzv_backend.known", "elastic_config.rdzv_backend"),
-    ("static", kubeflow(rdzv_backend="static", max_replicas=3), "elastic.static.fixed_size", "elastic_config.rdzv_backend"),
+    (
+        "static",
+        kubeflow(rdzv_backend="static", max_replicas=3),
+        "elastic.static.fixed_size",
+        "elastic_config.rdzv_backend",
+    ),
     ("join0", kubeflow(join_timeout=d(0)), "elastic.duration.positive", "elastic_config.join_timeout"),
     ("read_neg", kubeflow(read_timeout=d(-5)), "elastic.duration.positive", "elastic_config.read_timeout"),
     ("last_call0", kubeflow(last_call_timeout=d(0)), "elastic.duration.positive", "elastic_config.last_call_timeout"),
@@ -68,7 +73,12 @@ INVALID: list[tuple[str, Any, str, str]] = [
     ("shutdown0", kubeflow(shutdown_timeout=d(0)), "elastic.duration.positive", "elastic_config.shutdown_timeout"),
     ("monitor0", kubeflow(monitor_interval=d(0)), "elastic.duration.positive", "elastic_config.monitor_interval"),
     ("duration_mixed", kubeflow(join_timeout=d(5, -1)), "elastic.duration.valid", "elastic_config.join_timeout"),
-    ("monitor_big", kubeflow(monitor_interval=d(3601)), "elastic.monitor_interval.max", "elastic_config.monitor_interval"),
+    (
+        "monitor_big",
+        kubeflow(monitor_interval=d(3601)),
+        "elastic.monitor_interval.max",
+        "elastic_config.monitor_interval",
+    ),
     ("start_method", kubeflow(start_method=99), "enum.known", "elastic_config.start_method"),
     ("nproc_policy", kubeflow(nproc_per_node=0, nproc_policy=7), "enum.known", "elastic_config.nproc_policy"),
     ("opt_key_empty", _opt(("", "1")), "elastic.rdzv_options.key", "elastic_config.rdzv_options[0].key"),
@@ -79,19 +89,80 @@ INVALID: list[tuple[str, Any, str, str]] = [
     ("rdzv_id", kubeflow(rdzv_id="has space"), "elastic.rdzv_id.format", "elastic_config.rdzv_id"),
     ("rdzv_host", kubeflow(rdzv_host="a b"), "elastic.rdzv_host.format", "elastic_config.rdzv_host"),
     ("rdzv_port", kubeflow(rdzv_port=70000), "elastic.rdzv_port.range", "elastic_config.rdzv_port"),
-    ("ranks", _with(lambda t: t.elastic_config.local_ranks_filter.extend([0, 2])), "elastic.local_ranks_filter.range", "elastic_config.local_ranks_filter"),
-    ("signals", _with(lambda t: t.elastic_config.signals_to_handle.append("SIGNOPE")), "elastic.signals.known", "elastic_config.signals_to_handle"),
+    (
+        "ranks",
+        _with(lambda t: t.elastic_config.local_ranks_filter.extend([0, 2])),
+        "elastic.local_ranks_filter.range",
+        "elastic_config.local_ranks_filter",
+    ),
+    (
+        "signals",
+        _with(lambda t: t.elastic_config.signals_to_handle.append("SIGNOPE")),
+        "elastic.signals.known",
+        "elastic_config.signals_to_handle",
+    ),
     ("workers_neg", legacy(workers=-1), "replicas.non_negative", "workers"),
     ("workers_mismatch", legacy(workers=5), "replicas.worker_matches_max", "workers"),
-    ("kf_workers_mismatch", _with(lambda t: setattr(t.worker_replicas, "replicas", 7)), "replicas.worker_matches_max", "worker_replicas.replicas"),
-    ("common_mismatch", _with(lambda t: setattr(t.worker_replicas.common, "replicas", 3)), "replicas.worker_matches_max", "worker_replicas.common.replicas"),
-    ("master2", _with(lambda t: setattr(t.master_replicas.common, "replicas", 2)), "replicas.master_count", "master_replicas.common.replicas"),
-    ("deprecated_conflict", _with(lambda t: (setattr(t.worker_replicas.common, "replicas", 2), setattr(t.worker_replicas, "image", "a"), setattr(t.worker_replicas.common, "image", "b"))), "replicas.deprecated_conflict", "worker_replicas.image"),
-    ("restart_policy", _with(lambda t: setattr(t.worker_replicas.common, "restart_policy", 9)), "enum.known", "worker_replicas.common.restart_policy"),
-    ("resource_unknown", _with(lambda t: t.worker_replicas.common.resources.limits.add(name=0, value="1")), "resources.entry", "worker_replicas.common.resources.limits[0].name"),
-    ("resource_empty", _with(lambda t: t.worker_replicas.resources.requests.add(name=1, value="")), "resources.entry", "worker_replicas.resources.requests[0].value"),
-    ("clean_pod", _with(lambda t: setattr(t.run_policy, "clean_pod_policy", 5)), "enum.known", "run_policy.clean_pod_policy"),
-    ("run_policy_neg", _with(lambda t: setattr(t.run_policy, "backoff_limit", -1)), "run_policy.non_negative", "run_policy.backoff_limit"),
+    (
+        "kf_workers_mismatch",
+        _with(lambda t: setattr(t.worker_replicas, "replicas", 7)),
+        "replicas.worker_matches_max",
+        "worker_replicas.replicas",
+    ),
+    (
+        "common_mismatch",
+        _with(lambda t: setattr(t.worker_replicas.common, "replicas", 3)),
+        "replicas.worker_matches_max",
+        "worker_replicas.common.replicas",
+    ),
+    (
+        "master2",
+        _with(lambda t: setattr(t.master_replicas.common, "replicas", 2)),
+        "replicas.master_count",
+        "master_replicas.common.replicas",
+    ),
+    (
+        "deprecated_conflict",
+        _with(
+            lambda t: (
+                setattr(t.worker_replicas.common, "replicas", 2),
+                setattr(t.worker_replicas, "image", "a"),
+                setattr(t.worker_replicas.common, "image", "b"),
+            )
+        ),
+        "replicas.deprecated_conflict",
+        "worker_replicas.image",
+    ),
+    (
+        "restart_policy",
+        _with(lambda t: setattr(t.worker_replicas.common, "restart_policy", 9)),
+        "enum.known",
+        "worker_replicas.common.restart_policy",
+    ),
+    (
+        "resource_unknown",
+        _with(lambda t: t.worker_replicas.common.resources.limits.add(name=0, value="1")),
+        "resources.entry",
+        "worker_replicas.common.resources.limits[0].name",
+    ),
+    (
+        "resource_empty",
+        _with(lambda t: t.worker_replicas.resources.requests.add(name=1, value="")),
+        "resources.entry",
+        "worker_replicas.resources.requests[0].value",
+    ),
+    (
+        "clean_pod",
+        _with(lambda t: setattr(t.run_policy, "clean_pod_policy", 5)),
+        "enum.known",
+        "run_policy.clean_pod_policy",
+    ),
+    (
+        "run_policy_neg",
+        _with(lambda t: setattr(t.run_policy, "backoff_limit", -1)),
+        "run_policy.non_negative",
+        "run_policy.backoff_limit",
+    ),
     ("tee", kubeflow(tee=8), "enum.known", "elastic_config.tee"),
 ]
 
@@ -120,7 +191,17 @@ VALID: list[tuple[str, Any]] = [
     ("etcd", kubeflow(rdzv_backend="etcd-v2")),
     ("static_fixed", kubeflow(rdzv_backend="static", min_replicas=2, max_replicas=2)),
     ("policy_auto", kubeflow(nproc_per_node=0, nproc_policy=1)),
-    ("all_timeouts", kubeflow(join_timeout=d(900), last_call_timeout=d(0, 1), close_timeout=d(30), read_timeout=d(60), monitor_interval=d(3600), shutdown_timeout=d(5))),
+    (
+        "all_timeouts",
+        kubeflow(
+            join_timeout=d(900),
+            last_call_timeout=d(0, 1),
+            close_timeout=d(30),
+            read_timeout=d(60),
+            monitor_interval=d(3600),
+            shutdown_timeout=d(5),
+        ),
+    ),
     ("options", _opt(("is_host", "1"), ("heartbeat_timeout", "a=b"), ("timeout", "900"))),
     ("int32_max", kubeflow(max_replicas=2**31 - 1, nproc_per_node=2**31 - 1, max_restarts=2**31 - 1)),
     ("unicode_role", kubeflow(role="trainer-é", rdzv_id="run-1", rdzv_host="::1", rdzv_port=65535)),
@@ -128,7 +209,10 @@ VALID: list[tuple[str, Any]] = [
     ("legacy_no_elastic", LegacyTask(workers=3)),
     ("kubeflow_no_elastic", KubeflowTask()),
     ("master_one", _with(lambda t: setattr(t.master_replicas, "replicas", 1))),
-    ("common_wins", _with(lambda t: (setattr(t.worker_replicas, "replicas", 0), setattr(t.worker_replicas.common, "replicas", 2)))),
+    (
+        "common_wins",
+        _with(lambda t: (setattr(t.worker_replicas, "replicas", 0), setattr(t.worker_replicas.common, "replicas", 2))),
+    ),
     ("signals", _with(lambda t: t.elastic_config.signals_to_handle.extend(["SIGTERM", "SIGUSR1"]))),
     ("ranks", _with(lambda t: t.elastic_config.local_ranks_filter.extend([0, 1]))),
 ]
@@ -143,7 +227,12 @@ def test_valid_case_passes(task: Any) -> None:
 def test_all_violations_reported_at_once() -> None:
     t = kubeflow(min_replicas=0, nproc_per_node=0, max_restarts=-1, rdzv_backend="x")
     rules = [v.rule for v in ei.violations(t)]
-    assert rules == ["elastic.min_replicas.min", "elastic.nproc.min", "elastic.max_restarts.min", "elastic.rdzv_backend.known"]
+    assert rules == [
+        "elastic.min_replicas.min",
+        "elastic.nproc.min",
+        "elastic.max_restarts.min",
+        "elastic.rdzv_backend.known",
+    ]
     text = str(ei.ValidationError(ei.violations(t)))
     assert text.startswith("4 violations:") and "elastic_config.min_replicas: elastic.min_replicas.min:" in text
 

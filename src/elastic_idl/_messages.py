@@ -7,7 +7,7 @@ message is accepted anywhere a task is, and crosses over through its wire bytes
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import Message
@@ -47,7 +47,7 @@ Resources = resources_pb2.Resources
 FailureRecord = failure_pb2.FailureRecord
 FailureReport = failure_pb2.FailureReport
 
-Task = Union[LegacyTask, KubeflowTask]
+Task = LegacyTask | KubeflowTask
 
 #: task_type_version -> the message class of that task shape (what the backend dispatches on).
 TASK_CLASSES: dict[int, type[LegacyTask] | type[KubeflowTask]] = {0: LegacyTask, 1: KubeflowTask}
@@ -82,7 +82,7 @@ _BY_FULL_NAME: dict[str, type[Message]] = {
 
 
 def _betterproto_full_name(obj: Any) -> str | None:
-    """"elastic_idl.plugins.v1.ElasticConfig" for a betterproto message, else None."""
+    """ "elastic_idl.plugins.v1.ElasticConfig" for a betterproto message, else None."""
     try:
         import betterproto
     except ImportError:  # pragma: no cover - betterproto is a dependency
@@ -93,7 +93,7 @@ def _betterproto_full_name(obj: Any) -> str | None:
     prefix = "elastic_idl.betterproto."
     if not module.startswith(prefix):
         return None
-    return f"elastic_idl.{module[len(prefix):]}.{type(obj).__name__}"
+    return f"elastic_idl.{module[len(prefix) :]}.{type(obj).__name__}"
 
 
 def as_pb2(message: Any) -> Any:
@@ -107,9 +107,7 @@ def as_pb2(message: Any) -> Any:
         return message
     full_name = _betterproto_full_name(message)
     if full_name is None or full_name not in _BY_FULL_NAME:
-        raise TypeError(
-            f"expected an elastic_idl task message (_pb2 or betterproto), got {type(message).__name__}"
-        )
+        raise TypeError(f"expected an elastic_idl task message (_pb2 or betterproto), got {type(message).__name__}")
     out = _BY_FULL_NAME[full_name]()
     try:
         out.ParseFromString(bytes(message))

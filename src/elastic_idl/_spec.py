@@ -96,7 +96,9 @@ class EnvDecision:
     def __str__(self) -> str:
         used = self.env_value if self.winner == "env" else self.message_value
         lost = self.message_value if self.winner == "env" else self.env_value
-        return f"{self.setting}: {self.winner} wins ({self.env_var}={self.env_value!r}); using {used!r}, ignoring {lost!r}"
+        return (
+            f"{self.setting}: {self.winner} wins ({self.env_var}={self.env_value!r}); using {used!r}, ignoring {lost!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,7 @@ class LaunchSpec:
 
 
 def _seconds(d: Any) -> float:
-    return float(d.seconds) + d.nanos / 1e9
+    return float(d.seconds) + float(d.nanos) / 1e9
 
 
 def _num(x: float) -> int | float:
@@ -220,9 +222,7 @@ def to_launch_spec(
     found = violations(task)
     t = view(task)
     if t.elastic is None:
-        found.append(
-            Violation("elastic_config", "launch.elastic_required", "a local launch needs an elastic config")
-        )
+        found.append(Violation("elastic_config", "launch.elastic_required", "a local launch needs an elastic config"))
     if found:
         raise ValidationError(found)
     assert t.elastic is not None  # for the type checker: checked above
@@ -270,7 +270,9 @@ def to_launch_spec(
         for key, value in env_conf.items():
             if key in configs:
                 if str(configs[key]) != value:
-                    decisions.append(EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, str(configs[key]), value, "message"))
+                    decisions.append(
+                        EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, str(configs[key]), value, "message")
+                    )
                     _log.info("elastic-idl: %s", decisions[-1])
             else:
                 configs[key] = value

@@ -124,10 +124,19 @@ def _elastic(e: ElasticConfig) -> Iterator[Violation]:
             "elastic.static.fixed_size",
             f"static needs min_replicas == max_replicas, got {e.min_replicas}:{e.max_replicas}",
         )
-    for name in ("monitor_interval", "join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "shutdown_timeout"):
+    for name in (
+        "monitor_interval",
+        "join_timeout",
+        "last_call_timeout",
+        "close_timeout",
+        "read_timeout",
+        "shutdown_timeout",
+    ):
         yield from _duration(f"{p}.{name}", e, getattr(e, name))
-    if e.HasField("monitor_interval") and e.monitor_interval.seconds >= MAX_MONITOR_INTERVAL_S and (
-        e.monitor_interval.seconds > MAX_MONITOR_INTERVAL_S or e.monitor_interval.nanos > 0
+    if (
+        e.HasField("monitor_interval")
+        and e.monitor_interval.seconds >= MAX_MONITOR_INTERVAL_S
+        and (e.monitor_interval.seconds > MAX_MONITOR_INTERVAL_S or e.monitor_interval.nanos > 0)
     ):
         yield _v(f"{p}.monitor_interval", "elastic.monitor_interval.max", f"must be <= {MAX_MONITOR_INTERVAL_S} s")
     yield from _enum(f"{p}.start_method", e.start_method, elastic_pb2.StartMethod)
@@ -151,9 +160,7 @@ def _elastic(e: ElasticConfig) -> Iterator[Violation]:
         if "," in opt.value:
             yield _v(f"{f}.value", "elastic.rdzv_options.value", f"value {opt.value!r} contains ','")
     rid = e.rdzv_id
-    if rid and (
-        len(rid) > MAX_RDZV_ID_LEN or not all(33 <= ord(c) < 127 for c in rid) or "," in rid
-    ):
+    if rid and (len(rid) > MAX_RDZV_ID_LEN or not all(33 <= ord(c) < 127 for c in rid) or "," in rid):
         yield _v(f"{p}.rdzv_id", "elastic.rdzv_id.format", f"bad rdzv_id {rid!r}: {RULES['elastic.rdzv_id.format']}")
     host = e.rdzv_host
     if host and (len(host) > 253 or any(c.isspace() or c in ",/" for c in host)):
@@ -199,7 +206,9 @@ def _replica(r: Replica, t: TaskView, is_master: bool) -> Iterator[Violation]:
         yield from _resources(f"{r.spec_path}.resources", r.resources)
     if is_master:
         if r.replicas != 1:
-            yield _v(r.replicas_path, "replicas.master_count", f"must be exactly 1 when the master is set, got {r.replicas}")
+            yield _v(
+                r.replicas_path, "replicas.master_count", f"must be exactly 1 when the master is set, got {r.replicas}"
+            )
     elif t.elastic is not None and r.replicas not in (0, t.elastic.max_replicas):
         yield _v(
             r.replicas_path,
@@ -260,5 +269,3 @@ def validate(task: Any) -> None:
     found = violations(task)
     if found:
         raise ValidationError(found)
-
-

@@ -123,12 +123,8 @@ def view(task: Any) -> TaskView:
             elastic=task.elastic_config if task.HasField("elastic_config") else None,
             worker=_replica(task.worker_replicas, "worker_replicas", task.HasField("worker_replicas")),
             master=(
-                _replica(task.master_replicas, "master_replicas", True)
-                if task.HasField("master_replicas")
-                else None
+                _replica(task.master_replicas, "master_replicas", True) if task.HasField("master_replicas") else None
             ),
             run_policy=task.run_policy if task.HasField("run_policy") else None,
         )
     raise TypeError(f"expected a DistributedPyTorchTrainingTask, got {type(task).__name__}")
-
-

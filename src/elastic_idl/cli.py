@@ -192,14 +192,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the runtime decides")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("validate", help="exit 0 when FILE is valid; else one line per violation on stderr", epilog=_EPILOG)
+    p = sub.add_parser(
+        "validate", help="exit 0 when FILE is valid; else one line per violation on stderr", epilog=_EPILOG
+    )
     _add_input(p)
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("convert", help="rewrite FILE in another format", epilog=_EPILOG)
     _add_input(p)
     p.add_argument("--to", required=True, choices=(*FORMATS, "custom"), help="output format")
-    p.add_argument("--upstream", action="store_true", help="emit only fields upstream flyteidl knows (refuses if that loses any)")
+    p.add_argument(
+        "--upstream", action="store_true", help="emit only fields upstream flyteidl knows (refuses if that loses any)"
+    )
     p.add_argument("--allow-loss", action="store_true", help="with --upstream: drop extension fields with a warning")
     p.set_defaults(func=_cmd_convert)
 
@@ -239,7 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.usage = "elastic-idl run FILE [options] -- script.py args... | elastic-idl run FILE [options] -m MODULE args..."
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("torchrun", help="drop-in for torchrun: parse, validate, launch through our launcher", add_help=False)
+    p = sub.add_parser(
+        "torchrun", help="drop-in for torchrun: parse, validate, launch through our launcher", add_help=False
+    )
     p.set_defaults(func=_cmd_torchrun)
 
     p = sub.add_parser("pod", help="the pod entrypoint (python -m elastic_idl.pod; see its --help)", add_help=False)
@@ -261,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     parser = build_parser()
     raw = list(sys.argv[1:] if argv is None else argv)
-    if raw[:1] in (["pod"], ["torchrun"]) and not set(raw[1:2]) & {"-h", "--help"} or raw[:2] in (["pod", "--help"], ["pod", "-h"]):
+    if raw[:1] in (["pod"], ["torchrun"]):
         # These take their own flags (torchrun's, the pod's): hand the rest over untouched.
         raw = [raw[0], "--", *raw[1:]]
     head, tail, module = _split_tail(raw)
@@ -269,9 +275,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.tail = tail
     if args.command == "run":
         args.module = module
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="elastic-idl: %(message)s", stream=sys.stderr
-    )
+    # Launches report progress (rendezvous, attempts, restarts, failed ranks) by default.
+    verbose = args.verbose or args.command in ("run", "torchrun")
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s", stream=sys.stderr)
     try:
         return int(args.func(args))
     except _Usage as exc:
@@ -283,8 +289,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(v, file=sys.stderr)
         return EXIT_INVALID
     except (ElasticIdlError, ValueError) as exc:
-        # Failures of a launched job are ElasticIdlErrors too; the launcher's type says which.
-        code = EXIT_JOB_FAILED if type(exc).__name__ == "LaunchFailedError" else EXIT_INVALID
+        # A launched job's failure is an ElasticIdlError too; only the launcher raises these types.
+        from elastic_idl._launcher_failures import LaunchFailedError, LaunchInterruptedError
+
+        if isinstance(exc, LaunchInterruptedError):
+            print(f"elastic-idl: {exc}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        code = EXIT_JOB_FAILED if isinstance(exc, LaunchFailedError) else EXIT_INVALID
         print(f"elastic-idl: error: {exc}", file=sys.stderr)
         return code
     except OSError as exc:
