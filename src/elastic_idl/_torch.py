@@ -562,6 +562,39 @@ def _no_start_jitter(enabled: bool) -> Iterator[None]:
         dr._delay = original
 
 
+class _PlainTraceback(logging.Filter):
+    """Pre-format a record's exception so torch's log formatter does not import torch._dynamo.
+
+    torch's ``TorchLogsFormatter`` imports ``torch._dynamo`` (about 2 s here) to
+    format any record with ``exc_info``; the agent logs the first worker failure
+    that way, so every first restart paid those 2 s. The text is unchanged.
+    """
+
+    _formatter = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info:
+            if not record.exc_text:
+                record.exc_text = self._formatter.formatException(record.exc_info)
+            record.exc_info = None
+        return True
+
+
+@contextlib.contextmanager
+def _plain_tracebacks() -> Iterator[None]:
+    """Install :class:`_PlainTraceback` on torch's elastic loggers for the launch."""
+    names = [n for n in list(logging.root.manager.loggerDict) if n.startswith("torch.distributed.elastic")]
+    loggers = [logging.getLogger(n) for n in names]
+    flt = _PlainTraceback()
+    for lg in loggers:
+        lg.addFilter(flt)
+    try:
+        yield
+    finally:
+        for lg in loggers:
+            lg.removeFilter(flt)
+
+
 def _pid_running(pid: int) -> bool:
     """Whether ``pid`` is a live process (zombies count as gone)."""
     try:
@@ -680,7 +713,7 @@ def run_agent(
             failure_log=failure_log,
         )
         metrics.initialize_metrics(metrics.MetricsConfig(config.metrics_cfg))
-        with _no_start_jitter(config.max_nodes == 1):
+        with _no_start_jitter(config.max_nodes == 1), _plain_tracebacks():
             result = agent.run()
         if result is None:  # torch: RendezvousGracefulExitError, the rendezvous was closed under us
             summary = (
