@@ -100,3 +100,53 @@ def test_render_and_env() -> None:
     assert pairs["PET_NNODES"] == "1:1"
     bad = cli("render", str(DEMO), "--name", "Not_A_DNS_Name", "--image", "img:1", "--", "train.py")
     assert bad.returncode == 1 and b"name" in bad.stderr
+
+
+ALLREDUCE = """
+import sys
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1) * (dist.get_rank() + 1)
+dist.all_reduce(t)
+print(f"rank {dist.get_rank()} of {dist.get_world_size()} sum {int(t.item())} args {sys.argv[1:]}", flush=True)
+if dist.get_rank() == 1 and "--fail" in sys.argv:
+    sys.exit(7)
+dist.destroy_process_group()
+"""
+
+
+def test_run_launches_locally_and_reports(tmp_path: Path) -> None:
+    script = tmp_path / "allreduce.py"
+    script.write_text(ALLREDUCE)
+    out = cli("run", str(DEMO), "--", str(script), "--lr", "0.1")
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    text = out.stdout.decode()
+    assert "rank 0 of 2 sum 3 args ['--lr', '0.1']" in text
+    assert "rank 1 of 2 sum 3" in text
+    assert b"attempt 0: started 2 workers" in out.stderr
+
+
+def test_run_failure_exits_3_with_a_failure_report(tmp_path: Path) -> None:
+    script = tmp_path / "allreduce.py"
+    script.write_text(ALLREDUCE)
+    task = tmp_path / "task.yaml"
+    task.write_text(DEMO.read_text().replace("max_restarts: 1", "max_restarts: 0"))
+    report = tmp_path / "failure.json"
+    out = cli("run", str(task), "--failure-file", str(report), "--", str(script), "--fail")
+    assert out.returncode == 3, out.stderr.decode()[-2000:]
+    message = out.stderr.split(b"elastic-idl: error:")[-1]
+    assert b"root cause: rank 1" in message
+    assert b"elastic_idl/" not in message  # the worker's own traceback, not one of ours
+    failures = json.loads(report.read_text())["failures"]
+    assert failures[0]["rank"] == 1 and failures[0]["exitCode"] == 7
+
+
+def test_torchrun_drop_in(tmp_path: Path) -> None:
+    script = tmp_path / "allreduce.py"
+    script.write_text(ALLREDUCE)
+    out = cli("torchrun", "--nproc_per_node=2", "--max-restarts", "0", str(script), "x")
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    assert "rank 0 of 2 sum 3 args ['x']" in out.stdout.decode()
+    bad = cli("torchrun", "--log-dir", str(tmp_path), str(script))
+    assert bad.returncode == 1 and b"--log-dir" in bad.stderr
