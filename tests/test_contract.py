@@ -42,7 +42,6 @@ import elastic_idl as ei
 import elastic_idl.betterproto.plugins.kubeflow.v1 as bp_kubeflow
 import elastic_idl.betterproto.plugins.v1 as bp_legacy
 from elastic_idl import _conformance as conf
-from elastic_idl._kubeflow import pod_env, render_pytorchjob
 
 REPO = Path(__file__).resolve().parent.parent
 CONTRACT = REPO / "contract"
@@ -374,7 +373,7 @@ def test_error_case(name: str) -> None:
         ei.from_custom({}, task_type_version=case.task_type_version)
     as_v1 = ei.decode(case.textproto.split("\n", 1)[1], format="textproto", task_type_version=1)
     with pytest.raises(ei.UnsupportedVersionError):
-        render_pytorchjob(ei.to_custom(as_v1), task_type_version=case.task_type_version, **case.render)
+        ei.render_pytorchjob(ei.to_custom(as_v1), task_type_version=case.task_type_version, **case.render)
 
 
 # ----------------------------------------------------------------- both bindings
@@ -477,7 +476,7 @@ def test_backend_reads_custom_struct(name: str, request: pytest.FixtureRequest) 
     exp = EXPECTED[name]
     custom = via_struct(exp["custom"])
     try:
-        job = render_pytorchjob(custom, task_type_version=case.task_type_version, **case.render)
+        job = ei.render_pytorchjob(custom, task_type_version=case.task_type_version, **case.render)
     except ei.ElasticIdlError as exc:
         job = {"error": conf.error_of(exc)}
     assert job == exp["pytorchjob"]
@@ -494,7 +493,7 @@ def test_backend_direction(name: str, request: pytest.FixtureRequest) -> None:
 
     def render(task: Any) -> Any:
         try:
-            return render_pytorchjob(task, task_type_version=case.task_type_version, **case.render)
+            return ei.render_pytorchjob(task, task_type_version=case.task_type_version, **case.render)
         except ei.ElasticIdlError as exc:
             return {"error": conf.error_of(exc)}
 
@@ -503,7 +502,7 @@ def test_backend_direction(name: str, request: pytest.FixtureRequest) -> None:
     job = exp["pytorchjob"]
     for pod, env in exp["pod_env"].items():
         rtype, index = pod.split("-")
-        assert pod_env(job, rtype, int(index)) == env
+        assert ei.pod_env(job, rtype, int(index)) == env
     envs = {"none": {}, **exp["pod_env"], **case.envs}
     assert set(envs) == set(exp["launch_spec"])
     for label, env in envs.items():
@@ -528,18 +527,16 @@ def test_sdk_config_parity(name: str, request: pytest.FixtureRequest) -> None:
     """Our SDK config given flytekit's Elastic(...) settings: flytekit's custom once our extensions are removed,
     or the violations the contract pins for flytekit's payload (flytekit accepts what we refuse)."""
     known_failure(request, "python", name, "sdk_parity")
-    from elastic_idl._sdk import Elastic
-
     case = CASES[name]
     assert case.flytekit is not None
     exp = EXPECTED[name]
     kwargs = dict(case.flytekit.get("kwargs") or {})
     if exp.get("violations"):
         with pytest.raises(ei.ValidationError) as info:
-            Elastic(**kwargs)
+            ei.Elastic(**kwargs)
         assert conf.violation_list(info.value.violations) == exp["violations"]
         return
-    ours = Elastic(**kwargs).to_custom()
+    ours = ei.Elastic(**kwargs).to_custom()
     assert (ours.task_type, ours.task_type_version) == (exp["sdk"]["task_type"], exp["sdk"]["task_type_version"])
     if exp["sdk"]["custom"] is None:
         assert ours.custom is None
@@ -554,10 +551,11 @@ LAUNCH_CASES = sorted(n for n in TASK_CASES if any("error" not in d for d in EXP
 
 @pytest.mark.parametrize("name", LAUNCH_CASES)
 def test_launch_config(name: str) -> None:
-    """Every pinned LaunchSpec becomes a torch LaunchConfig with exactly those fields (set explicitly)."""
+    """Every pinned LaunchSpec becomes a torch LaunchConfig (ei.to_launch_config) with exactly those fields."""
     # elastic_idl._torch first: it silences torch's import-time NumPy warning before torch loads.
-    from elastic_idl._torch import DEFAULT_SHUTDOWN_TIMEOUT_S, build_launch_config
+    from elastic_idl._torch import DEFAULT_SHUTDOWN_TIMEOUT_S, resolve_nproc
 
+    torch = sys.modules["torch"]
     Std = sys.modules["torch.distributed.elastic.multiprocessing.api"].Std
 
     case = CASES[name]
@@ -566,10 +564,15 @@ def test_launch_config(name: str) -> None:
     envs = {"none": {}, **exp["pod_env"], **case.envs}
     specs = {label: d for label, d in exp["launch_spec"].items() if "error" not in d}
     for label, d in specs.items():
-        spec = ei.to_launch_spec(task, env=envs[label])
-        policy = not isinstance(d["nproc_per_node"], int)
-        lc = build_launch_config(spec, nproc_per_node=3 if policy else None)
-        assert lc.nproc_per_node == (3 if policy else d["nproc_per_node"])
+        if d["nproc_per_node"] == "gpu" and not torch.cuda.is_available():
+            with pytest.raises(ValueError, match="CUDA"):
+                ei.to_launch_config(task, env=envs[label])
+            continue
+        lc = ei.to_launch_config(task, env=envs[label])
+        nproc = d["nproc_per_node"]
+        if not isinstance(nproc, int):  # a policy, resolved on this machine as torchrun does
+            nproc = resolve_nproc(ei.to_launch_spec(task, env=envs[label]))
+        assert lc.nproc_per_node == nproc
         for key in ("min_nodes", "max_nodes", "run_id", "role", "rdzv_endpoint", "rdzv_backend", "max_restarts"):
             assert getattr(lc, key) == d[key], (label, key)
         for key in ("monitor_interval", "start_method", "local_addr", "signals_to_handle", "virtual_local_rank"):

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import elastic_idl as ei
 from elastic_idl import _conformance as conf
-from elastic_idl._kubeflow import TASK_ENV, render_pytorchjob
+from elastic_idl._kubeflow import TASK_ENV
 from strategies import arbitrary_tasks
 
 CASES_DIR = Path(__file__).resolve().parent.parent / "contract" / "cases"
@@ -105,7 +105,7 @@ def check_boundary(data: str | bytes | dict[str, Any], fmt: str, version: int) -
             ei.to_launch_spec(task)
         assert info.value.violations[: len(found)] == tuple(found)
         with pytest.raises(ei.ValidationError) as rendered:
-            render_pytorchjob(task, task_type_version=version, **render)
+            ei.render_pytorchjob(task, task_type_version=version, **render)
         assert rendered.value.violations == tuple(found)
         return
     event(f"{fmt}: accepted, valid")
@@ -132,7 +132,7 @@ def check_boundary(data: str | bytes | dict[str, Any], fmt: str, version: int) -
     again = ei.from_custom(custom, task_type_version=version)
     assert ei.encode(again, "binary") == ei.encode(known, "binary")
     try:
-        job = render_pytorchjob(task, task_type_version=version, **render)
+        job = ei.render_pytorchjob(task, task_type_version=version, **render)
     except ei.RenderError:
         event(f"{fmt}: accepted, valid, not renderable (RenderError)")
         return
@@ -313,7 +313,7 @@ def test_valid_task_without_a_json_form_is_refused() -> None:
         format="textproto",
     )
     try:
-        render_pytorchjob(task, task_type_version=1, **conf.DEFAULT_RENDER)
+        ei.render_pytorchjob(task, task_type_version=1, **conf.DEFAULT_RENDER)
     except ei.ElasticIdlError:
         return
     raise AssertionError("rendered a job whose task has no JSON form")

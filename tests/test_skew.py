@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 
 import elastic_idl as ei
 from elastic_idl import _conformance as conf
-from elastic_idl._kubeflow import render_pytorchjob
 from strategies import arbitrary_tasks
 
 REPO = Path(__file__).resolve().parent.parent
@@ -291,7 +290,7 @@ def _custom_of(task: Any) -> dict[str, Any]:
 def _elastic_outcome(task: Any, version: int) -> Any:
     """What a task makes the backend and the launcher do, or None when they refuse it."""
     try:
-        job = render_pytorchjob(task, task_type_version=version, **RENDER)
+        job = ei.render_pytorchjob(task, task_type_version=version, **RENDER)
         spec = ei.to_launch_spec(task).as_dict()
     except ei.ElasticIdlError:
         return None
@@ -393,7 +392,7 @@ def test_unknown_version() -> None:
     with pytest.raises(ei.UnsupportedVersionError):
         ei.from_custom(ei.to_custom(task), task_type_version=2)
     with pytest.raises(ei.UnsupportedVersionError):
-        render_pytorchjob(ei.to_custom(task), task_type_version=2, **RENDER)
+        ei.render_pytorchjob(ei.to_custom(task), task_type_version=2, **RENDER)
 
 
 @settings(max_examples=150, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
