@@ -124,17 +124,21 @@ def wait_for_world(size: int, poll_s: float = 0.2) -> dict[str, Any]:
 
 
 def loop_until_alone(step_s: float = 0.2) -> dict[str, Any]:
-    """All-reduce in a loop while the world is larger than one; return once alone."""
+    """Wait for a second node, all-reduce with it until it dies, then (restarted, alone) return."""
     import torch
 
     dist = _pg(10.0)
     world = dist.get_world_size()
+    attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+    if world == 1 and attempt == 0:
+        while True:  # the agent restarts us when the second node arrives
+            time.sleep(step_s)
     if world > 1:
         while True:
             t = torch.ones(1)
             dist.all_reduce(t)  # raises when the other node dies
             time.sleep(step_s)
-    out = {"rank": dist.get_rank(), "world": world, "attempt": int(os.environ["TORCHELASTIC_RESTART_COUNT"])}
+    out = {"rank": dist.get_rank(), "world": world, "attempt": attempt}
     dist.destroy_process_group()
     return out
 

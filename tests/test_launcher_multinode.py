@@ -1,0 +1,212 @@
+"""Several launcher processes on this machine (real processes, loopback): multi-node jobs and signals.
+
+Each "node" is ``tests/workers/node.py`` in its own session, so that the test can
+check afterwards that nothing it started (zygote, workers, helpers) is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NODE = Path(__file__).resolve().parent / "workers" / "node.py"
+#: Fast failure detection for the tests: a dead node is noticed after ~3 s, not 15 s. (A heartbeat is
+#: renewed once it is older than the interval, so it can reach twice that age: 2 attempts is too tight.)
+FAST_KEEPALIVE = ["--rdzv-option", "keep_alive_interval=1", "--rdzv-option", "keep_alive_max_attempt=3"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _session_pids(sid: int) -> list[int]:
+    """Live processes of a session (zombies excluded)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[4]) == sid and fields[0] not in ("Z", "X"):
+            out.append(int(entry))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _wait_until(cond: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+class Node:
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(NODE), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.out = ""
+        self.err = ""
+
+    def result(self, timeout: float = 90) -> tuple[int, dict[str, Any]]:
+        try:
+            self.out, self.err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+        lines = [ln for ln in self.out.splitlines() if ln.startswith("{")]
+        assert lines, f"no result; stderr:\n{self.err[-3000:]}"
+        return self.proc.returncode, json.loads(lines[-1])
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.close()
+
+    def close(self) -> None:
+        """Reap the launcher and close its pipes (whatever state it is in)."""
+        if self.proc.stdout is not None and not self.proc.stdout.closed:
+            self.proc.communicate()
+
+
+@pytest.fixture
+def nodes() -> Iterator[list[Node]]:
+    """Start nodes with ``nodes.append(Node(...))``; afterwards nothing of theirs may be left."""
+    started: list[Node] = []
+    yield started
+    leftovers = {}
+    for n in started:
+        if n.proc.poll() is None:
+            n.kill()
+        n.close()
+        sid = n.proc.pid
+        deadline = time.monotonic() + 10
+        while _session_pids(sid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _session_pids(sid):
+            leftovers[sid] = _session_pids(sid)
+            os.killpg(sid, signal.SIGKILL)
+    assert not leftovers, f"processes outlived their launcher: {leftovers}"
+
+
+def test_two_launchers_with_one_endpoint_and_run_id_form_one_world(nodes: list[Node]) -> None:
+    common = ["--fn", "world_then_return", "--min", "2", "--max", "2", "--nproc", "1"]
+    common += ["--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "two-nodes", "--join-timeout", "60"]
+    nodes.extend([Node(*common), Node(*common)])
+    results = [n.result() for n in nodes]
+    assert [code for code, _ in results] == [0, 0], [n.err[-2000:] for n in nodes]
+    values = [v for _, r in results for v in r["ok"].values()]
+    assert sorted(v["rank"] for v in values) == [0, 1]
+    assert {v["world"] for v in values} == {2}
+    assert {v["sum"] for v in values} == {2.0}
+    assert sorted(v["group_rank"] for v in values) == [0, 1]
+
+
+def test_a_node_joining_later_triggers_a_rerendezvous_and_both_finish_in_a_world_of_2(
+    nodes: list[Node], tmp_path: Path
+) -> None:
+    common = ["--fn", "wait_for_world", "--int-arg", "2", "--min", "1", "--max", "2", "--nproc", "1"]
+    common += ["--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "late-join", "--last-call-timeout", "1"]
+    common += ["--join-timeout", "60", *FAST_KEEPALIVE]
+    first = Node(*common)
+    nodes.append(first)
+    time.sleep(4)  # node A alone: its worker runs in a world of 1, waiting
+    assert first.proc.poll() is None
+    nodes.append(Node(*common))
+    results = [n.result() for n in nodes]
+    assert [code for code, _ in results] == [0, 0], [n.err[-3000:] for n in nodes]
+    values = [v for _, r in results for v in r["ok"].values()]
+    assert {v["world"] for v in values} == {2}
+    assert {v["sum"] for v in values} == {2.0}
+    assert sorted(v["rank"] for v in values) == [0, 1]
+    # A membership change is not a failure: no restart was used up.
+    assert {v["attempt"] for v in values} == {0}
+
+
+def test_when_a_node_that_does_not_host_the_store_dies_the_survivor_carries_on_alone(nodes: list[Node]) -> None:
+    common = ["--fn", "loop_until_alone", "--min", "1", "--max", "2", "--nproc", "1", "--restarts", "1"]
+    common += ["--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "node-dies", "--last-call-timeout", "1"]
+    common += ["--join-timeout", "60", *FAST_KEEPALIVE]
+    host = Node(*common)  # first: it binds the endpoint, so it hosts the rendezvous store
+    nodes.append(host)
+    time.sleep(3)
+    other = Node(*common)
+    nodes.append(other)
+    time.sleep(8)  # both in a world of 2, all-reducing
+    assert host.proc.poll() is None and other.proc.poll() is None
+    os.killpg(other.proc.pid, signal.SIGKILL)  # the whole node: launcher, zygote, workers
+    code, result = host.result()
+    assert code == 0, host.err[-3000:]
+    (value,) = result["ok"].values()
+    assert value == {"rank": 0, "world": 1, "attempt": 1}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_the_launcher_stops_every_worker_and_says_so(nodes: list[Node], tmp_path: Path, sig: int) -> None:
+    node = Node("--fn", "sleep_forever", "--arg", str(tmp_path), "--nproc", "2", "--restarts", "3")
+    nodes.append(node)
+    _wait_until(lambda: len(list(tmp_path.glob("*.pid"))) == 2, 60, "two workers")
+    workers = [int(p.stem) for p in tmp_path.glob("*.pid")]
+    sent = time.monotonic()
+    os.kill(node.proc.pid, sig)
+    code, result = node.result(timeout=30)
+    took = time.monotonic() - sent
+    name = signal.Signals(sig).name
+    assert code == 130
+    assert result["error"] == "LaunchInterruptedError"
+    assert f"launch interrupted by {name}: stopped 2 worker process(es)" in result["message"]
+    assert "no worker process is left running" in result["message"]
+    for pid in workers:
+        assert str(pid) in result["message"]
+        assert not _alive(pid)
+    assert took < 20, f"stopping took {took:.1f} s"  # generous: a hang would take torch's 30 s or forever
+
+
+def test_a_signal_during_the_rendezvous_stops_the_launcher_promptly(nodes: list[Node]) -> None:
+    node = Node(
+        "--fn", "allreduce", "--min", "2", "--max", "2", "--join-timeout", "600",
+        "--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "never-fills",
+    )  # fmt: skip
+    nodes.append(node)
+    time.sleep(4)
+    os.kill(node.proc.pid, signal.SIGTERM)
+    code, result = node.result(timeout=30)
+    assert code == 130
+    assert "launch interrupted by SIGTERM: no worker was running yet" in result["message"]
+
+
+def test_a_launcher_killed_outright_leaves_no_orphans(nodes: list[Node], tmp_path: Path) -> None:
+    node = Node("--fn", "sleep_forever", "--arg", str(tmp_path), "--nproc", "2")
+    nodes.append(node)
+    _wait_until(lambda: len(list(tmp_path.glob("*.pid"))) == 2, 60, "two workers")
+    workers = [int(p.stem) for p in tmp_path.glob("*.pid")]
+    os.kill(node.proc.pid, signal.SIGKILL)  # only the launcher: no chance to clean up
+    node.close()
+    # The fork server dies with the launcher, the workers with the fork server (parent-death signals).
+    _wait_until(lambda: not any(_alive(p) for p in workers), 10, "workers to die")
+    _wait_until(lambda: not _session_pids(node.proc.pid), 10, "the session to empty")
