@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,23 @@ def test_default_start_method_forks_from_the_warm_server_so_closures_work() -> N
     # A closure cannot be pickled: only workers forked from a copy of this process can run it.
     out = launch(task(), launch_fns.closure_factory(4), return_all=True)
     assert out == {0: 40, 1: 41}
+
+
+def test_a_launcher_with_threads_falls_back_to_a_cold_fork_server(caplog: pytest.LogCaptureFixture) -> None:
+    # Forking a process that runs other threads could copy a held lock: not from here.
+    stop = threading.Event()
+    busy = threading.Thread(target=stop.wait, daemon=True)
+    busy.start()
+    try:
+        out = launch(task(), launch_fns.allreduce, "cold", return_all=True)
+        with pytest.raises(TypeError, match="cannot be sent to forkserver workers"):
+            launch(task(), launch_fns.closure_factory(2))  # a closure needs the warm server
+    finally:
+        stop.set()
+        busy.join()
+    seen = [(v["rank"], v["sum"], v["tag"], v["sigterm"]) for v in out.values()]
+    assert seen == [(0, 3.0, "cold", True), (1, 3.0, "cold", True)]
+    assert "cold fork server (slower): the launcher process runs 2 threads" in caplog.text
 
 
 def test_kubeflow_shape_and_spawn_start_method() -> None:

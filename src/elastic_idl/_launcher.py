@@ -156,11 +156,13 @@ def _cold_forkserver() -> Iterator[None]:
     """CPython's own fork server with torch preloaded; stopped afterwards if this launch started it."""
     server = cpython_forkserver()
     started_here = server._forkserver_pid is None
+    saved_preload = list(server._preload_modules)
     if started_here:
         server.set_forkserver_preload(list(_COLD_FORKSERVER_PRELOAD))
     try:
         yield
     finally:
+        server.set_forkserver_preload(saved_preload)
         if started_here and server._forkserver_pid is not None:
             with contextlib.suppress(Exception):
                 server._stop()
