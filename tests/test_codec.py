@@ -198,3 +198,32 @@ def test_fuzz_json(obj: Any) -> None:
 @given(st.text(max_size=64), st.sampled_from(["textproto", "yaml", None]))
 def test_fuzz_text(text: str, fmt: Any) -> None:
     _decode_or_typed_error(text, format=fmt)
+
+
+def test_binary_of_the_other_shape_is_refused() -> None:
+    legacy = LegacyTask(workers=2)
+    legacy.elastic_config.min_replicas = 1
+    with pytest.raises(ei.DecodeError) as info:
+        ei.decode(ei.encode(legacy, "binary"), format="binary", task_type_version=1)
+    assert info.value.field == "worker_replicas"
+    # An unknown field number is kept (a newer schema may send it), and survives re-encoding.
+    extra = ei.encode(legacy, "binary") + bytes([0xF8, 0x06, 0x01])  # field 111, varint 1
+    decoded = ei.decode(extra, format="binary", task_type_version=0)
+    assert ei.encode(decoded, "binary").endswith(bytes([0xF8, 0x06, 0x01]))
+
+
+def test_struct_enum_numbers_are_kept_for_validation() -> None:
+    task = ei.from_custom(
+        {"elasticConfig": {"minReplicas": 1, "maxReplicas": 1, "nprocPerNode": 1, "startMethod": 9.0}}
+    )
+    assert [v.rule for v in ei.violations(task)] == ["enum.known"]
+    assert ei.from_custom({"elasticConfig": {"startMethod": 2.0}}).elastic_config.start_method == 2
+
+
+def test_duration_without_json_form_is_a_typed_error() -> None:
+    task = KubeflowTask()
+    task.elastic_config.join_timeout.seconds = 10**12
+    with pytest.raises(ei.EncodeError) as info:
+        ei.to_custom(task)
+    assert info.value.field == "elastic_config.join_timeout"
+    assert "elastic.duration.valid" in [v.rule for v in ei.violations(task)]

@@ -448,6 +448,11 @@ def test_sdk_direction(name: str, request: pytest.FixtureRequest) -> None:
     if case.kind == "flytekit":
         assert flytekit_output(name) == exp["sdk"], "flytekit's serialization drifted from sdk.json"
     task = pb2_task(name)
+    if "error" in exp["custom"]:  # no JSON form: refused with a typed error naming the field
+        with pytest.raises(ei.EncodeError) as refused:
+            ei.to_custom(task)
+        assert refused.value.field == exp["custom"]["error"]["field"]
+        return
     custom = ei.to_custom(task)
     assert custom == exp["custom"]
     back = ei.from_custom(custom, task_type_version=case.task_type_version)

@@ -73,6 +73,7 @@ INVALID: list[tuple[str, Any, str, str]] = [
     ("shutdown0", kubeflow(shutdown_timeout=d(0)), "elastic.duration.positive", "elastic_config.shutdown_timeout"),
     ("monitor0", kubeflow(monitor_interval=d(0)), "elastic.duration.positive", "elastic_config.monitor_interval"),
     ("duration_mixed", kubeflow(join_timeout=d(5, -1)), "elastic.duration.valid", "elastic_config.join_timeout"),
+    ("duration_huge", kubeflow(close_timeout=d(10**12)), "elastic.duration.valid", "elastic_config.close_timeout"),
     (
         "monitor_big",
         kubeflow(monitor_interval=d(3601)),

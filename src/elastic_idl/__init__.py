@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # formats
     "FORMATS": "_codec",
+    "EncodeError": "_codec",
     "SkewError": "_codec",
     "SkewWarning": "_codec",
     "decode": "_codec",
@@ -81,6 +82,7 @@ __all__ = [
     "Elastic",
     "ElasticConfig",
     "ElasticIdlError",
+    "EncodeError",
     "EnvDecision",
     "FailureRecord",
     "FailureReport",
@@ -138,6 +140,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from elastic_idl._codec import (
         FORMATS,
+        EncodeError,
         SkewError,
         SkewWarning,
         decode,

@@ -25,6 +25,7 @@ from elastic_idl._messages import TASK_CLASSES, Task, as_pb2, task_class, task_t
 __all__ = [
     "EXTENSION_FIELD_MIN",
     "FORMATS",
+    "EncodeError",
     "SkewError",
     "SkewWarning",
     "decode",
@@ -75,6 +76,18 @@ class SkewError(ElasticIdlError, ValueError):
         )
 
 
+class EncodeError(ElasticIdlError, ValueError):
+    """A message holds a value its JSON/YAML form cannot express (e.g. an invalid Duration).
+
+    Attributes:
+        field: Dotted path of the offending field ("" when unknown).
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {reason}" if field else reason)
+
+
 class SkewWarning(UserWarning):
     """Extension fields were dropped to emit the upstream-only form (allow_loss=True)."""
 
@@ -107,6 +120,75 @@ def detect_format(data: bytes | str) -> Format:
     if isinstance(loaded, dict) and all(isinstance(k, str) and k.isidentifier() for k in loaded):
         return "yaml"
     return "textproto"
+
+
+_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+_WIRE_TYPES = {
+    FieldDescriptor.TYPE_DOUBLE: _I64,
+    FieldDescriptor.TYPE_FIXED64: _I64,
+    FieldDescriptor.TYPE_SFIXED64: _I64,
+    FieldDescriptor.TYPE_FLOAT: _I32,
+    FieldDescriptor.TYPE_FIXED32: _I32,
+    FieldDescriptor.TYPE_SFIXED32: _I32,
+    FieldDescriptor.TYPE_STRING: _LEN,
+    FieldDescriptor.TYPE_BYTES: _LEN,
+    FieldDescriptor.TYPE_MESSAGE: _LEN,
+}
+
+
+def _varint(raw: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = raw[i]
+        value |= (b & 0x7F) << shift
+        i += 1
+        if not b & 0x80:
+            return value, i
+        shift += 7
+
+
+def _check_wire_types(raw: bytes, desc: Descriptor, path: str, version: int) -> None:
+    """Refuse a known field number written with another wire type.
+
+    protobuf keeps such a field as an unknown field, so bytes of the other task
+    shape (legacy ``workers = 1`` is a number, kubeflow field 1 a message) would
+    decode into a task that silently lacks them. Unknown field numbers stay
+    allowed: a newer schema may send them. Runs after a successful parse, so the
+    bytes are well-formed.
+    """
+    by_number = {f.number: f for f in desc.fields}
+    i = 0
+    while i < len(raw):
+        key, i = _varint(raw, i)
+        number, wire = key >> 3, key & 7
+        start = i
+        if wire == _VARINT:
+            _, i = _varint(raw, i)
+        elif wire == _I64:
+            i += 8
+        elif wire == _I32:
+            i += 4
+        elif wire == _LEN:
+            size, start = _varint(raw, i)
+            i = start + size
+        else:  # groups (3, 4): never written by proto3
+            return
+        f = by_number.get(number)
+        if f is None:
+            continue
+        fpath = f"{path}.{f.name}" if path else f.name
+        expected = _WIRE_TYPES.get(f.type, _VARINT)
+        packed = wire == _LEN and _is_repeated(f) and expected != _LEN
+        if wire != expected and not packed:
+            raise DecodeError(
+                fpath,
+                f"field {number} has wire type {wire} but {desc.name}.{f.name} needs {expected}: "
+                f"is this the other task shape (task_type_version {version} was requested)?",
+                format="binary",
+            )
+        if f.type == FieldDescriptor.TYPE_MESSAGE and f.message_type is not None and wire == _LEN:
+            if f.message_type.full_name.startswith("elastic_idl."):
+                _check_wire_types(raw[start:i], f.message_type, fpath, version)
 
 
 def _class_for(task_type_version: int, header_name: str | None) -> type[Message]:
@@ -156,6 +238,7 @@ def decode(
             raise DecodeError(
                 "", f"not a valid {cls.DESCRIPTOR.name} (truncated or garbled binary: {exc})", format="binary"
             ) from None
+        _check_wire_types(raw, cls.DESCRIPTOR, "", task_type_version)
         return msg
     text = data.decode("utf-8", errors="strict") if isinstance(data, bytes) else data
     if fmt == "textproto":
@@ -191,10 +274,10 @@ def _from_mapping(obj: Any, task_type_version: int, fmt: str) -> Task:
         obj = {}
     if not isinstance(obj, Mapping):
         raise DecodeError("", f"expected an object at the top level, got {type(obj).__name__}", format=fmt)
-    _check_mapping(obj, cls.DESCRIPTOR, "", fmt)
+    normalised = _check_mapping(obj, cls.DESCRIPTOR, "", fmt)
     msg = cls()
     try:
-        json_format.ParseDict(dict(obj), msg, ignore_unknown_fields=False)
+        json_format.ParseDict(normalised, msg, ignore_unknown_fields=False)
     except (json_format.ParseError, TypeError, ValueError, AttributeError) as exc:
         raise DecodeError(_guess_field(str(exc)), str(exc), format=fmt) from None
     return msg
@@ -224,74 +307,89 @@ def _is_repeated(f: FieldDescriptor) -> bool:
     return bool(getattr(f, "label", None) == FieldDescriptor.LABEL_REPEATED)  # pragma: no cover - protobuf < 5.28
 
 
-def _check_mapping(obj: Mapping[Any, Any], desc: Descriptor, path: str, fmt: str) -> None:
-    """Walk a dict against a message descriptor, so errors name the exact field."""
+def _check_mapping(obj: Mapping[Any, Any], desc: Descriptor, path: str, fmt: str) -> dict[str, Any]:
+    """Walk a dict against a message descriptor, so errors name the exact field.
+
+    Returns a copy in which integral doubles of integer and enum fields are ints
+    (a protobuf Struct stores every number as a double).
+    """
+    out: dict[str, Any] = {}
     for key, value in obj.items():
         if not isinstance(key, str):
             raise DecodeError(path, f"object keys must be strings, got {key!r}", format=fmt)
         f = _field_by_key(desc, key)
-        fpath = f"{path}.{f.name}" if path and f else (f.name if f else f"{path}.{key}" if path else key)
         if f is None:
+            fpath = f"{path}.{key}" if path else key
             known = ", ".join(sorted(x.json_name for x in desc.fields))
             raise DecodeError(fpath, f"unknown field of {desc.name} (known: {known})", format=fmt)
+        fpath = f"{path}.{f.name}" if path else f.name
         if value is None:
-            continue  # JSON null means "unset" in proto3 JSON
-        if _is_repeated(f):
+            out[key] = None  # JSON null means "unset" in proto3 JSON
+        elif _is_repeated(f):
             if not isinstance(value, list):
                 raise DecodeError(fpath, f"expected a list, got {type(value).__name__}", format=fmt)
-            for i, item in enumerate(value):
-                _check_value(f, item, f"{fpath}[{i}]", fmt)
+            out[key] = [_check_value(f, item, f"{fpath}[{i}]", fmt) for i, item in enumerate(value)]
         else:
-            _check_value(f, value, fpath, fmt)
+            out[key] = _check_value(f, value, fpath, fmt)
+    return out
 
 
-def _check_value(f: FieldDescriptor, value: Any, path: str, fmt: str) -> None:
+def _integer(value: Any, path: str, fmt: str, lo: int, hi: int) -> int:
+    number: Any = value
+    if isinstance(value, str):
+        try:
+            number = int(value)
+        except ValueError:
+            raise DecodeError(path, f"expected an integer, got {value!r}", format=fmt) from None
+    if isinstance(number, float) and number.is_integer():
+        number = int(number)
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise DecodeError(path, f"expected an integer, got {value!r}", format=fmt)
+    if not lo <= number <= hi:
+        raise DecodeError(path, f"{number} is out of range {lo}..{hi}", format=fmt)
+    return number
+
+
+def _check_value(f: FieldDescriptor, value: Any, path: str, fmt: str) -> Any:
     t = f.type
     if t == FieldDescriptor.TYPE_MESSAGE:
         mt = f.message_type
         if mt is None:  # pragma: no cover - every message field has a type
-            return
+            return value
         full = mt.full_name
         if full == "google.protobuf.Duration":
             if not (isinstance(value, str) and _DURATION_RE.match(value)):
                 raise DecodeError(path, f'expected a duration such as "30s" or "1.5s", got {value!r}', format=fmt)
-            return
+            return value
         if full == "google.protobuf.Timestamp":
             if not isinstance(value, str):
                 raise DecodeError(path, f"expected an RFC 3339 timestamp string, got {value!r}", format=fmt)
-            return
+            return value
         if not isinstance(value, Mapping):
             raise DecodeError(path, f"expected an object ({mt.name}), got {type(value).__name__}", format=fmt)
-        _check_mapping(value, mt, path, fmt)
-    elif t == FieldDescriptor.TYPE_ENUM:
+        return _check_mapping(value, mt, path, fmt)
+    if t == FieldDescriptor.TYPE_ENUM:
         et = f.enum_type
         if et is None:  # pragma: no cover - every enum field has a type
-            return
+            return value
         names = [v.name for v in et.values]
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise DecodeError(path, f"expected one of {', '.join(names)}, got {value!r}", format=fmt)
-        if isinstance(value, str) and value not in names:
-            raise DecodeError(path, f"unknown {et.name} {value!r}; expected one of {', '.join(names)}", format=fmt)
-    elif t in _INT_TYPES:
-        lo, hi = _INT_TYPES[t]
-        number: Any = value
         if isinstance(value, str):
-            try:
-                number = int(value)
-            except ValueError:
-                raise DecodeError(path, f"expected an integer, got {value!r}", format=fmt) from None
-        if isinstance(number, float) and number.is_integer():
-            number = int(number)
-        if isinstance(number, bool) or not isinstance(number, int):
-            raise DecodeError(path, f"expected an integer, got {value!r}", format=fmt)
-        if not lo <= number <= hi:
-            raise DecodeError(path, f"{number} is out of range {lo}..{hi}", format=fmt)
-    elif t == FieldDescriptor.TYPE_BOOL:
+            if value not in names:
+                raise DecodeError(path, f"unknown {et.name} {value!r}; expected one of {', '.join(names)}", format=fmt)
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            # A number: kept even when the schema does not define it (proto3 enums are open);
+            # validation reports it as enum.known.
+            return _integer(value, path, fmt, *_INT32)
+        raise DecodeError(path, f"expected one of {', '.join(names)}, got {value!r}", format=fmt)
+    if t in _INT_TYPES:
+        return _integer(value, path, fmt, *_INT_TYPES[t])
+    if t == FieldDescriptor.TYPE_BOOL:
         if not isinstance(value, bool):
             raise DecodeError(path, f"expected true or false, got {value!r}", format=fmt)
-    elif t == FieldDescriptor.TYPE_STRING:
-        if not isinstance(value, str):
-            raise DecodeError(path, f"expected a string, got {type(value).__name__} {value!r}", format=fmt)
+    elif t == FieldDescriptor.TYPE_STRING and not isinstance(value, str):
+        raise DecodeError(path, f"expected a string, got {type(value).__name__} {value!r}", format=fmt)
+    return value
 
 
 def _decode_textproto(text: str, task_type_version: int) -> Task:
@@ -352,6 +450,19 @@ def _for_upstream(task: Any, allow_loss: bool) -> Any:
     return out
 
 
+def _to_dict(pb: Any, *, snake_case: bool = False) -> dict[str, Any]:
+    """MessageToDict, with a typed error for values that have no JSON form (e.g. a Duration past 10,000 years)."""
+    try:
+        out: dict[str, Any] = json_format.MessageToDict(pb, preserving_proto_field_name=snake_case)
+    except (json_format.SerializeToJsonError, ValueError) as exc:
+        from elastic_idl._validate import violations
+
+        bad = [v for v in violations(pb) if v.rule == "elastic.duration.valid"]
+        field = bad[0].field if bad else ""
+        raise EncodeError(field, f"no proto3 JSON form ({exc})") from None
+    return out
+
+
 def to_custom(task: Any, *, upstream: bool = False, allow_loss: bool = False) -> dict[str, Any]:
     """The ``TaskTemplate.custom`` dict of a task: camelCase JSON, zero values left out (like flytekit).
 
@@ -364,10 +475,10 @@ def to_custom(task: Any, *, upstream: bool = False, allow_loss: bool = False) ->
 
     Raises:
         SkewError: ``upstream`` is set and an extension field would be lost.
+        EncodeError: A value has no proto3 JSON form (a task that fails elastic.duration.valid).
     """
     pb = _for_upstream(task, allow_loss) if upstream else as_pb2(task)
-    out: dict[str, Any] = json_format.MessageToDict(pb)
-    return out
+    return _to_dict(pb)
 
 
 def encode(
@@ -388,9 +499,9 @@ def encode(
         out: bytes = pb.SerializeToString(deterministic=True)
         return out
     if format == "json":
-        return json.dumps(json_format.MessageToDict(pb), indent=2, sort_keys=True) + "\n"
+        return json.dumps(_to_dict(pb), indent=2, sort_keys=True) + "\n"
     if format == "yaml":
-        data = json_format.MessageToDict(pb, preserving_proto_field_name=True)
+        data = _to_dict(pb, snake_case=True)
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     if format == "textproto":
         body = text_format.MessageToString(pb, as_utf8=True)

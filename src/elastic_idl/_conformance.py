@@ -16,7 +16,6 @@ helpers that load cases and write expectations.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from google.protobuf import json_format
 
-from elastic_idl._codec import decode, encode, to_custom
+from elastic_idl._codec import EncodeError, decode, encode, to_custom
 from elastic_idl._errors import DecodeError, ElasticIdlError, RenderError, ValidationError, Violation
 from elastic_idl._spec import to_launch_spec
 from elastic_idl._validate import violations
@@ -213,11 +211,6 @@ def error_of(exc: ElasticIdlError) -> dict[str, Any]:
     return out
 
 
-def _json_error_field(text: str) -> str:
-    # protobuf says "Failed to serialize <name> field: ..." once per nesting level.
-    return ".".join(re.findall(r"Failed to serialize (\w+) field", text))
-
-
 def _pods(job: Mapping[str, Any]) -> list[tuple[str, int]]:
     specs = job["spec"]["pytorchReplicaSpecs"]
     pods: list[tuple[str, int]] = []
@@ -289,11 +282,9 @@ def outputs_of_task(
         out["custom"] = to_custom(task)
         if render_from == "custom":
             backend_input = out["custom"]
-    except json_format.SerializeToJsonError as exc:
-        # The task has no proto3 JSON form (a Duration outside JSON's range). The
-        # contract calls that an EncodeError; the library raises protobuf's own
-        # exception (see contract/known_failures.yaml).
-        out["custom"] = {"error": {"type": "EncodeError", "field": _json_error_field(str(exc))}}
+    except EncodeError as exc:
+        # The task has no proto3 JSON form (a Duration outside JSON's range).
+        out["custom"] = {"error": {"type": "EncodeError", "field": exc.field}}
     out["violations"] = violation_list(violations(task))
 
     job: dict[str, Any] | None

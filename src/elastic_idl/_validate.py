@@ -30,6 +30,8 @@ TYPED_RDZV_KEYS = {
 MAX_INT32 = 2**31 - 1
 MAX_MONITOR_INTERVAL_S = 3600
 MAX_RDZV_ID_LEN = 253
+#: The largest google.protobuf.Duration (10,000 years); larger ones have no JSON form.
+MAX_DURATION_S = 315_576_000_000
 
 #: rule id -> what the rule requires. Docs and tests read this table.
 RULES: dict[str, str] = {
@@ -41,7 +43,7 @@ RULES: dict[str, str] = {
     "elastic.rdzv_backend.known": "rdzv_backend is one of '' (c10d), c10d, etcd, etcd-v2, static",
     "elastic.static.fixed_size": "the static backend requires min_replicas == max_replicas",
     "elastic.duration.positive": "every timeout and interval is > 0",
-    "elastic.duration.valid": "a Duration has seconds and nanos of one sign, |nanos| < 1e9",
+    "elastic.duration.valid": "a Duration has seconds and nanos of one sign, |nanos| < 1e9, |seconds| <= 315576000000",
     "elastic.monitor_interval.max": f"monitor_interval <= {MAX_MONITOR_INTERVAL_S} s",
     "enum.known": "an enum field holds a value the schema defines",
     "elastic.rdzv_options.key": "an rdzv option key is non-empty and has no ',' or '='",
@@ -78,7 +80,12 @@ def _duration(field: str, msg: Any, d: Duration) -> Iterator[Violation]:
     name = field.rsplit(".", 1)[-1]
     if not msg.HasField(name):
         return
-    if abs(d.nanos) >= 1_000_000_000 or (d.seconds > 0 and d.nanos < 0) or (d.seconds < 0 and d.nanos > 0):
+    if (
+        abs(d.nanos) >= 1_000_000_000
+        or abs(d.seconds) > MAX_DURATION_S
+        or (d.seconds > 0 and d.nanos < 0)
+        or (d.seconds < 0 and d.nanos > 0)
+    ):
         yield _v(field, "elastic.duration.valid", f"invalid Duration seconds={d.seconds} nanos={d.nanos}")
         return
     if d.seconds < 0 or (d.seconds == 0 and d.nanos <= 0):
