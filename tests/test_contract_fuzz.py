@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf import json_format
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
