@@ -17,10 +17,12 @@ and reports the extra wall time over a clean run of the same launcher.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -84,13 +86,36 @@ def cases(script: str, launcher: str, restart: bool) -> dict[str, list[str]]:
     return out
 
 
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every descendant (torchrun puts its workers in sessions of their own)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    todo, tree = [pid], []
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo.extend(children.get(p, []))
+    for p in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
+
+
 def run_once(argv: list[str], timeout: float) -> tuple[float, int]:
+    """Wall time and exit code of one sample; on timeout its whole process group is killed (code -1)."""
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
-        code = proc.returncode
+        code = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        proc.wait()
         code = -1
     return time.perf_counter() - t0, code
 
@@ -102,10 +127,8 @@ def measure(all_cases: dict[str, list[str]], rounds: int, timeout: float) -> dic
         random.shuffle(names)
         for name in names:
             samples[name].append(run_once(all_cases[name], timeout))
-        print(
-            f"round {r + 1}/{rounds}: " + ", ".join(f"{n.split()[0]}={samples[n][-1][0]:.2f}" for n in names),
-            file=sys.stderr,
-        )
+        done = ", ".join(f"{n}={samples[n][-1][0]:.2f}" for n in sorted(names))
+        print(f"round {r + 1}/{rounds}: {done}", file=sys.stderr)
     return samples
 
 

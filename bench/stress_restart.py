@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import signal
 import socket
@@ -117,6 +118,26 @@ def _classify(text: str) -> str:
     return lines[-1][-80:] if lines else "no output"
 
 
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every descendant (torchrun puts its workers in sessions of their own)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    todo, tree = [pid], []
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo.extend(children.get(p, []))
+    for p in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
+
+
 def _start(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
@@ -128,7 +149,7 @@ def _finish(proc: subprocess.Popen[str], deadline: float) -> tuple[int | None, s
         out, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
         return proc.returncode, out
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and everything it started
+        kill_tree(proc.pid)  # the launcher and everything it started
         out, _ = proc.communicate()
         return None, out
 
@@ -175,7 +196,11 @@ def main() -> int:
             for arm in arms:  # interleaved: both arms see the same machine load
                 r = one_run(tmp, launcher, arm, args.scenario, args.start_method, args.limit)
                 results[arm].append(r)
-                print(f"run {i + 1:3d} {arm:6s} {'ok  ' if r[0] else 'FAIL'} {r[2]:6.1f}s {r[1]}", file=sys.stderr, flush=True)
+                print(
+                    f"run {i + 1:3d} {arm:6s} {'ok  ' if r[0] else 'FAIL'} {r[2]:6.1f}s {r[1]}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     print(f"\nscenario {args.scenario}, start method {args.start_method}, {args.runs} runs per arm")
     print("| arm | succeeded | rate | median run (s) | failures |")
     print("| --- | ---: | ---: | ---: | --- |")

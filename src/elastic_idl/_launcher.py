@@ -267,7 +267,7 @@ def launch(
                 nproc_per_node=nproc,
                 start_method=method,
                 log_dir=root,
-                local_addr="127.0.0.1" if loopback and not spec.local_addr else spec.local_addr,
+                local_addr=_local_addr(host) if loopback and not spec.local_addr else spec.local_addr,
             )
             values = _torch.run_agent(
                 config,
@@ -276,6 +276,11 @@ def launch(
                 loopback=loopback,
                 on_endpoint=lambda ep: _log.info("elastic-idl: rendezvous %s at %s", spec.run_id, ep),
             )
+    except _torch.SignalException as exc:  # a signal before or after the agent ran: nothing to stop
+        error = _torch.interrupted_error(exc.sigval, None, log)
+        if failure_path is not None:
+            write_report(error.report, failure_path)
+        raise error from None
     except LaunchFailedError as exc:
         if failure_path is not None:
             write_report(exc.report, failure_path)
@@ -283,6 +288,11 @@ def launch(
     if return_all:
         return values
     return values.get(0)
+
+
+def _local_addr(host: str) -> str:
+    """The address a loopback launch advertises for this node (and binds its stores to)."""
+    return "127.0.0.1" if host in ("localhost", "") else host.strip("[]")
 
 
 def _replace(spec: LaunchSpec, **changes: Any) -> LaunchSpec:

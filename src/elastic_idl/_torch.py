@@ -71,7 +71,9 @@ __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT_S",
     "DISABLE_SHARED_STORE_ENV",
     "FreshStoreHandler",
+    "SignalException",
     "build_launch_config",
+    "interrupted_error",
     "is_loopback",
     "resolve_nproc",
     "run_agent",
@@ -733,7 +735,7 @@ def run_agent(
             values = {int(k): v for k, v in result.return_values.items()}
     except SignalException as exc:
         shutdown_rdzv = False
-        error = _interrupted(exc.sigval, agent, failure_log)
+        error = interrupted_error(exc.sigval, agent, failure_log)
     except RendezvousTimeoutError:
         shutdown_rdzv = False
         seen = handler.max_participants_seen if isinstance(handler, FreshStoreHandler) else -1
@@ -782,7 +784,7 @@ def _with_traceback(summary: str, report: Any) -> str:
     return f"{summary}\n  root cause traceback:\n{tb}"
 
 
-def _interrupted(sigval: signal.Signals, agent: _Agent | None, failure_log: FailureLog) -> LaunchInterruptedError:
+def interrupted_error(sigval: signal.Signals, agent: _Agent | None, failure_log: FailureLog) -> LaunchInterruptedError:
     """The error for a launch stopped by a signal, after checking that no worker survived."""
     name = signal.Signals(sigval).name
     stopped = sorted(agent.current_pids.values()) if agent is not None else []
