@@ -38,8 +38,15 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
     import torch
     import torch.distributed as dist
+    import torch.distributed.elastic.utils.store as store_util
     from torch.distributed.elastic import metrics
-    from torch.distributed.elastic.agent.server.api import RunResult, WorkerGroup, WorkerSpec, WorkerState
+    from torch.distributed.elastic.agent.server.api import (
+        _TERMINAL_STATE_SYNC_ID,
+        RunResult,
+        WorkerGroup,
+        WorkerSpec,
+        WorkerState,
+    )
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException, Std
     from torch.distributed.elastic.multiprocessing.api import _terminate_process_handler
@@ -202,6 +209,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _wait_for_key(store: dist.Store, key: str, timeout_s: float) -> bool:
+    """Wait until ``key`` exists, in slices of at most 1 s so that signal handlers run; False on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            store.wait([key], timedelta(seconds=min(1.0, left)))
+            return True
+        except dist.DistStoreError:
+            continue
+
+
 def _listen_socket(host: str, port: int) -> socket.socket:
     """A listening TCP socket on (host, port); port 0 picks a free one. Raises OSError."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -316,6 +337,10 @@ class FreshStoreHandler(RendezvousHandler):
                 )
                 port = int(self._server.port)
             store.set(_WORKER_STORE_KEY, f"{host}:{port}")
+        elif not _wait_for_key(store, _WORKER_STORE_KEY, self._read_timeout_s):
+            raise RendezvousConnectionError(
+                f"node rank 0 published no worker store within read_timeout={self._read_timeout_s}s"
+            )
         addr, _, port_s = store.get(_WORKER_STORE_KEY).decode().rpartition(":")
         return RendezvousInfo(store, info.rank, info.world_size, RendezvousStoreInfo(addr, int(port_s)))
 
@@ -481,6 +506,31 @@ class _Agent(LocalElasticAgent):
         self._store = None
         self._worker_group.store = None
         self._pcontext = None
+
+    def _exit_barrier(self) -> None:
+        """torch's exit barrier (same keys, same bound), waited for in 1 s slices.
+
+        torch waits in one C++ call of up to ``exit_barrier_timeout``; a signal's
+        Python handler cannot run until it returns. Here it runs within a second.
+        """
+        store: Any = self._store
+        size: Any = self._worker_group.group_world_size
+        if store is None or size is None:  # never rendezvoused: nobody to wait for
+            return
+        self._in_exit_barrier = True
+        try:
+            key = store_util._barrier_nonblocking(store=store, world_size=size, key_prefix=_TERMINAL_STATE_SYNC_ID)
+            if not _wait_for_key(store, key, self._exit_barrier_timeout):
+                _log.warning(
+                    "elastic-idl: other nodes did not finish within %s s; leaving the exit barrier",
+                    self._exit_barrier_timeout,
+                )
+        except SignalException:
+            raise
+        except Exception:
+            _log.exception("elastic-idl: error in the exit barrier")
+        finally:
+            self._in_exit_barrier = False
 
     def _stop_workers(self, worker_group: WorkerGroup) -> None:
         self._shutdown(timeout=self._shutdown_timeout)
