@@ -89,7 +89,7 @@ if __name__ == "__main__":
         e.max_restarts = 0
         e.join_timeout.CopyFrom(Duration(seconds=30))
         e.last_call_timeout.CopyFrom(Duration(seconds=1))
-        out = launch(task, stress_worker.wait_for_two, start_method=method,
+        out = launch(task, stress_worker.wait_for_two, start_method=method, return_all=True,
                      rdzv_endpoint=sys.argv[5], run_id=sys.argv[6])
     print("RESULT", out, flush=True)
 """
@@ -168,7 +168,7 @@ def one_run(tmp: str, launcher: str, arm: str, scenario: str, method: str, limit
     time.sleep(3.0)
     second = _start(argv, env)
     (c1, o1), (c2, o2) = _finish(first, deadline), _finish(second, deadline)
-    ok = c1 == 0 and c2 == 0 and o1.count("'world', 4") == 1 and o2.count("'world', 4") == 1
+    ok = c1 == 0 and c2 == 0 and o1.count("'world', 4") == 2 and o2.count("'world', 4") == 2
     if ok:
         why = "ok"
     elif c1 is None or c2 is None:
