@@ -130,13 +130,13 @@ def test_two_launchers_with_one_endpoint_and_run_id_form_one_world(nodes: list[N
 def test_a_node_joining_later_triggers_a_rerendezvous_and_both_finish_in_a_world_of_2(
     nodes: list[Node], tmp_path: Path
 ) -> None:
-    common = ["--fn", "wait_for_world", "--int-arg", "2", "--min", "1", "--max", "2", "--nproc", "1"]
+    common = ["--fn", "wait_for_world", "--arg", str(tmp_path), "--arg", "2", "--min", "1", "--max", "2"]
     common += ["--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "late-join", "--last-call-timeout", "1"]
     common += ["--join-timeout", "60", *FAST_KEEPALIVE]
     first = Node(*common)
     nodes.append(first)
-    time.sleep(4)  # node A alone: its worker runs in a world of 1, waiting
-    assert first.proc.poll() is None
+    # Node A alone: its worker runs in a world of 1, waiting.
+    _wait_until(lambda: any(tmp_path.glob("world1-*")), 60, "node A's worker in a world of 1")
     nodes.append(Node(*common))
     results = [n.result() for n in nodes]
     assert [code for code, _ in results] == [0, 0], [n.err[-3000:] for n in nodes]
@@ -146,18 +146,21 @@ def test_a_node_joining_later_triggers_a_rerendezvous_and_both_finish_in_a_world
     assert sorted(v["rank"] for v in values) == [0, 1]
     # A membership change is not a failure: no restart was used up.
     assert {v["attempt"] for v in values} == {0}
+    assert len(list(tmp_path.glob("world2-*"))) == 2
 
 
-def test_when_a_node_that_does_not_host_the_store_dies_the_survivor_carries_on_alone(nodes: list[Node]) -> None:
-    common = ["--fn", "loop_until_alone", "--min", "1", "--max", "2", "--nproc", "1", "--restarts", "1"]
+def test_when_a_node_that_does_not_host_the_store_dies_the_survivor_carries_on_alone(
+    nodes: list[Node], tmp_path: Path
+) -> None:
+    common = ["--fn", "loop_until_alone", "--arg", str(tmp_path), "--min", "1", "--max", "2", "--restarts", "1"]
     common += ["--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "node-dies", "--last-call-timeout", "1"]
     common += ["--join-timeout", "60", *FAST_KEEPALIVE]
     host = Node(*common)  # first: it binds the endpoint, so it hosts the rendezvous store
     nodes.append(host)
-    time.sleep(3)
+    _wait_until(lambda: any(tmp_path.glob("world1-*")), 60, "the host's worker alone")
     other = Node(*common)
     nodes.append(other)
-    time.sleep(8)  # both in a world of 2, all-reducing
+    _wait_until(lambda: len(list(tmp_path.glob("world2-*"))) == 2, 60, "both nodes in a world of 2")
     assert host.proc.poll() is None and other.proc.poll() is None
     os.killpg(other.proc.pid, signal.SIGKILL)  # the whole node: launcher, zygote, workers
     code, result = host.result()

@@ -103,14 +103,23 @@ def world_then_return(pid_dir: str = "") -> dict[str, Any]:
     return out
 
 
-def wait_for_world(size: int, poll_s: float = 0.2) -> dict[str, Any]:
-    """Stay alive until the world has ``size`` workers (the agent restarts us when a node joins)."""
+def _mark(marker_dir: str, what: str) -> None:
+    if marker_dir:
+        Path(marker_dir, f"{what}-{os.getpid()}").write_text(os.environ.get("TORCHELASTIC_RESTART_COUNT", ""))
+
+
+def wait_for_world(marker_dir: str, size: str) -> dict[str, Any]:
+    """Stay alive until the world has ``size`` workers (the agent restarts us when a node joins).
+
+    Leaves a file ``world<N>-<pid>`` in ``marker_dir`` for every world it starts in.
+    """
     import torch
 
     dist = _pg(30.0)
-    if dist.get_world_size() < size:
+    _mark(marker_dir, f"world{dist.get_world_size()}")
+    if dist.get_world_size() < int(size):
         while True:  # killed by the agent on re-rendezvous
-            time.sleep(poll_s)
+            time.sleep(0.2)
     t = torch.ones(1)
     dist.all_reduce(t)
     out = {
@@ -123,21 +132,22 @@ def wait_for_world(size: int, poll_s: float = 0.2) -> dict[str, Any]:
     return out
 
 
-def loop_until_alone(step_s: float = 0.2) -> dict[str, Any]:
+def loop_until_alone(marker_dir: str) -> dict[str, Any]:
     """Wait for a second node, all-reduce with it until it dies, then (restarted, alone) return."""
     import torch
 
     dist = _pg(10.0)
     world = dist.get_world_size()
     attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+    _mark(marker_dir, f"world{world}")
     if world == 1 and attempt == 0:
         while True:  # the agent restarts us when the second node arrives
-            time.sleep(step_s)
+            time.sleep(0.2)
     if world > 1:
         while True:
             t = torch.ones(1)
             dist.all_reduce(t)  # raises when the other node dies
-            time.sleep(step_s)
+            time.sleep(0.2)
     out = {"rank": dist.get_rank(), "world": world, "attempt": attempt}
     dist.destroy_process_group()
     return out
