@@ -57,11 +57,12 @@ def fail_rank_in_attempts(rank: int, attempts: int, code: int = 0) -> dict[str, 
     return out
 
 
-def block_in_barrier_unless_rank(rank: int) -> str:
-    """Rank ``rank`` raises at once; the others sit in a gloo barrier (a C++ call) that never completes.
+def block_in_cpp_unless_rank(rank: int) -> str:
+    """Rank ``rank`` raises at once; the others wait in a C++ store call that never completes.
 
-    Under a forked worker that kept the agent's Python SIGTERM handler, the blocked
-    ranks would ignore SIGTERM until torch's 30 s SIGKILL.
+    A C++ call does not return on a signal, and this one does not notice the peer's death
+    either: under a forked worker that kept the agent's Python SIGTERM handler, the blocked
+    ranks would survive SIGTERM until torch's 30 s SIGKILL.
     """
     attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
     dist = _pg(120.0)
@@ -70,12 +71,10 @@ def block_in_barrier_unless_rank(rank: int) -> str:
         dist.destroy_process_group()
         return "recovered"
     if dist.get_rank() == rank:
+        time.sleep(0.5)  # let the others enter the wait
         raise RuntimeError("fail fast")
-    time.sleep(0.5)
-    # A tag-matched recv from the failed rank: blocks in C++ until the pg timeout.
-    import torch
-
-    dist.recv(torch.zeros(1), src=rank)
+    store = dist.distributed_c10d._get_default_store()
+    store.wait(["never-set"], timedelta(seconds=120))
     return "unreachable"
 
 
