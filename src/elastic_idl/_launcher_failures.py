@@ -29,6 +29,7 @@ __all__ = [
     "LaunchInterruptedError",
     "RendezvousIncompleteError",
     "WorkerExit",
+    "describe_record",
     "write_report",
 ]
 
@@ -182,15 +183,7 @@ class FailureLog:
     def describe_root(self) -> str:
         """One line about the root cause, or "" when there is no record."""
         recs = self.records
-        if not recs:
-            return ""
-        r = recs[0]
-        how = (
-            f"exit code {r.exit_code}"
-            if r.WhichOneof("termination") == "exit_code"
-            else (f"signal {_signal_name(r.signal)}" if r.WhichOneof("termination") == "signal" else "still running")
-        )
-        return f"rank {r.rank} (local rank {r.local_rank}, pid {r.pid}) in attempt {r.attempt}, {how}: {r.message}"
+        return describe_record(recs[0]) if recs else ""
 
 
 def write_report(report: Any, path: str | os.PathLike[str]) -> None:
@@ -200,3 +193,13 @@ def write_report(report: Any, path: str | os.PathLike[str]) -> None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.time_ns()}.tmp")
     tmp.write_text(json_format.MessageToJson(report) + "\n")
     os.replace(tmp, target)
+
+
+def describe_record(r: Any) -> str:
+    """One line about one FailureRecord: which rank, where, how it ended and why."""
+    how = (
+        f"exit code {r.exit_code}"
+        if r.WhichOneof("termination") == "exit_code"
+        else (f"signal {_signal_name(r.signal)}" if r.WhichOneof("termination") == "signal" else "still running")
+    )
+    return f"rank {r.rank} (local rank {r.local_rank}, pid {r.pid}) in attempt {r.attempt}, {how}: {r.message}"

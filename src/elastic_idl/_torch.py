@@ -75,6 +75,7 @@ from elastic_idl._launcher_failures import (
     LaunchInterruptedError,
     RendezvousIncompleteError,
     WorkerExit,
+    describe_record,
 )
 from elastic_idl._spec import LaunchSpec
 
@@ -590,7 +591,14 @@ class _Agent(LocalElasticAgent):
                     note="unhealthy: stuck in uninterruptible sleep (D state)" if unhealthy else "",
                 )
             )
-        self._failure_log.add(self.attempt(), exits)
+        records = self._failure_log.add(self.attempt(), exits)
+        # Say which ranks failed as it happens; the summary comes only when the job gives up.
+        _log.warning(
+            "elastic-idl: attempt %d failed (%d restart(s) left): %s",
+            self.attempt(),
+            self._remaining_restarts,
+            "; ".join(describe_record(r).split("\n", 1)[0] for r in records) or "no worker record",
+        )
 
 
 @contextlib.contextmanager
