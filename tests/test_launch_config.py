@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 import warnings
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -129,6 +131,17 @@ def test_caller_owned_mappings_are_never_mutated() -> None:
     first.rdzv_configs["join_timeout"] = 1
     assert second.rdzv_configs["join_timeout"] == "900"
     assert env == OPERATOR_ENV
+
+
+def test_building_a_launch_config_creates_no_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # torch's DefaultLogsSpecs(log_dir=None) runs mkdtemp in its constructor: one stray
+    # torchelastic_* dir per LaunchConfig. Ours makes it when a launch first needs it.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    lc = to_launch_config(kubeflow_task(), env=OPERATOR_ENV)
+    assert list(tmp_path.iterdir()) == []
+    assert isinstance(lc.logs_specs, DefaultLogsSpecs)
+    root = Path(lc.logs_specs.root_log_dir)  # first use
+    assert root.parent == tmp_path and root.name.startswith("torchelastic_") and root.is_dir()
 
 
 def test_outside_a_pod_the_launch_is_local_on_loopback() -> None:

@@ -7,9 +7,11 @@ helper process outlives the launch, and that the launcher's own threads are gone
 from __future__ import annotations
 
 import json
+import multiprocessing.util
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -96,8 +98,13 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.fixture(autouse=True)
-def _no_leftovers() -> Any:
-    """Every launch leaves this process as it found it: no child, no thread, same handlers."""
+def _no_leftovers(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Every launch leaves this process as it found it: no child, no thread, same handlers, no temp file."""
+    # Made once per process, before the switch below: pytest's and CPython's own temp dirs.
+    tmp_path_factory.getbasetemp()
+    multiprocessing.util.get_temp_dir()
+    tmp = tempfile.mkdtemp(prefix="ei-", dir="/tmp")  # short: a fork server's socket path lives here
+    monkeypatch.setattr(tempfile, "tempdir", tmp)
     before_children = _children()
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
     env_before = {k: os.environ.get(k) for k in LAUNCH_ENV}
@@ -108,6 +115,8 @@ def _no_leftovers() -> Any:
     ]
     assert {s: signal.getsignal(s) for s in handlers} == handlers
     assert {k: os.environ.get(k) for k in LAUNCH_ENV} == env_before
+    assert os.listdir(tmp) == []  # logs, error files, torch's traceback pickles: all gone
+    os.rmdir(tmp)
 
 
 def test_function_returns_rank0_value_by_default() -> None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,13 +64,14 @@ def _wait_until(cond: Any, timeout: float, what: str) -> None:
 
 
 class Node:
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, tmpdir: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(NODE), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            env={**os.environ, "TMPDIR": tmpdir},  # a launcher killed outright cannot clean its temp dir
         )
         self.out = ""
         self.err = ""
@@ -94,10 +97,24 @@ class Node:
             self.proc.communicate()
 
 
+class Nodes(list[Node]):
+    """The launchers a test started."""
+
+    def __init__(self, tmpdir: str) -> None:
+        super().__init__()
+        self.tmpdir = tmpdir
+
+    def start(self, *args: str) -> Node:
+        node = Node(*args, tmpdir=self.tmpdir)
+        self.append(node)
+        return node
+
+
 @pytest.fixture
-def nodes() -> Iterator[list[Node]]:
-    """Start nodes with ``nodes.append(Node(...))``; afterwards nothing of theirs may be left."""
-    started: list[Node] = []
+def nodes() -> Iterator[Nodes]:
+    """Start launchers with ``nodes.start(...)``; afterwards nothing of theirs may be left."""
+    tmpdir = tempfile.mkdtemp(prefix="ei-n-", dir="/tmp")  # short: fork server sockets live here
+    started = Nodes(tmpdir)
     yield started
     leftovers = {}
     for n in started:
@@ -111,13 +128,15 @@ def nodes() -> Iterator[list[Node]]:
         if _session_pids(sid):
             leftovers[sid] = _session_pids(sid)
             os.killpg(sid, signal.SIGKILL)
+    shutil.rmtree(tmpdir, ignore_errors=True)
     assert not leftovers, f"processes outlived their launcher: {leftovers}"
 
 
-def test_two_launchers_with_one_endpoint_and_run_id_form_one_world(nodes: list[Node]) -> None:
+def test_two_launchers_with_one_endpoint_and_run_id_form_one_world(nodes: Nodes) -> None:
     common = ["--fn", "world_then_return", "--min", "2", "--max", "2", "--nproc", "1"]
     common += ["--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "two-nodes", "--join-timeout", "60"]
-    nodes.extend([Node(*common), Node(*common)])
+    nodes.start(*common)
+    nodes.start(*common)
     results = [n.result() for n in nodes]
     assert [code for code, _ in results] == [0, 0], [n.err[-2000:] for n in nodes]
     values = [v for _, r in results for v in r["ok"].values()]
@@ -128,16 +147,16 @@ def test_two_launchers_with_one_endpoint_and_run_id_form_one_world(nodes: list[N
 
 
 def test_a_node_joining_later_triggers_a_rerendezvous_and_both_finish_in_a_world_of_2(
-    nodes: list[Node], tmp_path: Path
+    nodes: Nodes, tmp_path: Path
 ) -> None:
     common = ["--fn", "wait_for_world", "--arg", str(tmp_path), "--arg", "2", "--min", "1", "--max", "2"]
     common += ["--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "late-join", "--last-call-timeout", "1"]
     common += ["--join-timeout", "60", *FAST_KEEPALIVE]
-    first = Node(*common)
-    nodes.append(first)
+    first = nodes.start(*common)
     # Node A alone: its worker runs in a world of 1, waiting.
     _wait_until(lambda: any(tmp_path.glob("world1-*")), 60, "node A's worker in a world of 1")
-    nodes.append(Node(*common))
+    assert first.proc.poll() is None
+    nodes.start(*common)
     results = [n.result() for n in nodes]
     assert [code for code, _ in results] == [0, 0], [n.err[-3000:] for n in nodes]
     values = [v for _, r in results for v in r["ok"].values()]
@@ -150,16 +169,14 @@ def test_a_node_joining_later_triggers_a_rerendezvous_and_both_finish_in_a_world
 
 
 def test_when_a_node_that_does_not_host_the_store_dies_the_survivor_carries_on_alone(
-    nodes: list[Node], tmp_path: Path
+    nodes: Nodes, tmp_path: Path
 ) -> None:
     common = ["--fn", "loop_until_alone", "--arg", str(tmp_path), "--min", "1", "--max", "2", "--restarts", "1"]
     common += ["--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "node-dies", "--last-call-timeout", "1"]
     common += ["--join-timeout", "60", *FAST_KEEPALIVE]
-    host = Node(*common)  # first: it binds the endpoint, so it hosts the rendezvous store
-    nodes.append(host)
+    host = nodes.start(*common)  # first: it binds the endpoint, so it hosts the rendezvous store
     _wait_until(lambda: any(tmp_path.glob("world1-*")), 60, "the host's worker alone")
-    other = Node(*common)
-    nodes.append(other)
+    other = nodes.start(*common)
     _wait_until(lambda: len(list(tmp_path.glob("world2-*"))) == 2, 60, "both nodes in a world of 2")
     assert host.proc.poll() is None and other.proc.poll() is None
     os.killpg(other.proc.pid, signal.SIGKILL)  # the whole node: launcher, zygote, workers
@@ -170,9 +187,8 @@ def test_when_a_node_that_does_not_host_the_store_dies_the_survivor_carries_on_a
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_to_the_launcher_stops_every_worker_and_says_so(nodes: list[Node], tmp_path: Path, sig: int) -> None:
-    node = Node("--fn", "sleep_forever", "--arg", str(tmp_path), "--nproc", "2", "--restarts", "3")
-    nodes.append(node)
+def test_a_signal_to_the_launcher_stops_every_worker_and_says_so(nodes: Nodes, tmp_path: Path, sig: int) -> None:
+    node = nodes.start("--fn", "sleep_forever", "--arg", str(tmp_path), "--nproc", "2", "--restarts", "3")
     _wait_until(lambda: len(list(tmp_path.glob("*.pid"))) == 2, 60, "two workers")
     workers = [int(p.stem) for p in tmp_path.glob("*.pid")]
     sent = time.monotonic()
@@ -190,12 +206,11 @@ def test_a_signal_to_the_launcher_stops_every_worker_and_says_so(nodes: list[Nod
     assert took < 20, f"stopping took {took:.1f} s"  # generous: a hang would take torch's 30 s or forever
 
 
-def test_a_signal_during_the_rendezvous_stops_the_launcher_promptly(nodes: list[Node]) -> None:
-    node = Node(
+def test_a_signal_during_the_rendezvous_stops_the_launcher_promptly(nodes: Nodes) -> None:
+    node = nodes.start(
         "--fn", "allreduce", "--min", "2", "--max", "2", "--join-timeout", "600",
         "--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "never-fills",
     )  # fmt: skip
-    nodes.append(node)
     time.sleep(4)
     os.kill(node.proc.pid, signal.SIGTERM)
     code, result = node.result(timeout=30)
@@ -203,9 +218,8 @@ def test_a_signal_during_the_rendezvous_stops_the_launcher_promptly(nodes: list[
     assert "launch interrupted by SIGTERM: no worker was running yet" in result["message"]
 
 
-def test_a_launcher_killed_outright_leaves_no_orphans(nodes: list[Node], tmp_path: Path) -> None:
-    node = Node("--fn", "sleep_forever", "--arg", str(tmp_path), "--nproc", "2")
-    nodes.append(node)
+def test_a_launcher_killed_outright_leaves_no_orphans(nodes: Nodes, tmp_path: Path) -> None:
+    node = nodes.start("--fn", "sleep_forever", "--arg", str(tmp_path), "--nproc", "2")
     _wait_until(lambda: len(list(tmp_path.glob("*.pid"))) == 2, 60, "two workers")
     workers = [int(p.stem) for p in tmp_path.glob("*.pid")]
     os.kill(node.proc.pid, signal.SIGKILL)  # only the launcher: no chance to clean up

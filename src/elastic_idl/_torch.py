@@ -31,6 +31,7 @@ import math
 import os
 import signal
 import socket
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -52,8 +53,8 @@ with warnings.catch_warnings():
         WorkerState,
     )
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
-    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException, Std
-    from torch.distributed.elastic.multiprocessing.api import _terminate_process_handler
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, LogsSpecs, SignalException, Std
+    from torch.distributed.elastic.multiprocessing.api import LogsDest, _terminate_process_handler
     from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousParameters
     from torch.distributed.elastic.rendezvous import registry as rdzv_registry
     from torch.distributed.elastic.rendezvous.api import (
@@ -83,6 +84,7 @@ __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT_S",
     "DISABLE_SHARED_STORE_ENV",
     "FreshStoreHandler",
+    "LazyLogsSpecs",
     "SignalException",
     "build_launch_config",
     "interrupted_error",
@@ -149,6 +151,40 @@ def _rdzv_configs(spec: LaunchSpec) -> dict[str, Any]:
     return out
 
 
+class LazyLogsSpecs(DefaultLogsSpecs):
+    """torch's DefaultLogsSpecs, except that without a ``log_dir`` the temp dir is made on first use.
+
+    DefaultLogsSpecs(log_dir=None) calls ``tempfile.mkdtemp`` in its constructor: every
+    LaunchConfig built that way leaves an empty ``torchelastic_*`` dir in /tmp, launched or not.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | None = None,
+        redirects: Std | dict[int, Std] = Std.NONE,
+        tee: Std | dict[int, Std] = Std.NONE,
+        local_ranks_filter: set[int] | None = None,
+    ) -> None:
+        if log_dir:
+            super().__init__(log_dir, redirects, tee, local_ranks_filter)
+            return
+        LogsSpecs.__init__(self, None, redirects, tee, local_ranks_filter)
+        self._run_log_dir = None
+
+    def _ensure_root(self) -> str:
+        if not self._root_log_dir:
+            self._root_log_dir = tempfile.mkdtemp(prefix="torchelastic_")
+        return str(self._root_log_dir)
+
+    @property
+    def root_log_dir(self) -> str:
+        return self._ensure_root()
+
+    def reify(self, envs: dict[int, dict[str, str]]) -> LogsDest:
+        self._ensure_root()
+        return super().reify(envs)
+
+
 def build_launch_config(
     spec: LaunchSpec,
     *,
@@ -170,7 +206,7 @@ def build_launch_config(
     numa = None
     if spec.numa_binding is not None:
         numa = NumaOptions(affinity_mode=AffinityMode(spec.numa_binding))
-    logs = DefaultLogsSpecs(
+    logs = LazyLogsSpecs(
         log_dir=log_dir,
         redirects=Std.from_str(spec.redirects),
         tee=Std.from_str(spec.tee),
@@ -491,6 +527,7 @@ class _Agent(LocalElasticAgent):
         return self._worker_group.spec.max_restarts - self._remaining_restarts
 
     def _start_workers(self, worker_group: WorkerGroup) -> dict[int, Any]:
+        self._drop_traceback_files()  # of the previous attempt
         pids: dict[int, Any] = super()._start_workers(worker_group)
         self.rounds += 1
         self._failure_log.attempt_started(self.attempt())
@@ -506,8 +543,16 @@ class _Agent(LocalElasticAgent):
         )
         return pids
 
+    def _drop_traceback_files(self) -> None:
+        """Delete torch.multiprocessing's per-worker traceback pickles (it never does; we read error.json)."""
+        pc = getattr(self._pcontext, "_pc", None)
+        for path in getattr(pc, "error_files", None) or []:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
     def release(self) -> None:
         """Drop the stores and the process context (see FreshStoreHandler.release)."""
+        self._drop_traceback_files()
         self._store = None
         self._worker_group.store = None
         self._pcontext = None
@@ -767,7 +812,7 @@ def run_agent(
             duplicate_stderr_filters=config.duplicate_stderr_filters,
             virtual_local_rank=config.virtual_local_rank,
         )
-        assert isinstance(config.logs_specs, DefaultLogsSpecs)  # set by build_launch_config
+        assert isinstance(config.logs_specs, DefaultLogsSpecs)  # a LazyLogsSpecs, set by build_launch_config
         agent = _Agent(
             spec,
             config.logs_specs,
