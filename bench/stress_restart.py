@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -33,6 +31,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_launch import kill_tree  # one process-tree killer for both benchmarks
 
 PY = sys.executable
 
@@ -116,26 +116,6 @@ def _classify(text: str) -> str:
             return kind
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1][-80:] if lines else "no output"
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL a process and every descendant (torchrun puts its workers in sessions of their own)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    todo, tree = [pid], []
-    while todo:
-        p = todo.pop()
-        tree.append(p)
-        todo.extend(children.get(p, []))
-    for p in tree:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p, signal.SIGKILL)
 
 
 def _start(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
