@@ -116,8 +116,11 @@ baseline: venv-gen
 	$(BUF) build --exclude-source-info -o $(BASELINE)
 	@echo "wrote $(BASELINE): commit it with the release"
 
+# Shortened runs; bench/README.md gives the full-length commands behind its tables.
 bench: devtree
 	$(PY) bench/bench_import.py
+	$(PY) bench/bench_launch.py --rounds 5
+	$(PY) bench/stress_restart.py --runs 10
 
 demo: venv devtree
 	@if [ -x scripts/demo.sh ]; then scripts/demo.sh $(ARGS); \
