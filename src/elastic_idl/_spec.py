@@ -164,14 +164,30 @@ def _num(x: float) -> int | float:
     return int(x) if float(x).is_integer() else x
 
 
-def parse_rdzv_conf(text: str) -> dict[str, str]:
-    """Parse "k=v,k=v" (torchrun --rdzv-conf / PET_RDZV_CONF) into a dict of strings."""
+def parse_rdzv_conf(text: str, *, strict: bool = False) -> dict[str, str]:
+    """Parse "k=v,k=v" (torchrun --rdzv-conf / PET_RDZV_CONF) into a dict of strings; the last key wins.
+
+    Keys and values are stripped. ``strict`` applies torchrun's own rules (torch's
+    ``_parse_rendezvous_config``): no empty item and no empty value; otherwise empty
+    items are skipped and an empty value is kept.
+
+    Raises:
+        ValueError: An item is not ``key=value``.
+    """
     out: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
+    text = text.strip()
+    if not text:
+        return out
+    for item in text.split(","):
+        if not item.strip() and not strict:
+            continue
         key, sep, value = item.partition("=")
-        if not sep or not key:
+        key, value = key.strip(), value.strip()
+        if not key or not sep:
             raise ValueError(f"rdzv conf item {item!r} is not key=value")
-        out[key.strip()] = value.strip()
+        if strict and not value:
+            raise ValueError(f"the rendezvous option {key!r} has no value")
+        out[key] = value
     return out
 
 

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, NoReturn, cast
 from elastic_idl._errors import ElasticIdlError, ValidationError, Violation
 from elastic_idl._messages import ElasticConfig, Task
 from elastic_idl._sdk import _Problems, _task_of, duration_of, duration_text, parse_nnodes, parse_nproc, split_rdzv
-from elastic_idl._spec import _NPROC_POLICY, _NUMA, _START_METHOD
+from elastic_idl._spec import _NPROC_POLICY, _NUMA, _START_METHOD, parse_rdzv_conf
 from elastic_idl._validate import TYPED_RDZV_KEYS, violations
 from elastic_idl._view import DEFAULT_RDZV_BACKEND, view
 
@@ -339,20 +339,11 @@ def _endpoint(text: str, backend: str, flag: str) -> tuple[str, int]:
 
 
 def _rdzv_conf(text: str, flag: str) -> dict[str, str]:
-    """torch's _parse_rendezvous_config: "k=v,k=v"; keys and values stripped, non-empty; the last one wins."""
-    out: dict[str, str] = {}
-    text = text.strip()
-    if not text:
-        return out
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not key:
-            raise TorchrunError(flag, f"{text!r} is not <key1>=<value1>,...,<keyN>=<valueN>")
-        if not sep or not value:
-            raise TorchrunError(flag, f"the rendezvous option {key!r} has no value")
-        out[key] = value
-    return out
+    """torch's _parse_rendezvous_config (parse_rdzv_conf, strict), with errors naming the flag."""
+    try:
+        return parse_rdzv_conf(text, strict=True)
+    except ValueError as exc:
+        raise TorchrunError(flag, str(exc)) from None
 
 
 def _refuse(f: _Flag, v: _Value, why: str) -> NoReturn:
