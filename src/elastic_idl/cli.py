@@ -236,7 +236,6 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
     )
     _add_input(p)
-    p.add_argument("-m", "--module", action="store_true", help="-m MODULE args...: run a module (like python -m)")
     p.add_argument("--run-id", help="run id (default: from the task, else random)")
     p.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous (default: 127.0.0.1 and a free port)")
     p.add_argument("--failure-file", help="write the FailureReport JSON here when the job fails")
