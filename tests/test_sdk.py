@@ -632,3 +632,15 @@ def test_pickle_copy_and_asdict() -> None:
         with pytest.raises(TypeError):
             mutate(cfg.requests)
     assert dict(cfg.requests) == {"cpu": "1"}
+
+
+# ---------------------------------------------------------------- issue #9: public names, round trip
+
+
+def test_sdk_companion_types_are_public() -> None:
+    """The README's own import line: every type an Elastic argument documents is a public name."""
+    from elastic_idl import CleanPodPolicy as PublicClean
+    from elastic_idl import RestartPolicy as PublicRestart
+    from elastic_idl import RunPolicy as PublicRunPolicy
+
+    assert (PublicClean, PublicRestart, PublicRunPolicy) == (CleanPodPolicy, RestartPolicy, RunPolicy)

@@ -56,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     "to_launch_spec": "_spec",
     "to_launch_config": "_launcher",
     "launch": "_launcher",
+    # pod entrypoint
+    "pod_main": "pod",
     "LaunchFailedError": "_launcher",
     "LaunchInterruptedError": "_launcher",
     "RendezvousIncompleteError": "_launcher",
@@ -64,7 +66,10 @@ _EXPORTS: dict[str, str] = {
     "pod_env": "_kubeflow",
     # SDK side
     "Elastic": "_sdk",
+    "CleanPodPolicy": "_sdk",
     "CustomTemplate": "_sdk",
+    "RestartPolicy": "_sdk",
+    "RunPolicy": "_sdk",
     "from_custom": "_sdk",
     "from_torchrun": "_torchrun",
     "to_torchrun": "_torchrun",
@@ -77,6 +82,7 @@ __all__ = [
     "DEFAULT_RDZV_BACKEND",
     "FORMATS",
     "RULES",
+    "CleanPodPolicy",
     "CustomTemplate",
     "DecodeError",
     "Elastic",
@@ -93,6 +99,8 @@ __all__ = [
     "LegacyTask",
     "RenderError",
     "RendezvousIncompleteError",
+    "RestartPolicy",
+    "RunPolicy",
     "SkewError",
     "SkewWarning",
     "Task",
@@ -113,6 +121,7 @@ __all__ = [
     "from_torchrun",
     "launch",
     "pod_env",
+    "pod_main",
     "render_pytorchjob",
     "to_custom",
     "to_launch_config",
@@ -174,7 +183,7 @@ if TYPE_CHECKING:
         Task,
         as_pb2,
     )
-    from elastic_idl._sdk import CustomTemplate, Elastic, from_custom
+    from elastic_idl._sdk import CleanPodPolicy, CustomTemplate, Elastic, RestartPolicy, RunPolicy, from_custom
     from elastic_idl._spec import EnvDecision, LaunchSpec, to_launch_spec
     from elastic_idl._torchrun import (
         TorchrunEntrypoint,
@@ -185,3 +194,4 @@ if TYPE_CHECKING:
     )
     from elastic_idl._validate import RULES, validate, violations
     from elastic_idl._view import DEFAULT_RDZV_BACKEND, TaskView, view
+    from elastic_idl.pod import pod_main
