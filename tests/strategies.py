@@ -171,14 +171,23 @@ def elastic_configs(draw: st.DrawFn, *, upstream_only: bool = False, torchrun: b
 # ---------------------------------------------------------------- replicas, run policy, tasks
 
 
+#: Valid quantities ("resources.quantity"): every request value is <= every limit value.
+REQUEST_QUANTITIES, LIMIT_QUANTITIES = ("1", "500m", "2"), ("2", "4Gi", "10G", "2.5e3")
+
+
 @st.composite
 def resources(draw: st.DrawFn, *, unique: bool = False) -> Resources:
-    """Valid Resources: known names, non-empty quantities; ``unique`` names each resource once per list."""
+    """Valid Resources: known names, valid quantities; ``unique`` names each resource once per list.
+
+    A GPU is a whole number, the same in requests and limits (it cannot be overcommitted).
+    """
     r = Resources()
-    for kind in ("requests", "limits"):
+    gpus = draw(st.sampled_from(["1", "2", "8"]))
+    for kind, values in (("requests", REQUEST_QUANTITIES), ("limits", LIMIT_QUANTITIES)):
         names = draw(st.lists(st.sampled_from(RESOURCE_NAMES), max_size=3, unique=unique))
         for name in names:
-            getattr(r, kind).add(name=name, value=draw(st.sampled_from(["1", "500m", "4Gi", "2", "10G"])))
+            value = gpus if name == Resources.GPU else draw(st.sampled_from(values))
+            getattr(r, kind).add(name=name, value=value)
     return r
 
 

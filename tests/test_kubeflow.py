@@ -205,9 +205,12 @@ def test_resources_map_every_resource_name() -> None:
 
 
 def test_task_resources_apply_unless_the_replica_sets_its_own() -> None:
-    task_res = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": 3}}
+    task_res = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": 3 * 1024**3}}
     job = render(kf(), resources=task_res)
-    assert container(job)["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "3"}}
+    assert container(job)["resources"] == {
+        "requests": {"cpu": "1", "memory": "2Gi"},
+        "limits": {"memory": "3221225472"},
+    }
     t = kf()
     t.worker_replicas.resources.limits.add(name=2, value="1")
     assert container(render(t, resources=task_res))["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
@@ -622,3 +625,49 @@ def test_pod_env_agrees_with_the_message() -> None:
         assert (spec.min_nodes, spec.max_nodes, spec.nproc_per_node, spec.max_restarts) == (1, 3, 4, 2)
         assert spec.run_id == "exec-9"
         assert dict(spec.rdzv_configs) == {"join_timeout": 30, "is_host": "0"}
+
+
+# --------------------------------------------------------------------------- issue #9: quantities
+
+
+@pytest.mark.parametrize(
+    ("resources", "field"),
+    [
+        ({"requests": {"cpu": "-1"}}, "resources.requests.cpu"),
+        ({"requests": {"cpu": -1}}, "resources.requests.cpu"),
+        ({"requests": {"memory": "4Gi "}}, "resources.requests.memory"),
+        ({"limits": {"nvidia.com/gpu": "1.5"}}, "resources.limits.nvidia.com/gpu"),
+        ({"limits": {"example.com/fpga": "500m"}}, "resources.limits.example.com/fpga"),  # any extended resource
+        ({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}, "resources.requests.cpu"),
+        ({"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}, "resources.requests.nvidia.com/gpu"),
+        (
+            {"requests": {"hugepages-2Mi": "2Mi"}, "limits": {"hugepages-2Mi": "4Mi"}},
+            "resources.requests.hugepages-2Mi",
+        ),
+        ({"requests": {"cpu ": "1"}}, "resources.requests.cpu "),  # a resource name is a qualified name
+        ({"requests": {1: "1", "cpu": "1"}}, "resources.requests"),  # not a TypeError from sorted()
+        ({1: {}, "requests": {}}, "resources"),
+    ],
+)
+def test_resources_option_the_api_server_would_refuse_is_a_render_error(resources: Any, field: str) -> None:
+    with pytest.raises(RenderError) as info:
+        render(kf(), resources=resources)
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("option", ["labels", "annotations", "env"])
+def test_a_key_that_is_not_a_string_is_a_render_error(option: str) -> None:
+    with pytest.raises(RenderError) as info:
+        render(kf(), **{option: {1: "a", "b": "c"}})
+    assert info.value.field == option
+
+
+def test_quantities_the_api_server_accepts_render_as_given() -> None:
+    res = {
+        "requests": {"cpu": ".5", "memory": "1Gi", "nvidia.com/gpu": "1"},
+        "limits": {"cpu": "500m", "nvidia.com/gpu": 1},
+    }
+    assert container(render(kf(), resources=res))["resources"] == {
+        "requests": {"cpu": ".5", "memory": "1Gi", "nvidia.com/gpu": "1"},
+        "limits": {"cpu": "500m", "nvidia.com/gpu": "1"},
+    }

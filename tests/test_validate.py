@@ -153,6 +153,12 @@ INVALID: list[tuple[str, Any, str, str]] = [
         "worker_replicas.resources.requests[0].value",
     ),
     (
+        "resource_quantity",
+        _with(lambda t: t.worker_replicas.resources.limits.add(name=2, value="1.5")),
+        "resources.quantity",
+        "worker_replicas.resources.limits[0].value",
+    ),
+    (
         "clean_pod",
         _with(lambda t: setattr(t.run_policy, "clean_pod_policy", 5)),
         "enum.known",
@@ -270,3 +276,58 @@ def test_validate_does_not_import_torch() -> None:
     code = "import sys, elastic_idl as ei; from elastic_idl._messages import KubeflowTask; ei.violations(KubeflowTask()); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------- issue #9: Kubernetes quantities
+
+
+def _resources_task(requests: list[tuple[int, str]], limits: list[tuple[int, str]]) -> Any:
+    def fill(t: Any) -> None:
+        for name, value in requests:
+            t.worker_replicas.resources.requests.add(name=name, value=value)
+        for name, value in limits:
+            t.worker_replicas.resources.limits.add(name=name, value=value)
+
+    return _with(fill)
+
+
+CPU, GPU, MEMORY = 1, 2, 3
+
+
+@pytest.mark.parametrize(
+    ("requests", "limits", "fields"),
+    [
+        ([(GPU, "x")], [], ["requests[0]"]),  # not a quantity
+        ([(CPU, "-1")], [], ["requests[0]"]),  # negative
+        ([(MEMORY, "4Gi ")], [], ["requests[0]"]),  # surrounding whitespace
+        ([(MEMORY, " 4Gi")], [], ["requests[0]"]),
+        ([], [(GPU, "1.5")], ["limits[0]"]),  # a GPU is whole
+        ([(CPU, "2")], [(CPU, "1")], ["requests[0]"]),  # request above its limit
+        ([(GPU, "1")], [(GPU, "2")], ["requests[0]"]),  # GPU request and limit differ
+        ([(CPU, "1"), (CPU, "3")], [(CPU, "2")], ["requests[1]"]),  # the last value of a name counts
+        ([(CPU, "1K"), (MEMORY, "1e1.5")], [(CPU, "-0.1n")], ["requests[0]", "requests[1]", "limits[0]"]),
+    ],
+)
+def test_quantities_the_api_server_refuses_are_violations(
+    requests: list[tuple[int, str]], limits: list[tuple[int, str]], fields: list[str]
+) -> None:
+    found = ei.violations(_resources_task(requests, limits))
+    assert [(v.field, v.rule) for v in found] == [
+        (f"worker_replicas.resources.{f}.value", "resources.quantity") for f in fields
+    ]
+
+
+@pytest.mark.parametrize(
+    ("requests", "limits"),
+    [
+        ([(CPU, "500m"), (MEMORY, "1Gi"), (GPU, "1")], [(CPU, "1"), (MEMORY, "1024Mi"), (GPU, "1000m")]),
+        ([(CPU, ".5"), (MEMORY, "+1.")], [(CPU, "5e-1"), (MEMORY, "1E3")]),
+        ([(GPU, "2")], []),  # a GPU request alone is not refused here (see _resources.py)
+        ([(CPU, "0")], [(CPU, "0")]),
+        ([(MEMORY, "1e2147483647")], []),  # int32 exponent
+    ],
+)
+def test_quantities_the_api_server_accepts_are_valid(
+    requests: list[tuple[int, str]], limits: list[tuple[int, str]]
+) -> None:
+    assert ei.violations(_resources_task(requests, limits)) == []

@@ -20,6 +20,7 @@ from typing import Any
 from elastic_idl._codec import from_custom, to_custom
 from elastic_idl._errors import RenderError, UnsupportedVersionError
 from elastic_idl._messages import TASK_CLASSES, Resources, as_pb2, task_class
+from elastic_idl._resources import RESOURCE_NAMES, quantity_problems
 from elastic_idl._spec import ENV, rdzv_configs_of
 from elastic_idl._validate import validate
 from elastic_idl._view import Replica, TaskView, view
@@ -150,14 +151,6 @@ RESERVED_ENV = frozenset(
     }
 )
 
-#: flyteidl ResourceName -> Kubernetes resource name.
-RESOURCE_NAMES: dict[int, str] = {
-    Resources.CPU: "cpu",
-    Resources.GPU: "nvidia.com/gpu",
-    Resources.MEMORY: "memory",
-    Resources.STORAGE: "storage",
-    Resources.EPHEMERAL_STORAGE: "ephemeral-storage",
-}
 RESTART_POLICIES: dict[int, str] = {
     common_pb2.RESTART_POLICY_NEVER: "Never",
     common_pb2.RESTART_POLICY_ON_FAILURE: "OnFailure",
@@ -240,13 +233,21 @@ def _qualified_key(field: str, key: Any) -> None:
         )
 
 
+def _sorted_keys(field: str, mapping: Mapping[Any, Any]) -> list[str]:
+    """The keys in order; a key that is not a string is a RenderError (not sorted() raising TypeError)."""
+    for key in mapping:
+        if not isinstance(key, str):
+            raise RenderError(field, f"keys must be strings, got {type(key).__name__} {key!r}")
+    return sorted(mapping)
+
+
 def _labels(field: str, labels: Mapping[str, str] | None, *, is_label: bool) -> dict[str, str]:
     if labels is None:
         return {}
     if not isinstance(labels, Mapping):
         raise RenderError(field, f"expected a mapping of strings, got {type(labels).__name__}")
     out: dict[str, str] = {}
-    for key in sorted(labels):
+    for key in _sorted_keys(field, labels):
         _qualified_key(field, key)
         value = labels[key]
         if not isinstance(value, str):
@@ -274,8 +275,8 @@ def _user_env(env: Mapping[str, str] | None) -> list[dict[str, str]]:
     if not isinstance(env, Mapping):
         raise RenderError("env", f"expected a mapping of strings, got {type(env).__name__}")
     out = []
-    for key in sorted(env):
-        if not isinstance(key, str) or not _ENV_NAME.match(key):
+    for key in _sorted_keys("env", env):
+        if not _ENV_NAME.match(key):
             raise RenderError(f"env.{key}", "not a valid environment variable name")
         if key in RESERVED_ENV:
             raise RenderError(f"env.{key}", "is set by the operator or the renderer; it cannot be given")
@@ -300,16 +301,23 @@ def _k8s_resources(field: str, res: Mapping[str, Any] | None) -> dict[str, dict[
         if not isinstance(entries, Mapping):
             raise RenderError(f"{field}.{kind}", "expected a mapping of resource name to quantity")
         block: dict[str, str] = {}
-        for name in sorted(entries):
+        for name in _sorted_keys(f"{field}.{kind}", entries):
+            _qualified_key(f"{field}.{kind}", name)  # a resource name is a qualified name
             qty = entries[name]
             if isinstance(qty, bool) or not isinstance(qty, (str, int)) or str(qty) == "":
                 raise RenderError(f"{field}.{kind}.{name}", f"expected a quantity such as '2' or '4Gi', got {qty!r}")
             block[str(name)] = str(qty)
         if block:
             out[kind] = block
-    unknown = sorted(set(res) - {K.REQUESTS, K.LIMITS})
+    unknown = [key for key in _sorted_keys(field, res) if key not in (K.REQUESTS, K.LIMITS)]
     if unknown:
         raise RenderError(f"{field}.{unknown[0]}", "only 'requests' and 'limits' are allowed")
+    requests, limits = (list(out.get(kind, {}).items()) for kind in (K.REQUESTS, K.LIMITS))
+    problems = quantity_problems(requests, limits)
+    if problems:
+        kind, index, message = problems[0]
+        name = (requests if kind == K.REQUESTS else limits)[index][0]
+        raise RenderError(f"{field}.{kind}.{name}", message)
     return out
 
 

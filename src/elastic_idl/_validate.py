@@ -10,6 +10,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from elastic_idl._errors import ValidationError, Violation
 from elastic_idl._messages import ElasticConfig, Resources, as_pb2
+from elastic_idl._resources import RESOURCE_NAMES, quantity_problems
 from elastic_idl._view import Replica, TaskView, view
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 from elastic_idl.plugins.v1 import elastic_pb2
@@ -60,6 +61,8 @@ RULES: dict[str, str] = {
     "replicas.master_count": "the master replica spec is absent or has exactly 1 replica",
     "replicas.deprecated_conflict": "when `common` is set, the deprecated replica fields are unset or equal",
     "resources.entry": "a resource entry names a known resource and has a non-empty value",
+    "resources.quantity": "a resource value is a Kubernetes quantity without spaces, >= 0, a whole number for GPU; "
+    "a request is <= its limit, and equal to it for GPU (elastic_idl._resources has the grammar)",
     "run_policy.non_negative": "run policy seconds and backoff limit are >= 0",
     "launch.elastic_required": "a launch (local or in a pod) needs an elastic config",
     "env.rdzv_conf": "PET_RDZV_CONF is a comma-separated list of key=value",
@@ -203,6 +206,10 @@ def _resources(path: str, res: Resources | None) -> Iterator[Violation]:
                 yield _v(f"{f}.name", "resources.entry", f"unknown resource name {entry.name}")
             if not entry.value:
                 yield _v(f"{f}.value", "resources.entry", "empty quantity")
+    # As the API server checks them once the backend has rendered the pod (GPU -> nvidia.com/gpu).
+    pairs = {k: [(RESOURCE_NAMES.get(e.name, ""), e.value) for e in getattr(res, k)] for k in ("requests", "limits")}
+    for p in quantity_problems(pairs["requests"], pairs["limits"]):
+        yield _v(f"{path}.{p.kind}[{p.index}].value", "resources.quantity", p.message)
 
 
 def _replica(r: Replica, t: TaskView, is_master: bool) -> Iterator[Violation]:
