@@ -100,12 +100,12 @@ def parse_quantity(text: str) -> Decimal:
         if abs(value) > BINARY_CAP:
             value = BINARY_CAP.copy_sign(value)
     else:
-        exponent = DECIMAL_SUFFIXES[suffix] if suffix in DECIMAL_SUFFIXES else int(suffix[1:])
-        if not EXPONENT_MIN <= exponent <= EXPONENT_MAX:
+        power = DECIMAL_SUFFIXES[suffix] if suffix in DECIMAL_SUFFIXES else int(suffix[1:])
+        if not EXPONENT_MIN <= power <= EXPONENT_MAX:
             raise ValueError(f"{text!r}: the exponent does not fit in 32 bits")
-        value = value.scaleb(exponent, _EXACT)
-    exponent = value.as_tuple().exponent
-    if isinstance(exponent, int) and exponent < -9:
+        value = value.scaleb(power, _EXACT)
+    digits_after = value.as_tuple().exponent  # an int: the value is finite
+    if isinstance(digits_after, int) and digits_after < -9:
         value = value.quantize(NANO, rounding=ROUND_UP, context=_EXACT)
     return value
 
@@ -127,7 +127,7 @@ class QuantityProblem(NamedTuple):
     """One broken rule: which list (``"requests"``/``"limits"``), which entry of it, and why."""
 
     kind: str
-    index: int
+    entry: int
     message: str
 
 
@@ -174,5 +174,5 @@ def quantity_problems(requests: Sequence[tuple[str, str]], limits: Sequence[tupl
             )
         elif request > values["limits"][name][1]:
             out.append(QuantityProblem("requests", i, f"{requests[i][1]!r} is above the {name} limit {limit!r}"))
-    out.sort(key=lambda p: (p.kind != "requests", p.index))
+    out.sort(key=lambda p: (p.kind != "requests", p.entry))
     return out

@@ -209,7 +209,7 @@ def _resources(path: str, res: Resources | None) -> Iterator[Violation]:
     # As the API server checks them once the backend has rendered the pod (GPU -> nvidia.com/gpu).
     pairs = {k: [(RESOURCE_NAMES.get(e.name, ""), e.value) for e in getattr(res, k)] for k in ("requests", "limits")}
     for p in quantity_problems(pairs["requests"], pairs["limits"]):
-        yield _v(f"{path}.{p.kind}[{p.index}].value", "resources.quantity", p.message)
+        yield _v(f"{path}.{p.kind}[{p.entry}].value", "resources.quantity", p.message)
 
 
 def _replica(r: Replica, t: TaskView, is_master: bool) -> Iterator[Violation]:
