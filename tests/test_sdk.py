@@ -6,6 +6,7 @@ import dataclasses
 import subprocess
 import sys
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -237,7 +238,7 @@ def test_rdzv_configs_is_copied_and_read_only() -> None:
         ({"monitor_interval": "soon"}, "monitor_interval"),
         ({"monitor_interval": float("nan")}, "monitor_interval"),
         ({"monitor_interval": True}, "monitor_interval"),
-        ({"max_restarts": "1"}, "max_restarts"),
+        ({"max_restarts": "one"}, "max_restarts"),
         ({"rdzv_configs": [("join_timeout", 1)]}, "rdzv_configs"),
         ({"rdzv_configs": {1: 2}}, "rdzv_configs"),
         ({"rdzv_configs": {"k": [1]}}, "rdzv_configs.k"),
@@ -253,7 +254,7 @@ def test_rdzv_configs_is_copied_and_read_only() -> None:
         ({"restart_policy": "sometimes"}, "restart_policy"),
         ({"image": 3}, "image"),
         ({"rdzv_backend": None}, "rdzv_backend"),
-        ({"rdzv_port": "80"}, "rdzv_port"),
+        ({"rdzv_port": "http"}, "rdzv_port"),
         ({"redirects": 7}, "redirects"),
         ({"tee": "both"}, "tee"),
         ({"local_ranks_filter": "0,x"}, "local_ranks_filter"),
@@ -644,3 +645,59 @@ def test_sdk_companion_types_are_public() -> None:
     from elastic_idl import RunPolicy as PublicRunPolicy
 
     assert (PublicClean, PublicRestart, PublicRunPolicy) == (CleanPodPolicy, RestartPolicy, RunPolicy)
+
+
+@given(elastic_kwargs())
+def test_a_config_is_the_config_its_task_gives_back(kwargs: dict[str, Any]) -> None:
+    """README: ``cfg == Elastic.from_task(cfg.to_task())``, for every config but the documented two."""
+    cfg = Elastic(**kwargs)
+    if cfg.task_type == "python-task":  # nnodes=1: from_task says "1:1" (a task is a PyTorchJob)
+        cfg = dataclasses.replace(cfg, nnodes="1:1")
+    back = Elastic.from_task(cfg.to_task())
+    assert back == cfg
+    assert hash(back) == hash(cfg)
+    assert back.to_task() == cfg.to_task()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "normal"),
+    [
+        ({"nnodes": "2"}, {"nnodes": 2}),
+        ({"nnodes": "2:2"}, {"nnodes": 2}),
+        ({"nnodes": "1"}, {"nnodes": 1}),
+        ({"nnodes": "01:3"}, {"nnodes": "1:3"}),
+        ({"nproc_per_node": "4"}, {"nproc_per_node": 4}),
+        ({"max_restarts": "3"}, {"max_restarts": 3}),  # refused before, where nproc_per_node="4" was accepted
+        ({"rdzv_port": "29400", "rdzv_host": "h"}, {"rdzv_port": 29400}),
+        ({"monitor_interval": "5"}, {"monitor_interval": 5}),
+        ({"monitor_interval": "0.1"}, {"monitor_interval": 0.1}),
+        ({"shutdown_timeout": Decimal("2.50")}, {"shutdown_timeout": 2.5}),
+        ({"shutdown_timeout": "315575999999.000000001"}, {"shutdown_timeout": Decimal("315575999999.000000001")}),
+        ({"redirects": "all", "tee": "2"}, {"redirects": 3, "tee": 2}),
+        ({"local_ranks_filter": ["0", 1], "nproc_per_node": 2}, {"local_ranks_filter": (0, 1)}),
+        ({"rdzv_backend": ""}, {"rdzv_backend": "c10d"}),
+        ({"image": ""}, {"image": None}),
+        ({"requests": {"cpu": 2}}, {"requests": {"cpu": "2"}, "limits": {}}),
+        ({"limits": {}}, {"requests": {}, "limits": {}}),
+        ({"restart_policy": "Never"}, {"restart_policy": None}),
+        (
+            {"run_policy": {"clean_pod_policy": "None", "backoff_limit": "0", "ttl_seconds_after_finished": "60"}},
+            {"run_policy": RunPolicy(ttl_seconds_after_finished=60)},
+        ),
+    ],
+)
+def test_arguments_are_stored_in_their_normal_form(kwargs: dict[str, Any], normal: dict[str, Any]) -> None:
+    cfg = Elastic(nnodes=kwargs.pop("nnodes", "1:2"), **kwargs)
+    for name, value in normal.items():
+        assert getattr(cfg, name) == value and isinstance(getattr(cfg, name), type(value)), name
+    if cfg.task_type == "pytorch":  # nnodes=1 comes back as "1:1", the PyTorchJob form
+        assert Elastic.from_task(cfg.to_task()) == cfg
+
+
+def test_a_run_policy_object_is_checked_like_a_mapping() -> None:
+    """RunPolicy(...) objects went unchecked into the message: a TypeError or AttributeError traceback."""
+    with pytest.raises(ei.ValidationError) as info:
+        Elastic(nnodes=2, run_policy=RunPolicy(ttl_seconds_after_finished="soon", clean_pod_policy="All"))  # type: ignore[arg-type]
+    assert rules_of(info.value) == [("run_policy.ttl_seconds_after_finished", "sdk.argument")]
+    cfg = Elastic(nnodes=2, run_policy=RunPolicy(clean_pod_policy="All"))  # type: ignore[arg-type]
+    assert cfg.run_policy == RunPolicy(clean_pod_policy=CleanPodPolicy.ALL)

@@ -24,7 +24,7 @@ from elastic_idl import _codec
 from elastic_idl._errors import DecodeError, ValidationError, Violation
 from elastic_idl._messages import ElasticConfig, KubeflowTask, Resources, Task
 from elastic_idl._messages import RunPolicy as RunPolicyMessage
-from elastic_idl._spec import _NPROC_POLICY, _NUMA, _START_METHOD, _num, _seconds, rdzv_configs_of
+from elastic_idl._spec import _NPROC_POLICY, _NUMA, _START_METHOD, rdzv_configs_of
 from elastic_idl._validate import TYPED_RDZV_KEYS, violations
 from elastic_idl._view import DEFAULT_RDZV_BACKEND, view
 
@@ -171,6 +171,12 @@ def _is_int(value: object) -> bool:
 
 
 def _int32(value: object, argument: str, problems: _Problems) -> int:
+    """An int32 argument: an int, or its text as ``int()`` reads it (torchrun's reading), like ``nnodes="2"``."""
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            pass
     if not _is_int(value):
         problems.add(argument, f"expected an integer, got {type(value).__name__} {value!r}")
         return 0
@@ -199,6 +205,16 @@ def duration_of(value: object, argument: str, problems: _Problems) -> Duration |
     seconds, nanos = divmod(abs(nanos_total), 1_000_000_000)
     sign = -1 if nanos_total < 0 else 1
     return Duration(seconds=sign * seconds, nanos=sign * nanos)
+
+
+def seconds_value(d: Duration) -> int | float | Decimal:
+    """A Duration as the number of seconds ``duration_of`` reads back to it: an int when whole, else a
+    float when one is exact enough, else a Decimal (nanoseconds a float cannot hold)."""
+    if d.nanos == 0:
+        return int(d.seconds)
+    exact = Decimal(duration_text(d))
+    as_float = float(exact)
+    return as_float if duration_of(as_float, "", _Problems()) == d else exact
 
 
 def duration_text(d: Duration) -> str:
@@ -300,8 +316,9 @@ def _enum_member(
 
 
 def _run_policy(value: object, problems: _Problems) -> RunPolicy | None:
-    if value is None or isinstance(value, RunPolicy):
-        return value
+    """The run policy in its one normal form: what the message can tell apart (0 and NONE read as None)."""
+    if value is None:
+        return None
     if isinstance(value, RunPolicyMessage):
         return RunPolicy(
             clean_pod_policy=CleanPodPolicy(value.clean_pod_policy) if value.clean_pod_policy else None,
@@ -317,7 +334,7 @@ def _run_policy(value: object, problems: _Problems) -> RunPolicy | None:
             problems.add("run_policy", f"unknown keys {unknown}; known: {', '.join(names)}")
             return None
         get = value.get
-    elif all(hasattr(value, n) for n in names):  # flytekit's RunPolicy, or any object shaped like it
+    elif all(hasattr(value, n) for n in names):  # ours, flytekit's, or any object shaped like it
         get = functools.partial(getattr, value)
     else:
         problems.add("run_policy", f"expected a RunPolicy or a mapping of {', '.join(names)}, got {value!r}")
@@ -326,8 +343,8 @@ def _run_policy(value: object, problems: _Problems) -> RunPolicy | None:
     numbers: dict[str, int | None] = {}
     for n in names[1:]:
         v = get(n)
-        numbers[n] = None if v is None else _int32(v, f"run_policy.{n}", problems)
-    return RunPolicy(clean_pod_policy=clean, **numbers)
+        numbers[n] = None if v is None else _int32(v, f"run_policy.{n}", problems) or None  # 0 is unset on the wire
+    return RunPolicy(clean_pod_policy=clean if clean is not CleanPodPolicy.NONE else None, **numbers)
 
 
 def _resources(value: object, argument: str, problems: _Problems) -> Mapping[str, str] | None:
@@ -371,17 +388,16 @@ def _strings(value: object, argument: str, problems: _Problems) -> tuple[str, ..
 
 
 def _ints(value: object, argument: str, problems: _Problems) -> tuple[int, ...]:
+    """int32s from a list (ints or their text) or a comma-separated string."""
+    items: list[Any] | None = None
     if isinstance(value, str):
-        try:
-            return tuple(int(s) for s in value.split(",")) if value else ()
-        except ValueError:
-            pass
-    elif isinstance(value, Iterable):
+        items = value.split(",") if value else []
+    elif isinstance(value, Iterable) and not isinstance(value, Mapping):
         items = list(value)
-        if all(_is_int(i) for i in items):
-            return tuple(items)
-    problems.add(argument, f"expected a list of integers or a comma-separated string, got {value!r}")
-    return ()
+    if items is None or not all(_is_int(i) or isinstance(i, str) for i in items):
+        problems.add(argument, f"expected a list of integers or a comma-separated string, got {value!r}")
+        return ()
+    return tuple(_int32(i, argument, problems) for i in items)
 
 
 def _str(value: object, argument: str, problems: _Problems) -> str:
@@ -432,6 +448,11 @@ class Elastic:
     (a :class:`~elastic_idl.ValidationError` listing every violation); an argument of the wrong
     type or syntax is a violation whose field is the argument name (rule ``sdk.argument``).
     Building one never imports torch or flytekit.
+
+    Arguments are stored in one normal form (a number given as text is stored as the number;
+    values the message cannot tell apart, such as ``rdzv_backend=""`` and ``"c10d"``, as one
+    value), so ``cfg == Elastic.from_task(cfg.to_task())`` unless ``nnodes`` is the single
+    number 1 or ``increase_shared_mem`` is False.
 
     flytekit's settings (same names, same defaults unless said otherwise):
 
@@ -497,8 +518,8 @@ class Elastic:
     nnodes: int | str = 1
     nproc_per_node: int | str = 1
     start_method: str | None = None
-    monitor_interval: float | None = None
-    max_restarts: int = 0
+    monitor_interval: float | Decimal | str | None = None
+    max_restarts: int | str = 0
     rdzv_configs: Mapping[str, Any] | None = field(default_factory=lambda: dict(FLYTEKIT_RDZV_CONFIGS))
     run_policy: Any = None
     increase_shared_mem: bool = True
@@ -509,14 +530,14 @@ class Elastic:
     rdzv_backend: str = DEFAULT_RDZV_BACKEND
     rdzv_id: str = ""
     rdzv_host: str = ""
-    rdzv_port: int = 0
+    rdzv_port: int | str = 0
     role: str = ""
     redirects: int | str = 0
     tee: int | str = 0
     local_ranks_filter: Sequence[int] | str = ()
     numa_binding: str | None = None
     signals_to_handle: Sequence[str] | str = ()
-    shutdown_timeout: float | None = None
+    shutdown_timeout: float | Decimal | str | None = None
     virtual_local_rank: bool = False
     _task: KubeflowTask = field(init=False, repr=False, compare=False)
     _standalone: bool = field(init=False, repr=False, compare=False)
@@ -526,23 +547,31 @@ class Elastic:
         config = ElasticConfig()
         put = object.__setattr__  # frozen: normalise the inputs once, here
 
+        # Every argument is stored in one normal form (numbers as numbers, values the message
+        # cannot tell apart as one value), so a config equals Elastic.from_task(config.to_task()).
         standalone = False
         try:
             lo, hi, single = parse_nnodes(self.nnodes)
             config.min_replicas = _int32(lo, "nnodes", problems)
             config.max_replicas = _int32(hi, "nnodes", problems)
             standalone = single and lo == 1
+            # "2" and "2:2" are the job 2 is; "1:1" stays apart from 1 (a PyTorchJob, not a python-task).
+            put(self, "nnodes", lo if single or (lo == hi and lo != 1) else f"{lo}:{hi}")
         except ValueError as exc:
             problems.add("nnodes", str(exc).split(": ", 1)[1])
         try:
             nproc, policy = parse_nproc(self.nproc_per_node)
             config.nproc_per_node = _int32(nproc, "nproc_per_node", problems)
             config.nproc_policy = cast(Any, policy)
+            put(self, "nproc_per_node", _NPROC_POLICY.get(cast(Any, policy)) or nproc)
         except ValueError as exc:
             problems.add("nproc_per_node", str(exc).split(": ", 1)[1])
         config.max_restarts = _int32(self.max_restarts, "max_restarts", problems)
-        backend = _str(self.rdzv_backend, "rdzv_backend", problems)
+        put(self, "max_restarts", config.max_restarts)
+        # "" means c10d everywhere; flytekit writes "c10d", so the message does too.
+        backend = _str(self.rdzv_backend, "rdzv_backend", problems) or DEFAULT_RDZV_BACKEND
         config.rdzv_backend = backend
+        put(self, "rdzv_backend", backend)
         if self.start_method is not None:
             if self.start_method in _START_METHODS:
                 config.start_method = _START_METHODS[self.start_method]
@@ -554,25 +583,28 @@ class Elastic:
                 d = duration_of(value, name, problems)
                 if d is not None:
                     getattr(config, name).CopyFrom(d)
+                    put(self, name, seconds_value(d))
 
-        split_rdzv(self._rdzv_items(backend or DEFAULT_RDZV_BACKEND, problems), config, "rdzv_configs", problems)
+        split_rdzv(self._rdzv_items(backend, problems), config, "rdzv_configs", problems)
         # What the message holds, as numbers (typed timeouts) and text (options): what from_task gives back.
         put(self, "rdzv_configs", FrozenDict(rdzv_configs_of(config)))
 
         config.rdzv_id = _str(self.rdzv_id, "rdzv_id", problems)
         config.rdzv_host = _str(self.rdzv_host, "rdzv_host", problems)
         config.rdzv_port = _int32(self.rdzv_port, "rdzv_port", problems)
+        put(self, "rdzv_port", config.rdzv_port)
         config.role = _str(self.role, "role", problems)
         for name in ("redirects", "tee"):
             value = getattr(self, name)
             key = str(value).lower() if _is_int(value) or isinstance(value, str) else None
             if key in _STD_NAMES:
                 setattr(config, name, _STD_NAMES[key])
+                put(self, name, _STD_NAMES[key])
             else:
                 problems.add(name, f"expected 0-3 or one of none, out, err, all; got {value!r}")
         ranks = _ints(self.local_ranks_filter, "local_ranks_filter", problems)
         put(self, "local_ranks_filter", ranks)
-        config.local_ranks_filter.extend(_int32(r, "local_ranks_filter", problems) for r in ranks)
+        config.local_ranks_filter.extend(ranks)
         if self.numa_binding is not None:
             if self.numa_binding in _NUMA_BINDINGS:
                 config.numa_binding = _NUMA_BINDINGS[self.numa_binding]
@@ -592,17 +624,23 @@ class Elastic:
         replica: dict[str, Any] = {}
         if self.image is not None:
             replica["image"] = _str(self.image, "image", problems)
+        put(self, "image", replica.get("image") or None)  # "" is the task's image, like None
         for kind in ("requests", "limits"):
-            res = _resources(getattr(self, kind), kind, problems)
-            put(self, kind, res)
-            replica[kind] = res
-        replica["restart_policy"] = _enum_member(
+            replica[kind] = _resources(getattr(self, kind), kind, problems)
+        if replica["requests"] is not None or replica["limits"] is not None:
+            # One resources message holds both lists: with either given, the other is empty, not absent.
+            for kind in ("requests", "limits"):
+                replica[kind] = replica[kind] if replica[kind] is not None else FrozenDict()
+        for kind in ("requests", "limits"):
+            put(self, kind, replica[kind])
+        policy = _enum_member(
             self.restart_policy,
             RestartPolicy,
             "restart_policy",
             {"on_failure": "FAILURE", "onfailure": "FAILURE"},
             problems,
         )
+        replica["restart_policy"] = policy if policy is not RestartPolicy.NEVER else None  # NEVER is the unset 0
         put(self, "restart_policy", replica["restart_policy"])
 
         if problems.found:
@@ -740,7 +778,7 @@ class Elastic:
             nnodes=hi if lo == hi and hi != 1 else f"{lo}:{hi}",
             nproc_per_node=_NPROC_POLICY.get(e.nproc_policy) or e.nproc_per_node,
             start_method=_START_METHOD.get(e.start_method),
-            monitor_interval=_num(_seconds(e.monitor_interval)) if e.HasField("monitor_interval") else None,
+            monitor_interval=seconds_value(e.monitor_interval) if e.HasField("monitor_interval") else None,
             max_restarts=e.max_restarts,
             rdzv_configs=rdzv_configs_of(e),
             run_policy=_run_policy(rp, _Problems()) if rp is not None else None,
@@ -756,7 +794,7 @@ class Elastic:
             local_ranks_filter=tuple(e.local_ranks_filter),
             numa_binding=_NUMA.get(e.numa_binding),
             signals_to_handle=tuple(e.signals_to_handle),
-            shutdown_timeout=_num(_seconds(e.shutdown_timeout)) if e.HasField("shutdown_timeout") else None,
+            shutdown_timeout=seconds_value(e.shutdown_timeout) if e.HasField("shutdown_timeout") else None,
             virtual_local_rank=e.virtual_local_rank,
             **kwargs,
         )
