@@ -247,3 +247,16 @@ def test_installed_wheel_has_no_torch_and_a_console_script(installed: tuple[str,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "usage" in proc.stdout.lower()
+
+
+def test_wheel_declares_its_license(wheel: Path) -> None:
+    """Apache-2.0 (issue #9: the repository had no LICENSE), in the metadata and shipped in the wheel."""
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    zf = zipfile.ZipFile(wheel)
+    (meta_name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+    meta = zf.read(meta_name).decode().splitlines()
+    assert "License-Expression: Apache-2.0" in meta
+    assert "License-File: LICENSE" in meta
+    (shipped,) = [n for n in zf.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+    assert zf.read(shipped).decode() == text
