@@ -21,6 +21,7 @@ from elastic_idl._kubeflow import (
     render_pytorchjob,
 )
 from elastic_idl._messages import KubeflowTask, LegacyTask
+from elastic_idl._sdk import Elastic
 
 # flytekit 1.16's custom for Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2) (REFERENCE §2).
 FLYTEKIT_CUSTOM: dict[str, Any] = {
@@ -671,3 +672,21 @@ def test_quantities_the_api_server_accepts_render_as_given() -> None:
         "requests": {"cpu": ".5", "memory": "1Gi", "nvidia.com/gpu": "1"},
         "limits": {"cpu": "500m", "nvidia.com/gpu": "1"},
     }
+
+
+@pytest.mark.parametrize(("number", "text"), [(0.5, "0.5"), (2, "2"), (1e-7, "1e-07")])
+def test_a_number_quantity_is_written_as_the_sdk_writes_it(number: float, text: str) -> None:
+    """Elastic(requests={"cpu": 0.5}) was accepted where render_pytorchjob(resources=...) refused 0.5."""
+    assert container(render(kf(), resources={"requests": {"cpu": number}}))["resources"] == {"requests": {"cpu": text}}
+    task = Elastic(nnodes=2, requests={"cpu": number}).to_task()
+    assert container(render(task))["resources"] == {"requests": {"cpu": text}}
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), -0.5])
+def test_a_number_that_is_no_quantity_is_refused_alike(number: float) -> None:
+    with pytest.raises(RenderError) as info:
+        render(kf(), resources={"requests": {"cpu": number}})
+    assert info.value.field == "resources.requests.cpu"
+    with pytest.raises(ei.ValidationError) as v:
+        Elastic(nnodes=2, requests={"cpu": number})
+    assert [x.rule for x in v.value.violations] == ["resources.quantity"]

@@ -304,7 +304,8 @@ def _k8s_resources(field: str, res: Mapping[str, Any] | None) -> dict[str, dict[
         for name in _sorted_keys(f"{field}.{kind}", entries):
             _qualified_key(f"{field}.{kind}", name)  # a resource name is a qualified name
             qty = entries[name]
-            if isinstance(qty, bool) or not isinstance(qty, (str, int)) or str(qty) == "":
+            # A number is written as str() writes it, as Elastic(requests=...) does; the parser then checks it.
+            if isinstance(qty, bool) or not isinstance(qty, (str, int, float)) or str(qty) == "":
                 raise RenderError(f"{field}.{kind}.{name}", f"expected a quantity such as '2' or '4Gi', got {qty!r}")
             block[str(name)] = str(qty)
         if block:

@@ -489,6 +489,7 @@ class Elastic:
         image: Container image; None: the task's image.
         requests: Resource requests: flytekit's ``Resources`` or ``{"cpu": "2", "mem": "4Gi",
             "gpu": 1, "ephemeral_storage": ..., "storage": ...}`` (``memory`` also accepted).
+            Each value is a Kubernetes quantity the API server accepts (rule ``resources.quantity``).
         limits: Resource limits, same forms.
         restart_policy: ``RestartPolicy`` (ours or flytekit's), or "Never"/"OnFailure"/"Always".
 
