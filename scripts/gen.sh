@@ -13,3 +13,7 @@ buf generate
 # betterproto writes an empty __init__.py at its output root; the wheel maps
 # gen/betterproto/elastic_idl to elastic_idl/betterproto, so that file is unused.
 rm -f gen/betterproto/__init__.py
+# Every folder below gen/pb2/elastic_idl/ is a regular package, so pkgutil and pydoc find the
+# generated modules and the freshness check covers these files. Not gen/pb2/elastic_idl itself:
+# the wheel and the dev tree merge it with src/elastic_idl, whose __init__.py is the package's.
+find gen/pb2/elastic_idl -mindepth 1 -type d ! -name __pycache__ -exec touch {}/__init__.py \;
