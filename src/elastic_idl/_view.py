@@ -127,4 +127,7 @@ def view(task: Any) -> TaskView:
             ),
             run_policy=task.run_policy if task.HasField("run_policy") else None,
         )
-    raise TypeError(f"expected a DistributedPyTorchTrainingTask, got {type(task).__name__}")
+    raise TypeError(
+        "expected a task message (DistributedPyTorchTrainingTask, either shape), "
+        f"got the message {task.DESCRIPTOR.full_name}"
+    )
