@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import Message
 
 from elastic_idl._errors import DecodeError, ElasticIdlError, brief
-from elastic_idl._messages import TASK_CLASSES, Task, as_pb2, task_class, task_type_version_of
+from elastic_idl._messages import TASK_CLASSES, Task, as_task, task_class, task_type_version_of
 
 __all__ = [
     "EXTENSION_FIELD_MIN",
@@ -289,7 +289,7 @@ def _load_json(text: str) -> Any:
     except RecursionError:  # pragma: no cover - _json_too_deep stops this first
         raise DecodeError("", f"nested deeper than {MAX_NESTING} levels", format="json") from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise DecodeError("", f"malformed JSON: {brief(str(exc))}", format="json") from None
+        raise DecodeError("", f"malformed JSON: {exc}", format="json") from None
 
 
 class _YamlLimit(yaml.MarkedYAMLError):
@@ -368,20 +368,22 @@ def _yaml_error(exc: Exception, text: str) -> DecodeError:
         reason = f"malformed YAML: character #x{exc.character:04x} is not allowed ({exc.reason})"
         return DecodeError("", reason, format="yaml", line=line, column=column)
     # A constructor's own ValueError: a timestamp such as 2024-13-45, an integer too long to convert.
-    return DecodeError("", f"malformed YAML: {brief(str(exc))}", format="yaml")
+    return DecodeError("", f"malformed YAML: {exc}", format="yaml")
 
 
 def load_yaml(text: str) -> Any:
     """Parse one YAML document with the safe loader and the limits above; DecodeError otherwise."""
-    loader = _BoundedLoader(text)
+    loader: _BoundedLoader | None = None
     try:
+        loader = _BoundedLoader(text)  # the reader checks every character here
         return loader.get_single_data()
     except (yaml.YAMLError, ValueError, OverflowError) as exc:
         raise _yaml_error(exc, text) from None
     except RecursionError:  # pragma: no cover - the nesting limit stops this first
         raise DecodeError("", f"nested deeper than {MAX_NESTING} levels", format="yaml") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_document(data: bytes | str, format: Literal["json", "yaml"] | None = None) -> Any:
@@ -766,7 +768,7 @@ def _from_mapping(obj: Any, task_type_version: int, fmt: str) -> Task:
     try:
         json_format.ParseDict(normalised, msg, ignore_unknown_fields=False)
     except (json_format.ParseError, TypeError, ValueError, AttributeError) as exc:
-        raise DecodeError(_guess_field(str(exc)), brief(str(exc)), format=fmt) from None
+        raise DecodeError(_guess_field(str(exc)), str(exc), format=fmt) from None
     return msg
 
 
@@ -897,9 +899,7 @@ def _decode_textproto(text: str, task_type_version: int) -> Task:
     except text_format.ParseError as exc:
         raise _textproto_error(text, exc) from None
     except ValueError as exc:
-        raise DecodeError(
-            _textproto_field(text, str(exc)), f"bad textproto: {brief(str(exc))}", format="textproto"
-        ) from None
+        raise DecodeError(_textproto_field(text, str(exc)), f"bad textproto: {exc}", format="textproto") from None
     return msg  # type: ignore[return-value]
 
 
@@ -941,7 +941,7 @@ def _textproto_field(text: str, error: str) -> str:
 
 def extension_fields(task: Any) -> list[str]:
     """Paths of the elastic-idl extension fields that are set in ``task`` (none for upstream-only tasks)."""
-    pb = as_pb2(task)
+    pb: Any = as_task(task)
     field = "elastic_config"
     if not pb.HasField(field):
         return []
@@ -949,7 +949,7 @@ def extension_fields(task: Any) -> list[str]:
 
 
 def _for_upstream(task: Any, allow_loss: bool) -> Any:
-    pb = as_pb2(task)
+    pb: Any = as_task(task)
     lost = extension_fields(pb)
     if not lost:
         return pb
@@ -991,7 +991,7 @@ def to_custom(task: Any, *, upstream: bool = False, allow_loss: bool = False) ->
         SkewError: ``upstream`` is set and an extension field would be lost.
         EncodeError: A value has no proto3 JSON form (a task that fails elastic.duration.valid).
     """
-    pb = _for_upstream(task, allow_loss) if upstream else as_pb2(task)
+    pb = _for_upstream(task, allow_loss) if upstream else as_task(task)
     return _to_dict(pb)
 
 
@@ -1008,7 +1008,7 @@ def encode(
     snake_case field names; textproto starts with a ``# proto-message:`` header.
     ``upstream``/``allow_loss`` work as in :func:`to_custom` for every format.
     """
-    pb = _for_upstream(task, allow_loss) if upstream else as_pb2(task)
+    pb = _for_upstream(task, allow_loss) if upstream else as_task(task)
     if format == "binary":
         out: bytes = pb.SerializeToString(deterministic=True)
         return out

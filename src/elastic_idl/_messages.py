@@ -14,7 +14,7 @@ from typing import Any
 from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import Message
 
-from elastic_idl._errors import DecodeError, UnsupportedVersionError, brief
+from elastic_idl._errors import DecodeError, UnsupportedVersionError
 from elastic_idl.core.v1 import resources_pb2
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 from elastic_idl.plugins.kubeflow.v1 import pytorch_pb2 as kubeflow_pb2
@@ -35,6 +35,7 @@ __all__ = [
     "RunPolicy",
     "Task",
     "as_pb2",
+    "as_task",
     "task_class",
     "task_type_version_of",
 ]
@@ -164,5 +165,13 @@ def _from_bytes(cls: type[Message], data: bytes, source: str) -> Message:
     try:
         out.ParseFromString(data)
     except _PbDecodeError as exc:  # pragma: no cover - protobuf or betterproto wrote these bytes
-        raise DecodeError("", f"{source} message does not round-trip: {brief(str(exc))}", format="binary") from None
+        raise DecodeError("", f"{source} message does not round-trip: {exc}", format="binary") from None
     return out
+
+
+def as_task(message: Any) -> Task:
+    """:func:`as_pb2` for a task: a DistributedPyTorchTrainingTask of either shape, else TypeError."""
+    pb = as_pb2(message)
+    if not isinstance(pb, (LegacyTask, KubeflowTask)):
+        raise TypeError(_what_to_pass(pb))
+    return pb

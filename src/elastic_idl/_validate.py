@@ -9,7 +9,7 @@ from typing import Any
 from google.protobuf.duration_pb2 import Duration
 
 from elastic_idl._errors import ValidationError, Violation, brief
-from elastic_idl._messages import ElasticConfig, Resources, as_pb2
+from elastic_idl._messages import ElasticConfig, Resources, as_task
 from elastic_idl._view import Replica, TaskView, view
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 from elastic_idl.plugins.v1 import elastic_pb2
@@ -266,7 +266,7 @@ def violations(task: Any) -> list[Violation]:
     Accepts either task shape from either binding, or upstream flyteidl's message
     (see :func:`~elastic_idl.as_pb2`). Pure: no torch, no environment.
     """
-    pb = as_pb2(task)
+    pb = as_task(task)
     t = view(pb)
     out: list[Violation] = []
     if pb.ByteSize() == 0:
