@@ -76,6 +76,8 @@ def test_legacy_shape_round_trip() -> None:
         ('{"elasticConfig": {"maxReplica": 1}}', "elastic_config.maxReplica"),
         ('{"elasticConfig": {"minReplicas": 3000000000}}', "elastic_config.min_replicas"),
         ('{"elasticConfig": {"joinTimeout": 5}}', "elastic_config.join_timeout"),
+        ('{"elasticConfig": {"joinTimeout": "99999999999999999999s"}}', "elastic_config.join_timeout"),
+        ('{"elasticConfig": {"rdzvId": "\\ud800"}}', "elastic_config.rdzv_id"),
         ('{"elasticConfig": {"virtualLocalRank": "yes"}}', "elastic_config.virtual_local_rank"),
         ('{"elasticConfig": {"rdzvBackend": 5}}', "elastic_config.rdzv_backend"),
         ('{"elasticConfig": {"rdzvOptions": {"k": "v"}}}', "elastic_config.rdzv_options"),

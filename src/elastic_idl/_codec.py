@@ -768,17 +768,24 @@ def _from_mapping(obj: Any, task_type_version: int, fmt: str) -> Task:
     try:
         json_format.ParseDict(normalised, msg, ignore_unknown_fields=False)
     except (json_format.ParseError, TypeError, ValueError, AttributeError) as exc:
-        raise DecodeError(_guess_field(str(exc)), str(exc), format=fmt) from None
+        raise DecodeError(_guess_field(str(exc), cls.DESCRIPTOR), str(exc), format=fmt) from None
     return msg
 
 
-def _guess_field(text: str) -> str:
+def _guess_field(text: str, desc: Descriptor) -> str:
+    """The field path a protobuf JSON error names, as field names (protobuf writes JSON names)."""
     # protobuf's messages say "Failed to parse <name> field: ..." per nesting level.
     names = re.findall(r"Failed to parse (\w+) field", text)
     if not names:
         m = re.search(r'no field named "([^"]+)"', text)
         names = [m.group(1)] if m else []
-    return ".".join(names)
+    path: list[str] = []
+    current: Descriptor | None = desc
+    for name in names:
+        f = _field_by_key(current, name) if current is not None else None
+        path.append(f.name if f is not None else name)
+        current = f.message_type if f is not None else None
+    return ".".join(path)
 
 
 def _field_by_key(desc: Descriptor, key: str) -> FieldDescriptor | None:
