@@ -28,8 +28,8 @@ EXIT_JOB_FAILED = 3
 EXIT_INTERRUPTED = 130
 
 _EPILOG = (
-    "FILE is a task in textproto, JSON, YAML or binary ('-' reads stdin; the format is detected, "
-    "or give --format). --task-type-version says which task shape FILE holds: 1 (default, the "
+    "FILE is a task in textproto, JSON, YAML or binary, at most 1 MiB ('-' reads stdin; the format is "
+    "--format, else the file's extension, else detected). --task-type-version says which task shape FILE holds: 1 (default, the "
     "kubeflow shape flytekit 1.16 emits) or 0 (legacy). Exit codes: 0 ok, 1 invalid input, 2 usage, "
     "3 the job failed, 130 interrupted."
 )
