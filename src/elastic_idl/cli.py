@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from elastic_idl._codec import FORMATS, decode, encode, format_of_path, read_task_bytes, to_custom
+from elastic_idl._codec import FORMATS, MAX_TASK_BYTES, decode, encode, format_of_path, read_task_bytes, to_custom
 from elastic_idl._errors import ElasticIdlError, ValidationError, violation_lines
 from elastic_idl._messages import Task
 from elastic_idl._spec import to_launch_spec
@@ -28,10 +28,10 @@ EXIT_JOB_FAILED = 3
 EXIT_INTERRUPTED = 130
 
 _EPILOG = (
-    "FILE is a task in textproto, JSON, YAML or binary, at most 1 MiB ('-' reads stdin; the format is "
-    "--format, else the file's extension, else detected). --task-type-version says which task shape FILE holds: 1 (default, the "
-    "kubeflow shape flytekit 1.16 emits) or 0 (legacy). Exit codes: 0 ok, 1 invalid input, 2 usage, "
-    "3 the job failed, 130 interrupted."
+    f"FILE is a task in textproto, JSON, YAML or binary, at most {MAX_TASK_BYTES:,} bytes ('-' reads "
+    "stdin; the format is --format, else the file's extension, else detected). --task-type-version says "
+    "which task shape FILE holds: 1 (default, the kubeflow shape flytekit 1.16 emits) or 0 (legacy). "
+    "Exit codes: 0 ok, 1 invalid input, 2 usage, 3 the job failed, 130 interrupted."
 )
 
 
