@@ -318,3 +318,17 @@ def test_many_violations_are_listed_up_to_a_bound(tmp_path: Path, capsys: pytest
     code, _, err = _main(capsys, "validate", str(path))
     lines = err.splitlines()
     assert code == 1 and len(lines) == 21 and lines[-1] == "... and 4980 more violations"
+
+
+def test_pod_task_template_reads_json_with_tabs_and_bounded_yaml(tmp_path: Path) -> None:
+    from elastic_idl.pod import build_parser, load_task
+
+    custom = {"workerReplicas": {"replicas": 2}}
+    template = tmp_path / "template.json"
+    template.write_text(json.dumps({"custom": custom, "taskTypeVersion": 1}, indent="\t"))  # YAML refuses tabs
+    task, version = load_task(build_parser().parse_args(["--task-template", str(template)]), {})
+    assert (task, version) == (ei.from_custom(custom), 1)
+    recursive = tmp_path / "template.yaml"
+    recursive.write_text("custom: &c\n  workerReplicas: *c\n")
+    with pytest.raises(ei.DecodeError, match="recursive"):
+        load_task(build_parser().parse_args(["--task-template", str(recursive)]), {})
