@@ -144,7 +144,7 @@ def read_task_bytes(stream: BinaryIO) -> bytes:
     """Read a task from an open binary stream: at most :data:`MAX_TASK_BYTES`, else DecodeError.
 
     Stops reading one byte past the limit, so an endless source (``/dev/zero``, a
-    pipe that never closes its end after writing too much) cannot fill the memory.
+    pipe that keeps writing) cannot fill the memory.
     """
     chunks: list[bytes] = []
     size = 0
@@ -177,11 +177,19 @@ _BOMS = (
 )
 
 
-def _other_encoding(data: bytes) -> str | None:
-    """ "UTF-16" or "UTF-32" when the bytes are text in that encoding (by its BOM, or NULs), else None."""
+def _bom_encoding(data: bytes) -> str | None:
+    """ "UTF-16" or "UTF-32" when the bytes start with that encoding's byte order mark, else None."""
     for bom, name in _BOMS:
         if data.startswith(bom):
             return name
+    return None
+
+
+def _other_encoding(data: bytes) -> str | None:
+    """ "UTF-16" or "UTF-32" when the bytes are text in that encoding (by its BOM, or NULs), else None."""
+    by_bom = _bom_encoding(data)
+    if by_bom is not None:
+        return by_bom
     sample = data[:512]
     half = len(sample) // 2
     # ASCII text in UTF-16 without a BOM: every other byte is NUL.
@@ -199,6 +207,10 @@ def _looks_like_text(data: bytes) -> bool:
         return False
     printable = sum(1 for b in sample if 32 <= b < 127 or b in (9, 10, 13))
     return printable >= 0.9 * len(sample)
+
+
+def _not_utf8_text(encoding: str, fmt: str) -> DecodeError:
+    return DecodeError("", f"the input is {encoding} text; a task in a text format must be UTF-8", format=fmt)
 
 
 def _utf8_error(data: bytes, exc: UnicodeDecodeError, fmt: str) -> DecodeError:
@@ -224,7 +236,7 @@ def _as_text(data: bytes | str, fmt: str) -> str:
         return data.removeprefix("\ufeff")
     other = _other_encoding(data)
     if other is not None:
-        raise DecodeError("", f"the input is {other} text; a task in a text format must be UTF-8", format=fmt)
+        raise _not_utf8_text(other, fmt)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -475,9 +487,9 @@ def _detect(data: bytes | str, task_type_version: int) -> tuple[Task, Format]:
     """
     if isinstance(data, str):
         return _detect_text(_as_text(data, ""), task_type_version)
-    for bom, name in _BOMS:  # no binary task starts with a BOM (wire types 6 and 7 do not exist)
-        if data.startswith(bom):
-            raise DecodeError("", f"the input is {name} text; a task in a text format must be UTF-8")
+    by_bom = _bom_encoding(data)  # no binary task starts with a BOM (wire types 6 and 7 do not exist)
+    if by_bom is not None:
+        raise _not_utf8_text(by_bom, "")
     try:
         text = data.decode("utf-8")
         binary_like = bool(_CONTROL.search(text))
@@ -490,7 +502,7 @@ def _detect(data: bytes | str, task_type_version: int) -> tuple[Task, Format]:
         except DecodeError:
             other = _other_encoding(data)
             if other is not None:
-                raise DecodeError("", f"the input is {other} text; a task in a text format must be UTF-8") from None
+                raise _not_utf8_text(other, "") from None
             if not _looks_like_text(data):
                 raise
             if utf8_error is not None:
