@@ -484,6 +484,8 @@ def test_echoed_input_is_cut() -> None:
 def test_decode_of_a_wrong_type_is_a_type_error(value: Any) -> None:
     with pytest.raises(TypeError, match="takes a serialized task as bytes or str, or the custom dict"):
         ei.decode(value)
+    with pytest.raises(TypeError, match="detect_format"):
+        ei.detect_format(value)
 
 
 def test_decode_takes_bytes_like_and_the_custom_dict() -> None:

@@ -516,7 +516,12 @@ def detect_format(data: bytes | str) -> Format:
 
     For input that no parser reads, the format whose error :func:`decode` reports
     ("binary" for bytes that are no text in any format).
+
+    Raises:
+        DecodeError: The input is larger than :data:`MAX_TASK_BYTES`.
+        TypeError: ``data`` is neither bytes nor str.
     """
+    data = _serialized(data, "detect_format()")
     try:
         return _detect(data, 1)[1]
     except DecodeError as exc:
@@ -524,6 +529,19 @@ def detect_format(data: bytes | str) -> Format:
             if exc.format == fmt:
                 return fmt
         return "binary"
+
+
+def _serialized(data: object, caller: str) -> bytes | str:
+    """``data`` as bytes or str within :data:`MAX_TASK_BYTES`; TypeError or DecodeError otherwise."""
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    if not isinstance(data, (bytes, str)):
+        raise TypeError(
+            f"{caller} takes a serialized task as bytes or str, or the custom dict, got {type(data).__name__}; "
+            "a task message needs no decoding"
+        )
+    _check_size(data)
+    return data
 
 
 def _check_size(data: bytes | str) -> None:
@@ -730,18 +748,10 @@ def decode(
         if format is not None:
             raise TypeError("decode(): a mapping is the custom dict, already parsed; leave out format")
         return from_custom(data, task_type_version=task_type_version)
-    if isinstance(data, (bytearray, memoryview)):
-        data = bytes(data)
-    given: object = data
-    if not isinstance(given, (bytes, str)):
-        raise TypeError(
-            f"decode() takes a serialized task as bytes or str, or the custom dict, got {type(data).__name__}; "
-            "a task message needs no decoding"
-        )
+    data = _serialized(data, "decode()")
     task_class(task_type_version)
     if format is not None and format not in FORMATS:
         raise DecodeError("", f"unknown format {brief(format)}; expected one of {', '.join(FORMATS)}")
-    _check_size(data)
     if format is None:
         return _detect(data, task_type_version)[0]
     if format == "binary":
