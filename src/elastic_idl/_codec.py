@@ -20,7 +20,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import Message
 
-from elastic_idl._errors import DecodeError, ElasticIdlError, brief
+from elastic_idl._errors import DecodeError, ElasticIdlError, brief, one_line
 from elastic_idl._messages import TASK_CLASSES, Task, as_task, task_class, task_type_version_of
 
 __all__ = [
@@ -94,6 +94,7 @@ class EncodeError(ElasticIdlError, ValueError):
 
     def __init__(self, field: str, reason: str) -> None:
         self.field = field
+        reason = one_line(reason)
         super().__init__(f"{field}: {reason}" if field else reason)
 
 
