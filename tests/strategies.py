@@ -244,13 +244,13 @@ def valid_tasks(
             t.elastic_config.CopyFrom(e)
             t.workers = draw(st.sampled_from([0, e.max_replicas]))
         else:
-            t.workers = draw(st.integers(0, 16))
+            t.workers = draw(st.integers(1, 16))  # a non-elastic task needs a worker (replicas.workers_required)
         return t
     k = KubeflowTask()
     if e is not None:
         k.elastic_config.CopyFrom(e)
     if draw(st.integers(0, 5)) or e is None:
-        replicas = draw(st.sampled_from([0, e.max_replicas])) if e is not None else draw(st.integers(0, 16))
+        replicas = draw(st.sampled_from([0, e.max_replicas])) if e is not None else draw(st.integers(1, 16))
         _replica_spec(draw, k.worker_replicas, replicas, unique_resources=elastic_expressible)
         k.worker_replicas.SetInParent()
     if draw(st.integers(0, 4)) == 0:

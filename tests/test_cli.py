@@ -150,3 +150,185 @@ def test_torchrun_drop_in(tmp_path: Path) -> None:
     assert "rank 0 of 2 sum 3 args ['x']" in out.stdout.decode()
     bad = cli("torchrun", "--log-dir", str(tmp_path), str(script))
     assert bad.returncode == 1 and b"--log-dir" in bad.stderr
+
+
+# --------------------------------------------------------------------------- hostile and malformed input (issue #9)
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """The CLI in-process (same entry point as the console script); (exit code, stdout, stderr)."""
+    from elastic_idl.cli import main
+
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _alias_bomb(levels: int = 7) -> str:
+    anchors = ["&a0 [" + ", ".join(["lol"] * 9) + "]"]
+    anchors += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels + 1)]
+    return "elastic_config:\n  min_replicas: [" + ", ".join(anchors) + "]\n"
+
+
+def _one_line_error(out: subprocess.CompletedProcess[bytes] | tuple[int, str, str], expected: str) -> str:
+    if isinstance(out, tuple):
+        code, _, err = out
+    else:
+        code, err = out.returncode, out.stderr.decode()
+    assert code == 1, err[-2000:]
+    assert "Traceback" not in err and err.count("\n") == 1 and len(err) < 700, err[-2000:]
+    assert err.startswith("elastic-idl: error: ") and expected in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("bomb.yaml", _alias_bomb(), "aliases expand to more than 1000 nodes (yaml, line 2, column"),
+        (
+            "deep.json",
+            '{"elasticConfig": ' + "[" * 100_000 + "]" * 100_000 + "}",
+            "nested deeper than 100 levels (json",
+        ),
+        (
+            "deep.yaml",
+            "a:\n" + "".join(" " * i + "b:\n" for i in range(1, 1000)),
+            "nested deeper than 100 levels (yaml",
+        ),
+    ],
+    ids=["alias-bomb", "deep-json", "deep-yaml"],
+)
+def test_hostile_files_are_one_line_and_exit_1(tmp_path: Path, name: str, content: str, expected: str) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    _one_line_error(cli("validate", str(path), timeout=60), expected)
+
+
+def test_unbounded_sources_are_capped(tmp_path: Path) -> None:
+    _one_line_error(cli("validate", "/dev/zero", timeout=60), "larger than 1,048,576 bytes")
+    _one_line_error(cli("validate", "-", stdin=b" " * (2 << 20), timeout=60), "larger than 1,048,576 bytes")
+    out = cli("pod", "--task-file", "/dev/zero", "--", "train.py", timeout=60)
+    assert out.returncode == 1 and out.stderr.count(b"\n") == 1 and b"larger than 1,048,576 bytes" in out.stderr
+    template = tmp_path / "template.yaml"
+    template.write_text("custom:\n  " + _alias_bomb().replace("\n  ", "\n    "))
+    out = cli("pod", "--task-template", str(template), "--", "train.py", timeout=60)
+    assert out.returncode == 1 and b"aliases expand" in out.stderr and b"Traceback" not in out.stderr
+
+
+def test_pod_env_task_is_capped(capsys: pytest.CaptureFixture[str]) -> None:
+    from elastic_idl.pod import pod_main
+
+    env = {"ELASTIC_IDL_TASK": '{"elasticConfig": {}}' + " " * (1 << 20)}
+    assert pod_main(["--", "train.py"], environ=env) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ELASTIC_IDL_TASK" not in err and "larger than 1,048,576 bytes" in err
+
+
+# (file name, content, the error: the real parser's, with its position)
+REAL_ERRORS = [
+    ("syntax.yaml", "elastic_config:\n  min_replicas: [1, 2\n", "malformed YAML: while parsing a flow sequence"),
+    (
+        "tabs.yaml",
+        "elastic_config:\n\tmin_replicas: 1\n",
+        "found character '\\t' that cannot start any token (yaml, line 2, column 1)",
+    ),
+    ("two.yaml", "a: 1\n---\nb: 2\n", "but found another document (yaml, line 2, column 1)"),
+    ("list.json", "[1, 2, 3]", "expected an object of task fields at the top level, got list (json)"),
+    ("num.json", "42", "got int (json)"),
+    ("null.json", "null", "got null (json)"),
+    (
+        "comma.json",
+        '{"elasticConfig": {"minReplicas": 1,}}',
+        "malformed JSON: Expecting property name enclosed in double quotes (json, line 1, column 37)",
+    ),
+    (
+        "task.textproto",
+        "elastic_config {\n  min_replicas: x\n}\n",
+        "bad textproto: Couldn't parse integer: x (textproto, line 2, column 17)",
+    ),
+    ("tabs.txtpb", "elastic_config:\n\tmin_replicas: 1\n", "bad textproto:"),
+    ("task.pb", "\x0f", "wire type 7 does not exist (garbled, or not protobuf) (binary, byte 0)"),
+    ("noext", "elastic_config:\n\tmin_replicas: 1\n", "(yaml, line 2, column 1)"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "expected"), REAL_ERRORS, ids=[r[0] for r in REAL_ERRORS])
+def test_errors_name_the_real_parser_and_the_position(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: str, expected: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    _one_line_error(_main(capsys, "validate", str(path)), expected)
+
+
+def test_extension_format_flag_and_encodings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    yaml_text = "elastic_config:\n  min_replicas: 1\n  max_replicas: 2\n  nproc_per_node: 1\n"
+    as_textproto = tmp_path / "task.textproto"
+    as_textproto.write_text(yaml_text)
+    # the extension says textproto: textproto's error, not a guess
+    _one_line_error(_main(capsys, "validate", str(as_textproto)), "bad textproto:")
+    # --format wins over the extension
+    assert _main(capsys, "validate", str(as_textproto), "--format", "yaml")[0] == 0
+    utf16 = tmp_path / "task.yaml"
+    utf16.write_bytes(yaml_text.encode("utf-16"))
+    _one_line_error(_main(capsys, "validate", str(utf16)), "the input is UTF-16 text")
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(b"elastic_config:\n  rdzv_id: caf\xe9\n")
+    _one_line_error(_main(capsys, "validate", str(latin1)), "not valid UTF-8: byte 0xe9 (invalid continuation byte")
+    _one_line_error(_main(capsys, "validate", str(latin1), "--format", "json"), "(json, line 2, column 15, byte 30)")
+
+
+@pytest.mark.parametrize(
+    ("content", "rules"),
+    [
+        (b"", ["task.not_empty", "replicas.workers_required"]),
+        (b"{}", ["task.not_empty", "replicas.workers_required"]),
+        (b"worker_replicas { replicas: 0 }", ["replicas.workers_required"]),
+        (b"master_replicas { replicas: 1 }", ["replicas.workers_required"]),
+        (b"worker_replicas { replicas: 1 image: 'a b' }", ["replicas.image.format"]),
+    ],
+    ids=["empty", "empty-object", "zero-workers", "master-only", "image"],
+)
+def test_validate_rejects_what_render_refuses(content: bytes, rules: list[str], tmp_path: Path) -> None:
+    path = tmp_path / "task"
+    path.write_bytes(content)
+    for args in (("validate", str(path)), ("render", str(path), "--name", "j", "--image", "i", "--", "t.py")):
+        out = cli(*args)
+        assert out.returncode == 1 and b"Traceback" not in out.stderr, out.stderr
+        lines = out.stderr.decode().splitlines()
+        assert len(lines) == len(rules) and all(f"{rule}: " in line for rule, line in zip(rules, lines, strict=True))
+    assert cli("validate", "/dev/null").returncode == 1
+
+
+def test_run_of_a_valid_task_without_elastic_config_says_it_is_a_launch_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "task.json"
+    path.write_text('{"workerReplicas": {"replicas": 2}}')
+    assert _main(capsys, "validate", str(path))[:2] == (0, "valid\n")
+    code, _, err = _main(capsys, "run", str(path), "--", "train.py")
+    assert code == 1 and err.count("\n") == 1
+    assert err.startswith("elastic_config: launch.elastic_required:") and "not a validity rule" in err
+
+
+def test_many_violations_are_listed_up_to_a_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "task.textproto"
+    options = 'rdzv_options { key: "" } ' * 5000
+    path.write_text(f"elastic_config {{ min_replicas: 1 max_replicas: 1 nproc_per_node: 1 {options}}}")
+    code, _, err = _main(capsys, "validate", str(path))
+    lines = err.splitlines()
+    assert code == 1 and len(lines) == 21 and lines[-1] == "... and 4980 more violations"
+
+
+def test_pod_task_template_reads_json_with_tabs_and_bounded_yaml(tmp_path: Path) -> None:
+    from elastic_idl.pod import build_parser, load_task
+
+    custom = {"workerReplicas": {"replicas": 2}}
+    template = tmp_path / "template.json"
+    template.write_text(json.dumps({"custom": custom, "taskTypeVersion": 1}, indent="\t"))  # YAML refuses tabs
+    task, version = load_task(build_parser().parse_args(["--task-template", str(template)]), {})
+    assert (task, version) == (ei.from_custom(custom), 1)
+    recursive = tmp_path / "template.yaml"
+    recursive.write_text("custom: &c\n  workerReplicas: *c\n")
+    with pytest.raises(ei.DecodeError, match="recursive"):
+        load_task(build_parser().parse_args(["--task-template", str(recursive)]), {})

@@ -337,9 +337,10 @@ def test_non_elastic_legacy() -> None:
     [(LegacyTask(workers=0), 0, "workers"), (KubeflowTask(), 1, "worker_replicas.replicas")],
 )
 def test_non_elastic_needs_a_worker(task: Any, version: int, field: str) -> None:
-    with pytest.raises(RenderError) as info:
+    # A rule since issue #9 (validate rejects what render refuses): a ValidationError, not a RenderError.
+    with pytest.raises(ei.ValidationError) as info:
         render(task, version=version)
-    assert info.value.field == field
+    assert (field, "replicas.workers_required") in [(v.field, v.rule) for v in info.value.violations]
 
 
 # --------------------------------------------------------------------------- inputs, purity, determinism
@@ -468,9 +469,11 @@ def test_replica_image_is_checked_and_named() -> None:
     t.worker_replicas.common.replicas = 3
     t.worker_replicas.ClearField("replicas")
     t.worker_replicas.common.image = "bad image"
-    with pytest.raises(RenderError) as info:
+    with pytest.raises(ei.ValidationError) as info:  # rule replicas.image.format since issue #9
         render(t)
-    assert info.value.field == "worker_replicas.common.image"
+    assert [(v.field, v.rule) for v in info.value.violations] == [
+        ("worker_replicas.common.image", "replicas.image.format")
+    ]
 
 
 @pytest.mark.parametrize(

@@ -516,8 +516,10 @@ def test_from_task_picks_the_pytorchjob_form_of_nnodes() -> None:
 
 
 def test_from_task_refuses_what_elastic_cannot_say() -> None:
+    non_elastic = KubeflowTask()
+    non_elastic.worker_replicas.replicas = 2  # valid (an empty task is not: task.not_empty)
     with pytest.raises(ei.ValidationError) as info:
-        Elastic.from_task(KubeflowTask())
+        Elastic.from_task(non_elastic)
     assert rules_of(info.value) == [("elastic_config", "sdk.expressible")]
 
     task = kubeflow_task(min_replicas=1, max_replicas=1, nproc_per_node=1)

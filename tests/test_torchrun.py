@@ -544,8 +544,10 @@ def test_to_torchrun_refuses_options_torch_would_read_differently(key: str, valu
 
 
 def test_to_torchrun_refuses_invalid_tasks_and_bad_entrypoints() -> None:
+    non_elastic = KubeflowTask()
+    non_elastic.worker_replicas.replicas = 2  # valid; an empty task also breaks task.not_empty
     with pytest.raises(ei.ValidationError) as info:
-        to_torchrun(KubeflowTask(), "t.py")
+        to_torchrun(non_elastic, "t.py")
     assert [v.rule for v in info.value.violations] == ["launch.elastic_required"]
     with pytest.raises(ei.ValidationError):
         to_torchrun(expected_task(min_replicas=3), "t.py")

@@ -2,17 +2,52 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+import reprlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "MAX_ERROR_CHARS",
+    "MAX_VIOLATIONS_SHOWN",
     "DecodeError",
     "ElasticIdlError",
     "RenderError",
     "UnsupportedVersionError",
     "ValidationError",
     "Violation",
+    "brief",
+    "one_line",
+    "violation_lines",
 ]
+
+#: The longest message an error or violation carries, in characters; longer text
+#: (echoed input, a long value) is cut, so an error stays short whatever the input.
+MAX_ERROR_CHARS = 500
+#: How many violations a ValidationError's message (and the CLI) lists; the rest are counted.
+MAX_VIOLATIONS_SHOWN = 20
+
+_repr = reprlib.Repr()
+_repr.maxlevel = 2
+_repr.maxstring = 60
+_repr.maxother = 60
+_repr.maxlong = 40
+_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxfrozenset = _repr.maxdeque = _repr.maxarray = 4
+_repr.maxdict = 4
+_LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+
+
+def brief(value: object) -> str:
+    """A bounded ``repr`` for messages: long strings, deep or large containers are cut."""
+    return _repr.repr(value)
+
+
+def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` on one line, at most ``limit`` characters (cut text ends with "...")."""
+    flat = _LINE_BREAKS.sub(" ", text.strip())
+    if len(flat) > limit:
+        flat = flat[: limit - 3] + "..."
+    return flat
 
 
 class ElasticIdlError(Exception):
@@ -26,15 +61,38 @@ class DecodeError(ElasticIdlError, ValueError):
         field: Dotted path of the offending field ("" when the input as a whole is bad).
         reason: What is wrong, in words.
         format: The input format that was being decoded ("binary", "json", ...).
+        line, column, offset: Where the input is bad, when known (see below).
+
+    Where the parser gives one, the position of the error: ``line`` and
+    ``column`` (1-based) in text, ``offset`` (0-based byte) in binary or
+    undecodable input; None when unknown. The message ends with the format and
+    the position, e.g. ``(yaml, line 2, column 1)``.
     """
 
-    def __init__(self, field: str, reason: str, *, format: str = "") -> None:
-        self.field = field
-        self.reason = reason
+    def __init__(
+        self,
+        field: str,
+        reason: str,
+        *,
+        format: str = "",
+        line: int | None = None,
+        column: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.field = one_line(field, 120)
+        self.reason = one_line(reason)
         self.format = format
-        where = f"{field}: " if field else ""
-        fmt = f" ({format})" if format else ""
-        super().__init__(f"{where}{reason}{fmt}")
+        self.line = line
+        self.column = column
+        self.offset = offset
+        where = f"{self.field}: " if self.field else ""
+        at = [format] if format else []
+        if line is not None:
+            at.append(f"line {line}" + (f", column {column}" if column is not None else ""))
+        if offset is not None:
+            at.append(f"byte {offset}")
+        suffix = f" ({', '.join(at)})" if at else ""
+        super().__init__(f"{where}{self.reason}{suffix}")
 
 
 class UnsupportedVersionError(ElasticIdlError, ValueError):
@@ -43,7 +101,7 @@ class UnsupportedVersionError(ElasticIdlError, ValueError):
     def __init__(self, version: object) -> None:
         self.version = version
         super().__init__(
-            f"task_type_version: unsupported task template version {version!r} "
+            f"task_type_version: unsupported task template version {brief(version)} "
             "(0 = legacy DistributedPyTorchTrainingTask, 1 = kubeflow DistributedPyTorchTrainingTask)"
         )
 
@@ -62,8 +120,22 @@ class Violation:
     rule: str
     message: str
 
+    def __post_init__(self) -> None:
+        # Messages quote values from the input: keep them one bounded line.
+        object.__setattr__(self, "message", one_line(self.message))
+
     def __str__(self) -> str:
-        return f"{self.field}: {self.rule}: {self.message}"
+        # An empty field is the task as a whole.
+        where = f"{self.field}: " if self.field else ""
+        return f"{where}{self.rule}: {self.message}"
+
+
+def violation_lines(violations: Sequence[Violation], limit: int = MAX_VIOLATIONS_SHOWN) -> list[str]:
+    """One line per violation, at most ``limit`` of them, then how many more there are."""
+    lines = [str(v) for v in violations[:limit]]
+    if len(violations) > limit:
+        lines.append(f"... and {len(violations) - limit} more violations")
+    return lines
 
 
 class ValidationError(ElasticIdlError, ValueError):
@@ -71,7 +143,7 @@ class ValidationError(ElasticIdlError, ValueError):
 
     def __init__(self, violations: Iterable[Violation]) -> None:
         self.violations: tuple[Violation, ...] = tuple(violations)
-        lines = "\n".join(f"  {v}" for v in self.violations)
+        lines = "\n".join(f"  {line}" for line in violation_lines(self.violations))
         n = len(self.violations)
         super().__init__(f"{n} violation{'s' if n != 1 else ''}:\n{lines}")
 
@@ -86,5 +158,5 @@ class RenderError(ElasticIdlError, ValueError):
 
     def __init__(self, field: str, reason: str) -> None:
         self.field = field
-        self.reason = reason
-        super().__init__(f"{field}: {reason}")
+        self.reason = one_line(reason)
+        super().__init__(f"{field}: {self.reason}")

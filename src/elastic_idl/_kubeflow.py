@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elastic_idl._codec import from_custom, to_custom
-from elastic_idl._errors import RenderError, UnsupportedVersionError
+from elastic_idl._errors import RenderError
 from elastic_idl._messages import TASK_CLASSES, Resources, as_pb2, task_class
 from elastic_idl._resources import RESOURCE_NAMES, quantity_problems
 from elastic_idl._spec import ENV, rdzv_configs_of
@@ -518,8 +518,7 @@ def render_pytorchjob(
             ``field`` names it.
         ValidationError: The task breaks a rule; lists every violation.
     """
-    if isinstance(task_type_version, bool) or task_type_version not in TASK_CLASSES:
-        raise UnsupportedVersionError(task_type_version)
+    task_class(task_type_version)  # UnsupportedVersionError for anything but 0 / 1, before any other check
     pb = _coerce_task(task, task_type_version)
     validate(pb)
     t = view(pb)

@@ -238,7 +238,14 @@ def to_launch_spec(
     found = violations(task)
     t = view(task)
     if t.elastic is None:
-        found.append(Violation("elastic_config", "launch.elastic_required", "a local launch needs an elastic config"))
+        found.append(
+            Violation(
+                "elastic_config",
+                "launch.elastic_required",
+                "a launch (elastic-idl run, the pod entrypoint, ei.launch) needs an elastic config: a limit "
+                "of launching, not a validity rule (validate accepts a task without one: a plain Master + Workers job)",
+            )
+        )
     if found:
         raise ValidationError(found)
     assert t.elastic is not None  # for the type checker: checked above

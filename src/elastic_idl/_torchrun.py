@@ -563,7 +563,13 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
     found = violations(task)
     e = view(task).elastic
     if e is None:
-        found.append(Violation("elastic_config", "launch.elastic_required", "torchrun needs an elastic config"))
+        found.append(
+            Violation(
+                "elastic_config",
+                "launch.elastic_required",
+                "torchrun needs an elastic config: a limit of torchrun, not a validity rule",
+            )
+        )
     if found:
         raise ValidationError(found)
     assert e is not None  # checked above

@@ -8,8 +8,8 @@ from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
 
-from elastic_idl._errors import ValidationError, Violation
-from elastic_idl._messages import ElasticConfig, Resources, as_pb2
+from elastic_idl._errors import ValidationError, Violation, brief
+from elastic_idl._messages import ElasticConfig, Resources, as_task
 from elastic_idl._resources import RESOURCE_NAMES, quantity_problems
 from elastic_idl._view import Replica, TaskView, view
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
@@ -56,7 +56,10 @@ RULES: dict[str, str] = {
     "elastic.rdzv_port.range": "rdzv_port is in 0..65535 (0 = runtime's choice)",
     "elastic.local_ranks_filter.range": "local_ranks_filter entries are >= 0, unique and < nproc_per_node",
     "elastic.signals.known": "signals_to_handle holds unique known signal names (SIGTERM, ...)",
+    "task.not_empty": "the task sets at least one field: its binary form is not empty (an empty file, {} or null is no task)",
     "replicas.non_negative": "a replica count is >= 0",
+    "replicas.workers_required": "without an elastic config, the worker count is not 0 (the job has at least 1 worker)",
+    "replicas.image.format": "a replica image, when set, has no whitespace",
     "replicas.worker_matches_max": "with an elastic config, the worker count is 0 or max_replicas",
     "replicas.master_count": "the master replica spec is absent or has exactly 1 replica",
     "replicas.deprecated_conflict": "when `common` is set, the deprecated replica fields are unset or equal",
@@ -64,7 +67,7 @@ RULES: dict[str, str] = {
     "resources.quantity": "a resource value is a Kubernetes quantity without spaces, >= 0, a whole number for GPU; "
     "a request is <= its limit, and equal to it for GPU (elastic_idl._resources has the grammar)",
     "run_policy.non_negative": "run policy seconds and backoff limit are >= 0",
-    "launch.elastic_required": "a launch (local or in a pod) needs an elastic config",
+    "launch.elastic_required": "a launch (run, torchrun, the pod) needs an elastic config; a limit of launching, not of validity",
     "env.rdzv_conf": "PET_RDZV_CONF is a comma-separated list of key=value",
 }
 
@@ -126,7 +129,7 @@ def _elastic(e: ElasticConfig) -> Iterator[Violation]:
         yield _v(
             f"{p}.rdzv_backend",
             "elastic.rdzv_backend.known",
-            f"{e.rdzv_backend!r} is not one of {', '.join(KNOWN_BACKENDS)}",
+            f"{brief(e.rdzv_backend)} is not one of {', '.join(KNOWN_BACKENDS)}",
         )
     elif backend == "static" and e.min_replicas != e.max_replicas:
         yield _v(
@@ -157,24 +160,26 @@ def _elastic(e: ElasticConfig) -> Iterator[Violation]:
     for i, opt in enumerate(e.rdzv_options):
         f = f"{p}.rdzv_options[{i}]"
         if not opt.key or "," in opt.key or "=" in opt.key:
-            yield _v(f"{f}.key", "elastic.rdzv_options.key", f"bad key {opt.key!r}: non-empty, no ',' or '='")
+            yield _v(f"{f}.key", "elastic.rdzv_options.key", f"bad key {brief(opt.key)}: non-empty, no ',' or '='")
         elif opt.key in TYPED_RDZV_KEYS:
             yield _v(
                 f"{f}.key",
                 "elastic.rdzv_options.typed",
-                f"{opt.key!r} has a typed field: set elastic_config.{TYPED_RDZV_KEYS[opt.key]} instead",
+                f"{brief(opt.key)} has a typed field: set elastic_config.{TYPED_RDZV_KEYS[opt.key]} instead",
             )
         elif opt.key in seen:
-            yield _v(f"{f}.key", "elastic.rdzv_options.unique", f"duplicate key {opt.key!r}")
+            yield _v(f"{f}.key", "elastic.rdzv_options.unique", f"duplicate key {brief(opt.key)}")
         seen.add(opt.key)
         if "," in opt.value:
-            yield _v(f"{f}.value", "elastic.rdzv_options.value", f"value {opt.value!r} contains ','")
+            yield _v(f"{f}.value", "elastic.rdzv_options.value", f"value {brief(opt.value)} contains ','")
     rid = e.rdzv_id
     if rid and (len(rid) > MAX_RDZV_ID_LEN or not all(33 <= ord(c) < 127 for c in rid) or "," in rid):
-        yield _v(f"{p}.rdzv_id", "elastic.rdzv_id.format", f"bad rdzv_id {rid!r}: {RULES['elastic.rdzv_id.format']}")
+        yield _v(
+            f"{p}.rdzv_id", "elastic.rdzv_id.format", f"bad rdzv_id {brief(rid)}: {RULES['elastic.rdzv_id.format']}"
+        )
     host = e.rdzv_host
     if host and (len(host) > 253 or any(c.isspace() or c in ",/" for c in host)):
-        yield _v(f"{p}.rdzv_host", "elastic.rdzv_host.format", f"bad rdzv_host {host!r}")
+        yield _v(f"{p}.rdzv_host", "elastic.rdzv_host.format", f"bad rdzv_host {brief(host)}")
     if not 0 <= e.rdzv_port <= 65535:
         yield _v(f"{p}.rdzv_port", "elastic.rdzv_port.range", f"must be in 0..65535, got {e.rdzv_port}")
     ranks = list(e.local_ranks_filter)
@@ -183,7 +188,7 @@ def _elastic(e: ElasticConfig) -> Iterator[Violation]:
         yield _v(
             f"{p}.local_ranks_filter",
             "elastic.local_ranks_filter.range",
-            f"{ranks}: entries must be unique, >= 0 and < nproc_per_node",
+            f"{brief(ranks)}: entries must be unique, >= 0 and < nproc_per_node",
         )
     names = list(e.signals_to_handle)
     known = {s.name for s in _signal.Signals}
@@ -192,7 +197,7 @@ def _elastic(e: ElasticConfig) -> Iterator[Violation]:
         yield _v(
             f"{p}.signals_to_handle",
             "elastic.signals.known",
-            f"{names}: names must be unique signal names such as SIGTERM (unknown: {unknown})",
+            f"{brief(names)}: names must be unique signal names such as SIGTERM (unknown: {brief(unknown)})",
         )
 
 
@@ -215,7 +220,17 @@ def _resources(path: str, res: Resources | None) -> Iterator[Violation]:
 def _replica(r: Replica, t: TaskView, is_master: bool) -> Iterator[Violation]:
     if r.replicas < 0:
         yield _v(r.replicas_path, "replicas.non_negative", f"must be >= 0, got {r.replicas}")
+    if not is_master and t.elastic is None and r.replicas == 0:
+        # The backend refuses such a job (upstream: "number of workers must be greater than 0").
+        yield _v(
+            r.replicas_path,
+            "replicas.workers_required",
+            "a task without an elastic config runs as Master + Workers and needs at least 1 worker; "
+            "set the worker replicas, or an elastic_config",
+        )
     if r.spec_path:
+        if r.image and any(c.isspace() for c in r.image):
+            yield _v(f"{r.spec_path}.image", "replicas.image.format", f"{brief(r.image)} is not an image reference")
         yield from _enum(f"{r.spec_path}.restart_policy", r.restart_policy, common_pb2.RestartPolicy)
         yield from _resources(f"{r.spec_path}.resources", r.resources)
     if is_master:
@@ -242,7 +257,7 @@ def _deprecated_conflict(task: Any, path: str) -> Iterator[Violation]:
             yield _v(
                 f"{path}.{name}",
                 "replicas.deprecated_conflict",
-                f"deprecated {name}={old!r} differs from common.{name}={new!r}; common wins, so drop one",
+                f"deprecated {name}={brief(old)} differs from common.{name}={brief(new)}; common wins, so drop one",
             )
     if spec.HasField("resources") and spec.resources != c.resources:
         yield _v(
@@ -255,17 +270,27 @@ def _deprecated_conflict(task: Any, path: str) -> Iterator[Violation]:
 def violations(task: Any) -> list[Violation]:
     """Every rule ``task`` breaks, in a stable order; empty when it is valid.
 
-    Accepts either task shape from either binding. Pure: no torch, no environment.
+    Accepts either task shape from either binding, or upstream flyteidl's message
+    (see :func:`~elastic_idl.as_pb2`). Pure: no torch, no environment.
     """
-    t = view(task)
+    pb = as_task(task)
+    t = view(pb)
     out: list[Violation] = []
+    if pb.ByteSize() == 0:
+        out.append(
+            _v(
+                "",
+                "task.not_empty",
+                "the task is empty (no field is set: an empty file, {} or null?); "
+                "a task needs an elastic_config or worker replicas",
+            )
+        )
     if t.elastic is not None:
         out.extend(_elastic(t.elastic))
     out.extend(_replica(t.worker, t, is_master=False))
     if t.master is not None:
         out.extend(_replica(t.master, t, is_master=True))
     if t.task_type_version == 1:
-        pb = as_pb2(task)
         for path in ("worker_replicas", "master_replicas"):
             out.extend(_deprecated_conflict(pb, path))
         rp = t.run_policy

@@ -7,12 +7,11 @@ from typing import Any
 
 from elastic_idl._messages import (
     ElasticConfig,
-    KubeflowTask,
     LegacyTask,
     ReplicaSpec,
     Resources,
     RunPolicy,
-    as_pb2,
+    as_task,
 )
 
 __all__ = ["DEFAULT_RDZV_BACKEND", "Replica", "TaskView", "view"]
@@ -108,7 +107,7 @@ def _replica(spec: ReplicaSpec, path: str, present: bool) -> Replica:
 
 def view(task: Any) -> TaskView:
     """Normalise a task of either shape and either binding into a :class:`TaskView`."""
-    task = as_pb2(task)
+    task = as_task(task)
     if isinstance(task, LegacyTask):
         return TaskView(
             task_type_version=0,
@@ -117,14 +116,10 @@ def view(task: Any) -> TaskView:
             master=None,
             run_policy=None,
         )
-    if isinstance(task, KubeflowTask):
-        return TaskView(
-            task_type_version=1,
-            elastic=task.elastic_config if task.HasField("elastic_config") else None,
-            worker=_replica(task.worker_replicas, "worker_replicas", task.HasField("worker_replicas")),
-            master=(
-                _replica(task.master_replicas, "master_replicas", True) if task.HasField("master_replicas") else None
-            ),
-            run_policy=task.run_policy if task.HasField("run_policy") else None,
-        )
-    raise TypeError(f"expected a DistributedPyTorchTrainingTask, got {type(task).__name__}")
+    return TaskView(
+        task_type_version=1,
+        elastic=task.elastic_config if task.HasField("elastic_config") else None,
+        worker=_replica(task.worker_replicas, "worker_replicas", task.HasField("worker_replicas")),
+        master=(_replica(task.master_replicas, "master_replicas", True) if task.HasField("master_replicas") else None),
+        run_policy=task.run_policy if task.HasField("run_policy") else None,
+    )

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from elastic_idl._codec import FORMATS, decode, encode, to_custom
-from elastic_idl._errors import ElasticIdlError, ValidationError
+from elastic_idl._codec import FORMATS, MAX_TASK_BYTES, decode, encode, format_of_path, read_task_bytes, to_custom
+from elastic_idl._errors import ElasticIdlError, ValidationError, violation_lines
 from elastic_idl._messages import Task
 from elastic_idl._spec import to_launch_spec
 
@@ -28,10 +28,10 @@ EXIT_JOB_FAILED = 3
 EXIT_INTERRUPTED = 130
 
 _EPILOG = (
-    "FILE is a task in textproto, JSON, YAML or binary ('-' reads stdin; the format is detected, "
-    "or give --format). --task-type-version says which task shape FILE holds: 1 (default, the "
-    "kubeflow shape flytekit 1.16 emits) or 0 (legacy). Exit codes: 0 ok, 1 invalid input, 2 usage, "
-    "3 the job failed, 130 interrupted."
+    f"FILE is a task in textproto, JSON, YAML or binary, at most {MAX_TASK_BYTES:,} bytes ('-' reads "
+    "stdin; the format is --format, else the file's extension, else detected). --task-type-version says "
+    "which task shape FILE holds: 1 (default, the kubeflow shape flytekit 1.16 emits) or 0 (legacy). "
+    "Exit codes: 0 ok, 1 invalid input, 2 usage, 3 the job failed, 130 interrupted."
 )
 
 
@@ -48,20 +48,23 @@ def _add_input(p: argparse.ArgumentParser) -> None:
 
 
 def _read(args: argparse.Namespace) -> Task:
+    # --format, else the file's extension, else detected; at most MAX_TASK_BYTES are read.
     if args.file == "-":
-        data: bytes = sys.stdin.buffer.read()
+        data = read_task_bytes(sys.stdin.buffer)
+        fmt = args.format
     else:
         with open(args.file, "rb") as fh:
-            data = fh.read()
-    return decode(data, format=args.format, task_type_version=args.task_type_version)
+            data = read_task_bytes(fh)
+        fmt = args.format or format_of_path(args.file)
+    return decode(data, format=fmt, task_type_version=args.task_type_version)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from elastic_idl._validate import violations
 
     found = violations(_read(args))
-    for v in found:
-        print(v, file=sys.stderr)
+    for line in violation_lines(found):
+        print(line, file=sys.stderr)
     if found:
         return EXIT_INVALID
     print("valid")
@@ -284,8 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"elastic-idl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ValidationError as exc:
-        for v in exc.violations:
-            print(v, file=sys.stderr)
+        for line in violation_lines(exc.violations):
+            print(line, file=sys.stderr)
         return EXIT_INVALID
     except (ElasticIdlError, ValueError) as exc:
         # A launched job's failure is an ElasticIdlError too; only the launcher raises these types.

@@ -54,10 +54,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from elastic_idl._codec import decode, from_custom
-from elastic_idl._errors import DecodeError, ElasticIdlError, ValidationError
+from elastic_idl._codec import decode, format_of_path, from_custom, load_document, read_task_bytes
+from elastic_idl._errors import DecodeError, ElasticIdlError, ValidationError, violation_lines
 from elastic_idl._kubeflow import TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._messages import Task, task_class
 from elastic_idl._spec import DEFAULT_RUN_ID, to_launch_spec
@@ -197,11 +195,10 @@ def _version(flag: int | None, environ: Mapping[str, str]) -> int:
 def load_task(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Task, int]:
     """The task and its task_type_version, from the first source that is given."""
     if args.task_template:
-        text = Path(args.task_template).read_text()
-        try:
-            template = yaml.safe_load(text)  # YAML is a superset of JSON
-        except yaml.YAMLError as exc:
-            raise DecodeError("", f"task template is neither JSON nor YAML: {exc}") from None
+        with open(args.task_template, "rb") as fh:
+            data = read_task_bytes(fh)
+        template_format = format_of_path(args.task_template)
+        template = load_document(data, template_format if template_format in ("json", "yaml") else None)
         if not isinstance(template, Mapping) or not isinstance(template.get(_TEMPLATE_CUSTOM), Mapping):
             raise DecodeError(_TEMPLATE_CUSTOM, "a task template needs a `custom` object")
         found = [template[k] for k in _TEMPLATE_VERSION_KEYS if k in template]
@@ -217,7 +214,9 @@ def load_task(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Tas
         return from_custom(template[_TEMPLATE_CUSTOM], task_type_version=declared), declared
     version = _version(args.task_type_version, environ)
     if args.task_file:
-        return decode(Path(args.task_file).read_bytes(), task_type_version=version), version
+        with open(args.task_file, "rb") as fh:
+            data = read_task_bytes(fh)
+        return decode(data, format=format_of_path(args.task_file), task_type_version=version), version
     if TASK_ENV in environ:
         return decode(environ[TASK_ENV], format="json", task_type_version=version), version
     raise _Usage(f"no task: give --task-file or --task-template, or set {TASK_ENV}")
@@ -364,8 +363,8 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
         _say(f"elastic-idl pod: error: {exc}")
         return EXIT_USAGE
     except ValidationError as exc:
-        for v in exc.violations:
-            _say(f"elastic-idl pod: {v}")
+        for line in violation_lines(exc.violations):
+            _say(f"elastic-idl pod: {line}")
         return EXIT_INVALID
     except (ElasticIdlError, OSError) as exc:
         _say(f"elastic-idl pod: error: {exc}")
@@ -388,8 +387,8 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
             module=bool(args.module),
         )
     except ValidationError as exc:
-        for v in exc.violations:
-            _say(f"elastic-idl pod: {v}")
+        for line in violation_lines(exc.violations):
+            _say(f"elastic-idl pod: {line}")
         return EXIT_INVALID
     except (TypeError, FileNotFoundError, ModuleNotFoundError) as exc:
         # The launcher checks the entrypoint before it starts anything.
