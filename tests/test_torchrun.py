@@ -131,7 +131,7 @@ def test_every_covered_flag_in_every_spelling(
 def test_every_torchrun_flag_is_classified() -> None:
     covered = {c[0] for c in COVERED} | {c[1] for c in COVERED if c[1]}
     for f in FLAGS:
-        assert f.status in ("covered", "entrypoint", "refused"), f
+        assert f.status in ("covered", "entrypoint", "launch", "refused"), f
         if f.status == "covered" and f.dest not in ("master_addr", "master_port"):
             assert set(f.options) & covered, f"{f.options} has no unit case"
 
@@ -363,7 +363,7 @@ REFUSED: list[tuple[list[str], dict[str, str], str]] = [
     (["--duplicate-stdout-filters=a,b"], {}, "--duplicate-stdout-filters"),
     (["--duplicate_stderr_filters", ""], {}, "--duplicate-stderr-filters"),
     (["--node-rank=1"], {}, "--node-rank"),
-    ([], {"PET_NODE_RANK": "2"}, "--node-rank"),
+    ([], {"PET_NODE_RANK": "2"}, "--node-rank"),  # under static: see test_node_rank_* at the end
     (["--local-addr=10.0.0.2"], {}, "--local-addr"),
     (["--local_addr", "10.0.0.2"], {}, "--local-addr"),
     (["--nproc-per-node=xpu"], {}, "--nproc-per-node"),
@@ -375,8 +375,10 @@ REFUSED: list[tuple[list[str], dict[str, str], str]] = [
 
 @pytest.mark.parametrize(("argv", "env", "flag"), REFUSED, ids=[f"{c[2]}:{c[0] or c[1]}" for c in REFUSED])
 def test_refused_flags_name_the_flag(argv: list[str], env: dict[str, str], flag: str) -> None:
+    # An ambient PET_NODE_RANK only matters to the static backend (c10d ignores it, as torchrun does).
+    backend = "--rdzv-backend=static" if "PET_NODE_RANK" in env else "--rdzv-backend=c10d"
     with pytest.raises(UnsupportedFlagError) as info:
-        from_torchrun(["--rdzv-backend=c10d", *argv, "train.py"], env)
+        from_torchrun([backend, "--nnodes=3", "--rdzv-endpoint=h:1", *argv, "train.py"], env)
     assert info.value.flag == flag
     assert str(info.value).startswith(f"{flag}: ")
     for var in env:
@@ -722,7 +724,7 @@ def test_readme_flag_table_is_the_flag_table(repo_root: Any) -> None:
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[1] in ("covered", "entrypoint", "refused", "error"):
+        if len(cells) == 3 and cells[1] in ("covered", "entrypoint", "launch", "refused", "error"):
             for flag in cells[0].replace("`", "").split(","):
                 rows[flag.strip()] = cells[1]
     for f in FLAGS:

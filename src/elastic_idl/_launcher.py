@@ -48,7 +48,15 @@ from elastic_idl._launcher_failures import (
     check_writable,
     save_report,
 )
-from elastic_idl._launcher_worker import KIND_CALLABLE, KIND_MODULE, KIND_SCRIPT, WorkerMain, stash, unstash
+from elastic_idl._launcher_worker import (
+    KIND_CALLABLE,
+    KIND_MODULE,
+    KIND_SCRIPT,
+    WorkerMain,
+    cwd_first_on_path,
+    stash,
+    unstash,
+)
 from elastic_idl._launcher_zygote import Zygote, cpython_forkserver, fork_hazard, thread_count
 from elastic_idl._spec import DEFAULT_RUN_ID, ENV, LaunchSpec, override_violations, split_endpoint, to_launch_spec
 
@@ -141,19 +149,15 @@ def _find_module(name: str) -> None:
     """
     import importlib.util
 
-    cwd = os.getcwd()
-    sys.path.insert(0, cwd)
-    try:
-        found = importlib.util.find_spec(name)
-    except ModuleNotFoundError:
-        found = None
-    except Exception as exc:  # the package's __init__ raised: say so, in one line
-        raise ImportError(
-            f"cannot import the package of module {name!r}: {type(exc).__name__}: {exc}", name=name
-        ) from None
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(cwd)  # the first occurrence: the one inserted above
+    with cwd_first_on_path() as cwd:
+        try:
+            found = importlib.util.find_spec(name)
+        except ModuleNotFoundError:
+            found = None
+        except Exception as exc:  # the package's __init__ raised: say so, in one line
+            raise ImportError(
+                f"cannot import the package of module {name!r}: {type(exc).__name__}: {exc}", name=name
+            ) from None
     if found is None:
         raise ModuleNotFoundError(
             f"no module named {name!r} to launch (looked in {cwd} first, as python -m does, then sys.path)",

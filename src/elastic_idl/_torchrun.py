@@ -449,13 +449,13 @@ def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
         TorchrunError: The command line is not one torchrun accepts; names the flag.
         ValidationError: The task it describes breaks a rule (e.g. --nnodes 3:1).
     """
-    task, entry, node = parse_torchrun(argv, env)
+    task, entry, node, values = _convert(argv, env)
     for flag in node.given():
         f = _BY_OPTION[flag]
-        value = {"--node-rank": node.node_rank, "--local-addr": node.local_addr, "--log-dir": node.log_dir}[flag]
-        raise UnsupportedFlagError(
-            flag,
-            f"{value!r}: a launch-time setting of this node, which a task cannot hold ({f.note}); "
+        _refuse(
+            f,
+            values[f.dest],
+            f"a launch-time setting of this node, which a task cannot hold ({f.note}); "
             "`elastic-idl torchrun` takes it, or pass it to elastic_idl.launch()",
         )
     return task, entry
@@ -470,6 +470,13 @@ def parse_torchrun(
     ``--log-dir`` (and their ``PET_*`` variables) come back as :class:`NodeSettings` for the
     launcher. Raises what :func:`from_torchrun` raises, except for those.
     """
+    task, entry, node, _ = _convert(argv, env)
+    return task, entry, node
+
+
+def _convert(
+    argv: Sequence[str], env: Mapping[str, str] | None
+) -> tuple[Task, TorchrunEntrypoint, NodeSettings, dict[str, _Value]]:
     argv = _check_argv(argv, "argv")
     if env is not None and not isinstance(env, Mapping):
         raise TypeError(f"env must be a mapping of strings (os.environ, a dict) or None, got {type(env).__name__}")
@@ -587,7 +594,7 @@ def parse_torchrun(
         no_python=v["no_python"].value,
         run_path=v["run_path"].value,
     )
-    return task, entry, node
+    return task, entry, node, v
 
 
 def _node_rank(v: _Value, backend: str, nodes: int) -> int | None:
