@@ -214,7 +214,8 @@ _ZERO_FIELDS = _zero_fields_option()
 
 def report_json(report: Any) -> str:
     """A FailureReport as protobuf JSON, with zero values written (``"rank": 0``, ``"attempt": 0``)."""
-    return json_format.MessageToJson(report, **_ZERO_FIELDS) + "\n"
+    to_json: Any = json_format.MessageToJson  # its keyword differs between protobuf versions
+    return str(to_json(report, **_ZERO_FIELDS)) + "\n"
 
 
 def check_writable(path: str | os.PathLike[str], what: str) -> None:
