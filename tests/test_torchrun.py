@@ -733,3 +733,79 @@ def test_readme_flag_table_is_the_flag_table(repo_root: Any) -> None:
                 continue  # the underscore spelling of a dashed flag
             assert rows.get(option) == f.status, option
     assert rows.get("--help") == "error"
+
+
+# ---------------------------------------------------------------- issue #9
+
+
+def test_a_command_line_as_one_string_is_a_type_error_that_says_what_to_pass() -> None:
+    with pytest.raises(TypeError, match=r"pass argv=\['--nproc_per_node=2', 'x.py'\]"):
+        from_torchrun("--nproc_per_node=2 x.py")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="strings only"):
+        from_torchrun(["--nnodes", 2, "x.py"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="env must be a mapping"):
+        from_torchrun(["x.py"], ["PET_NNODES=2"])  # type: ignore[arg-type]
+    task, _ = from_torchrun(["x.py"])
+    with pytest.raises(TypeError, match="list of arguments"):
+        to_torchrun(task, "x.py", "--lr 1")  # type: ignore[arg-type]
+
+
+def test_what_torchruns_parser_rejects_is_a_usage_error() -> None:
+    from elastic_idl._torchrun import TorchrunUsageError
+
+    for argv, env in (([], {}), (["--bogus", "t.py"], {}), (["-h"], {}), (["t.py"], {"PET_MAX_RESTARTS": "x"})):
+        with pytest.raises(TorchrunUsageError):
+            from_torchrun(argv, env)
+    for argv in (["--nnodes=3:1", "t.py"], ["--logs-specs=x", "t.py"], ["--module", "--no-python", "t"]):
+        with pytest.raises((TorchrunError, ei.ValidationError)) as info:
+            from_torchrun(argv)
+        assert not isinstance(info.value, TorchrunUsageError)
+
+
+def test_per_node_settings_are_launch_time_settings_of_the_drop_in() -> None:
+    from elastic_idl._torchrun import NodeSettings, parse_torchrun
+
+    static = ["--nnodes=2", "--master-addr=10.0.0.1", "--master-port=29500"]
+    task, _, node = parse_torchrun([*static, "--node-rank=1", "--local-addr=10.0.0.2", "--log-dir=/l", "t.py"])
+    assert node == NodeSettings(node_rank=1, local_addr="10.0.0.2", log_dir="/l")
+    assert (task.elastic_config.rdzv_backend, task.elastic_config.rdzv_host) == ("static", "10.0.0.1")
+    assert parse_torchrun([*static, "t.py"], {"PET_NODE_RANK": "1", "PET_LOG_DIR": "/e"})[2] == NodeSettings(
+        node_rank=1, log_dir="/e"
+    )
+    assert parse_torchrun(["t.py"])[2] == NodeSettings()
+    # from_torchrun cannot put them in a task: refused, saying where they go instead
+    with pytest.raises(UnsupportedFlagError, match=r"--node-rank: 1: a launch-time setting .*elastic-idl torchrun"):
+        from_torchrun([*static, "--node-rank=1", "t.py"])
+    with pytest.raises(TorchrunError, match=r"--node-rank: 2 is not in 0\.\.1"):
+        parse_torchrun([*static, "--node-rank=2", "t.py"])
+
+
+def test_node_rank_where_the_rendezvous_assigns_it() -> None:
+    from elastic_idl._torchrun import NodeSettings, parse_torchrun
+
+    # An ambient PET_NODE_RANK (a non-elastic pod sets one) with torchrun's default one-node line:
+    # ignored, as torchrun ignores it; the message no longer contradicts itself.
+    task, _, node = parse_torchrun(["t.py"], {"PET_NODE_RANK": "1"})
+    assert node == NodeSettings() and task.elastic_config.rdzv_backend == "c10d"
+    assert from_torchrun(["t.py"], {"PET_NODE_RANK": "1"})[0] == task
+    # On the command line, with c10d: refused (torchrun would ignore it), saying why.
+    with pytest.raises(UnsupportedFlagError, match="only the static backend uses a node rank") as info:
+        from_torchrun(["--rdzv-backend=c10d", "--rdzv-endpoint=h:1", "--nnodes=1:2", "--node-rank=1", "t.py"])
+    assert "PET_NODE_RANK" not in str(info.value)
+
+
+def test_per_rank_redirect_maps_say_what_to_use_instead() -> None:
+    with pytest.raises(UnsupportedFlagError, match=r"give one value .*--local-ranks-filter"):
+        from_torchrun(["-r", "0:1,1:2", "t.py"])
+
+
+def test_the_help_lists_every_flag_by_status() -> None:
+    from elastic_idl._torchrun import torchrun_help
+
+    text = torchrun_help()
+    for f in FLAGS:
+        dashed = next(o for o in f.options if o.startswith("--"))
+        assert dashed in text, dashed
+    sections = text.split("\n\n")
+    launch = next(sec for sec in sections if sec.startswith("Launch-time"))
+    assert all(flag in launch for flag in ("--node-rank", "--local-addr", "--log-dir"))
