@@ -409,3 +409,15 @@ def test_launch_time_env_values_are_checked(fake: FakeLauncher, tmp_path: Path, 
 def test_argv_as_one_string_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="list of strings"):
         pod.pod_main("--task-file t.yaml -- t.py", environ={})  # type: ignore[arg-type]
+
+
+def test_version_and_verbose(capsys: Any, fake: FakeLauncher, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    assert pod.pod_main(["--version"], environ={}) == 0
+    assert capsys.readouterr().out.strip() == f"elastic-idl {ei.__version__}"
+    logger = logging.getLogger("elastic_idl")
+    monkeypatch.setattr(logger, "level", logging.NOTSET)
+    assert run(["-v", "--", "t.py"], operator_env(), tmp_path) == pod.EXIT_OK
+    assert logger.level == logging.DEBUG
+    assert run(["-v", "-q", "--", "t.py"], operator_env(), tmp_path) == pod.EXIT_USAGE

@@ -195,7 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--run-id",
         help=f"rendezvous id (default: PET_RDZV_ID, the task's rdzv_id, ${FLYTE_EXECUTION_ID_ENV}, else 'none')",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+    verbosity = p.add_mutually_exclusive_group()
+    verbosity.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+    verbosity.add_argument(
+        "-v", "--verbose", action="store_true", help="also log torch's own tracebacks of failed workers"
+    )
+    from elastic_idl import __version__
+
+    p.add_argument("--version", action="version", version=f"elastic-idl {__version__}")
     return p
 
 
@@ -372,6 +379,8 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
             format="%(message)s",
             stream=sys.stderr,
         )
+    if args.verbose:
+        _log.setLevel(logging.DEBUG)  # the launcher then lets torch's worker tracebacks through
     output = args.output or environ.get(OUTPUT_ENV) or DEFAULT_OUTPUT
     failure_path = args.failure_path or environ.get(FAILURE_PATH_ENV) or DEFAULT_FAILURE_PATH
     endpoint = args.rdzv_endpoint or environ.get(RDZV_ENDPOINT_OVERRIDE_ENV) or None
