@@ -352,3 +352,30 @@ print(quiet, kept, loud)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["False", "True", "True"]
+
+
+def test_the_root_cause_traceback_starts_at_the_users_code() -> None:
+    from elastic_idl._launcher_failures import user_traceback
+
+    tb = (
+        "Traceback (most recent call last):\n"
+        '  File "/venv/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 367, in wrapper\n'
+        "    return f(*args, **kwargs)\n"
+        "           ^^^^^^^^^^^^^^^^^^\n"
+        '  File "/venv/elastic_idl/_launcher_worker.py", line 211, in __call__\n'
+        "    _run_as_main(...)\n"
+        '  File "<frozen runpy>", line 88, in _run_code\n'
+        '  File "/home/me/train.py", line 5, in <module>\n'
+        '    raise ValueError("boom")\n'
+        "ValueError: boom\n"
+    )
+    internal = ("/venv/torch/", "/venv/elastic_idl/")
+    assert user_traceback(tb, internal) == (
+        "Traceback (most recent call last):\n"
+        '  File "/home/me/train.py", line 5, in <module>\n'
+        '    raise ValueError("boom")\n'
+        "ValueError: boom\n"
+    )
+    only_internal = tb.split('  File "/home/me/train.py"')[0] + "ValueError: boom\n"
+    assert user_traceback(only_internal, internal) == only_internal  # nothing of the user's: unchanged
+    assert user_traceback("not a traceback", internal) == "not a traceback"

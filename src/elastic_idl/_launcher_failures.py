@@ -12,6 +12,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import time
@@ -36,6 +37,7 @@ __all__ = [
     "describe_record",
     "report_json",
     "save_report",
+    "user_traceback",
     "write_report",
 ]
 
@@ -287,3 +289,36 @@ def describe_attempt(records: Sequence[Any]) -> str:
 
 def _record_time(r: Any) -> int:
     return int(r.time.ToNanoseconds())
+
+
+_TRACEBACK_HEAD = "Traceback (most recent call last):"
+_FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line \d+')
+
+
+def user_traceback(tb: str, internal: Sequence[str]) -> str:
+    """A worker's traceback without the launcher's own frames on top (torch's ``@record``,
+    the worker bootstrap, runpy), so that it starts at the user's code.
+
+    ``internal`` lists directory prefixes whose frames are the launcher's; ``<frozen ...>``
+    frames count too. Only the leading frames of the first traceback are dropped, and
+    only when a user frame follows; anything else is returned unchanged.
+    """
+    lines = tb.splitlines()
+    if not lines or lines[0] != _TRACEBACK_HEAD:
+        return tb
+    i = 1
+    while i < len(lines):
+        m = _FRAME.match(lines[i])
+        if m is None:
+            return tb  # the exception line came first: no user frame at all
+        path = m.group("file")
+        if not (path.startswith("<frozen ") or any(path.startswith(p) for p in internal)):
+            break
+        i += 1
+        while i < len(lines) and lines[i].startswith("    "):  # the frame's source line(s) and markers
+            i += 1
+    else:
+        return tb
+    if i == 1:
+        return tb
+    return "\n".join([lines[0], *lines[i:]]) + ("\n" if tb.endswith("\n") else "")

@@ -30,6 +30,7 @@ import ipaddress
 import logging
 import math
 import os
+import runpy
 import signal
 import socket
 import tempfile
@@ -78,6 +79,7 @@ from elastic_idl._launcher_failures import (
     RendezvousIncompleteError,
     WorkerExit,
     describe_attempt,
+    user_traceback,
 )
 from elastic_idl._spec import LaunchSpec
 
@@ -896,11 +898,28 @@ def run_agent(
     return values
 
 
+#: Where the launcher's own frames live: torch's ``@record`` wrapper and the worker bootstrap.
+_INTERNAL_CODE = (
+    os.path.dirname(torch.__file__) + os.sep,
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.dirname(os.path.realpath(__file__)) + os.sep,
+    os.path.dirname(runpy.__file__) + os.sep + "runpy.py",
+)
+
+
 def _with_traceback(summary: str, report: Any) -> str:
-    """The summary plus the root cause's traceback, indented (what a user reads first)."""
+    """The summary plus the root cause's traceback, indented (what a user reads first).
+
+    The traceback starts at the user's code: the frames of torch's ``@record`` wrapper and
+    of the worker bootstrap above it are left out, unless the ``elastic_idl`` logger is at
+    DEBUG (``-v``). The report keeps the whole traceback.
+    """
     if not report.failures or not report.failures[0].traceback:
         return summary
-    tb = "\n".join("    " + line for line in report.failures[0].traceback.rstrip().splitlines())
+    text = report.failures[0].traceback
+    if not _log.isEnabledFor(logging.DEBUG):
+        text = user_traceback(text, _INTERNAL_CODE)
+    tb = "\n".join("    " + line for line in text.rstrip().splitlines())
     return f"{summary}\n  root cause traceback:\n{tb}"
 
 
