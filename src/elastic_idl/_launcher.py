@@ -39,7 +39,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from elastic_idl._errors import ElasticIdlError
+from elastic_idl._errors import ElasticIdlError, ValidationError
 from elastic_idl._launcher_failures import (
     FailureLog,
     LaunchFailedError,
@@ -187,7 +187,7 @@ _RESOLVE_RETRY_S = 1.0
 
 
 def _resolve(host: str) -> str:
-    """ "" when ``host`` resolves, else the resolver's reason."""
+    """Why ``host`` does not resolve (the resolver's words), or an empty string when it does."""
     try:
         socket.getaddrinfo(host, None)
     except (OSError, UnicodeError) as exc:
@@ -228,8 +228,6 @@ def _overrides(spec: LaunchSpec, *, node_rank: int | None, local_addr: str | Non
     """Apply the per-node launch settings: node rank (static backend) and local address."""
     found = override_violations(local_addr=local_addr)
     if found:
-        from elastic_idl._errors import ValidationError
-
         raise ValidationError(found)
     if local_addr is not None:
         spec = _replace(spec, local_addr=local_addr)
