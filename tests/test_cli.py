@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -24,7 +28,7 @@ def cli(*args: str, stdin: bytes | None = None, timeout: float = 120) -> subproc
 
 def test_help_for_every_command() -> None:
     out = cli("--help")
-    assert out.returncode == 0 and b"130 interrupted" in out.stdout
+    assert out.returncode == 0 and b"128+N stopped by signal N (130 SIGINT, 143 SIGTERM)" in out.stdout
     for command in ("validate", "convert", "launch-config", "render", "env", "run"):
         sub = cli(command, "--help")
         assert sub.returncode == 0, command
@@ -148,8 +152,8 @@ def test_torchrun_drop_in(tmp_path: Path) -> None:
     out = cli("torchrun", "--nproc_per_node=2", "--max-restarts", "0", str(script), "x")
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     assert "rank 0 of 2 sum 3 args ['x']" in out.stdout.decode()
-    bad = cli("torchrun", "--log-dir", str(tmp_path), str(script))
-    assert bad.returncode == 1 and b"--log-dir" in bad.stderr
+    bad = cli("torchrun", "--logs-specs", "custom", str(script))
+    assert bad.returncode == 1 and b"--logs-specs" in bad.stderr
 
 
 # --------------------------------------------------------------------------- hostile and malformed input (issue #9)
@@ -332,3 +336,234 @@ def test_pod_task_template_reads_json_with_tabs_and_bounded_yaml(tmp_path: Path)
     recursive.write_text("custom: &c\n  workerReplicas: *c\n")
     with pytest.raises(ei.DecodeError, match="recursive"):
         load_task(build_parser().parse_args(["--task-template", str(recursive)]), {})
+
+
+# ---------------------------------------------------------------- issue #9: the CLI
+
+#: The installed console script: unlike ``python -m elastic_idl.cli``, it does not put the
+#: working directory on sys.path (what users run).
+CONSOLE = Path(sys.executable).parent / "elastic-idl"
+
+
+def console(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> Any:
+    return subprocess.run(
+        [str(CONSOLE), *args], capture_output=True, timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})}
+    )
+
+
+def test_torchrun_help_prints_the_drop_ins_help_and_exits_0() -> None:
+    for flag in ("--help", "-h"):
+        out = cli("torchrun", flag)
+        assert out.returncode == 0, out.stderr
+        text = out.stdout.decode()
+        assert text.startswith("usage: elastic-idl torchrun")
+        for needle in ("--nnodes", "--node-rank", "--log-dir", "Refused", "--logs-specs", "Exit codes"):
+            assert needle in text, needle
+    # after the script, -h is the script's: torchrun's rule
+    assert cli("torchrun", "--nnodes=3:1", "t.py", "-h").returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        ([], 2),  # no script: torchrun's parser rejects it
+        (["--nproc-per-node=2"], 2),
+        (["--bogus", "t.py"], 2),
+        (["--use-env", "t.py"], 2),  # torch.distributed.launch's flag, not torchrun's
+        (["--max-restarts=x", "t.py"], 2),
+        (["--nnodes=3:1", "t.py"], 1),  # torchrun parses it; the task breaks a rule
+        (["--logs-specs=custom", "t.py"], 1),  # torchrun takes it; the schema cannot hold it
+        (["--no-python", "t.sh"], 1),  # torchrun runs it; the drop-in cannot
+    ],
+)
+def test_torchrun_usage_is_2_and_invalid_input_is_1(argv: list[str], code: int) -> None:
+    out = cli("torchrun", *argv)
+    assert out.returncode == code, out.stderr
+    assert b"Traceback" not in out.stderr
+    if code == 2:
+        assert out.stderr.startswith(b"usage: elastic-idl torchrun")
+
+
+def test_global_verbose_before_any_command_and_version() -> None:
+    assert cli("-v", "torchrun", "--help").returncode == 0
+    assert cli("--verbose", "pod", "--help").returncode == 0
+    assert cli("-v", "validate", str(DEMO)).returncode == 0
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.decode().strip() == f"elastic-idl {ei.__version__}"
+
+
+def _package(where: Path) -> None:
+    (where / "pkg").mkdir()
+    (where / "pkg" / "__init__.py").write_text("")
+    (where / "pkg" / "train.py").write_text(
+        "import os, sys\nsys.stdout.write(f\"pkg.train rank {os.environ['RANK']} {sys.argv[1:]}\\n\")\n"
+    )
+
+
+def test_modules_are_found_as_python_dash_m_finds_them(tmp_path: Path) -> None:
+    _package(tmp_path)
+    (tmp_path / "task.yaml").write_text(DEMO.read_text())
+    run = console("run", "task.yaml", "-m", "pkg.train", "x", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    assert "pkg.train rank 1 ['x']" in run.stdout.decode()
+    tr = console("torchrun", "--nproc-per-node=2", "-m", "pkg.train", "y", cwd=tmp_path)
+    assert tr.returncode == 0, tr.stderr.decode()[-2000:]
+    assert "pkg.train rank 0 ['y']" in tr.stdout.decode()
+    missing = console("run", "task.yaml", "-m", "pkg.nope", cwd=tmp_path)
+    assert missing.returncode == 1
+    assert b"Traceback" not in missing.stderr and b"no module named 'pkg.nope'" in missing.stderr
+
+
+def test_an_unwritable_failure_file_is_refused_before_launching(tmp_path: Path) -> None:
+    script = tmp_path / "allreduce.py"
+    script.write_text(ALLREDUCE)
+    out = cli("run", str(DEMO), "--failure-file", "/proc/nope/f.json", "--", str(script), "--fail")
+    assert out.returncode == 1
+    assert b"/proc/nope/f.json: cannot write the failure report" in out.stderr
+    assert b"started" not in out.stderr  # nothing was launched
+
+
+def test_launch_time_overrides_obey_the_rules_of_the_fields_they_replace(tmp_path: Path) -> None:
+    script = tmp_path / "allreduce.py"
+    script.write_text(ALLREDUCE)
+    port = cli("run", str(DEMO), "--rdzv-endpoint", "127.0.0.1:99999", "--", str(script))
+    assert port.returncode == 1 and b"rdzv_endpoint: elastic.rdzv_port.range" in port.stderr
+    rid = cli("run", str(DEMO), "--run-id", "a b", "--", str(script))
+    assert rid.returncode == 1 and b"run_id: elastic.rdzv_id.format" in rid.stderr
+    env = cli("launch-config", str(DEMO), "--env", "PET_RDZV_ID=x,y")
+    assert env.returncode == 1 and b"PET_RDZV_ID: elastic.rdzv_id.format" in env.stderr
+
+
+def test_an_endpoint_host_that_does_not_resolve_fails_at_once(tmp_path: Path) -> None:
+    script = tmp_path / "allreduce.py"
+    script.write_text(ALLREDUCE)
+    started = time.monotonic()
+    out = cli("run", str(DEMO), "--rdzv-endpoint", "no-such-host.invalid:29400", "--", str(script), timeout=30)
+    assert time.monotonic() - started < 20
+    assert out.returncode == 1
+    lines = out.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "'no-such-host.invalid'" in lines[0] and "does not resolve" in lines[0], lines
+
+
+SLEEPER = """
+import os, sys, time
+import torch.distributed as dist
+dist.init_process_group("gloo")
+open(os.path.join(sys.argv[1], f"{os.getpid()}.pid"), "w").close()
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_to_run_exits_128_plus_n_and_says_so_once(tmp_path: Path, sig: int, code: int) -> None:
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "elastic_idl.cli", "run", str(DEMO), "--", str(script), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("*.pid"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == code, err.decode()[-2000:]
+    assert err.decode().count("launch interrupted by") == 1, err.decode()[-2000:]
+
+
+FAIL_FIRST = """
+import sys
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    raise ValueError("rank 1 fails first")
+dist.all_reduce(torch.ones(1))  # rank 0: a collateral failure once rank 1 is gone
+"""
+
+
+def test_failure_output_puts_the_first_failure_first_and_hides_torchs_tracebacks(tmp_path: Path) -> None:
+    script = tmp_path / "fail_first.py"
+    script.write_text(FAIL_FIRST)
+    task = tmp_path / "task.yaml"
+    task.write_text(DEMO.read_text().replace("max_restarts: 1", "max_restarts: 0"))
+    out = cli("run", str(task), "--", str(script))
+    assert out.returncode == 3, out.stderr.decode()[-3000:]
+    err = out.stderr.decode()
+    assert "failed (exitcode" not in err  # torch's own log record of a failed worker
+    (line,) = [ln for ln in err.splitlines() if "attempt 0 failed" in ln]
+    first = line.split("left): ", 1)[1]
+    assert first.startswith("rank 1 "), line
+    if "rank 0 " in line:
+        assert "[collateral: failed after rank 1] rank 0 " in line
+    assert err.count("ValueError: rank 1 fails first") >= 2  # the attempt line and the error's traceback
+    verbose = cli("-v", "run", str(task), "--", str(script))
+    assert verbose.returncode == 3
+    assert "failed (exitcode" in verbose.stderr.decode()
+
+
+def test_the_cli_and_the_pod_share_one_exit_code_table(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import types
+
+    from elastic_idl import cli as cli_module
+    from elastic_idl import pod
+    from elastic_idl._launcher_failures import LaunchInterruptedError, RendezvousIncompleteError
+    from elastic_idl.exit_codes import ExitCode
+
+    assert pod.ExitCode is ExitCode
+    assert (cli_module.EXIT_RENDEZVOUS, cli_module.EXIT_INTERRUPTED) == (pod.EXIT_RENDEZVOUS, pod.EXIT_INTERRUPTED)
+    errors = {
+        ExitCode.RENDEZVOUS: RendezvousIncompleteError("1 of 2", ei.FailureReport(), joined=1, needed=2, timeout_s=1),
+        ExitCode.SIGTERM: LaunchInterruptedError("stopped", ei.FailureReport(), signum=15, stopped_pids=[]),
+        ExitCode.SIGINT: LaunchInterruptedError("stopped", ei.FailureReport(), signum=2, stopped_pids=[]),
+    }
+    for code, error in errors.items():
+
+        def raising(*args: Any, error: BaseException = error, **kwargs: Any) -> None:
+            raise error
+
+        fake = types.ModuleType("elastic_idl._launcher")
+        fake.launch = raising  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "elastic_idl._launcher", fake)
+        assert cli_module.main(["run", str(DEMO), "--", "t.py"]) == code
+        monkeypatch.setenv("ELASTIC_IDL_TASK", json.dumps(ei.to_custom(ei.decode(DEMO.read_bytes()))))
+        paths = ["--output", str(tmp_path / "r.json"), "--failure-path", str(tmp_path / "f.json")]
+        assert pod.pod_main([*paths, "--termination-log", str(tmp_path / "t"), "--", "t.py"]) == code
+
+
+def test_a_static_multi_node_launch_takes_the_node_rank_at_launch_time(tmp_path: Path) -> None:
+    script = tmp_path / "hello.py"
+    script.write_text(
+        "import os, sys\nsys.stdout.write(f\"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}\\n\")\n"
+    )
+    port = _free_port()
+    common = ["--nnodes=2", "--master-addr=127.0.0.1", f"--master-port={port}"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "elastic_idl.cli", "torchrun", *common, f"--node-rank={rank}", str(script)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for rank in (0, 1)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1].decode()[-2000:] for o in outs]
+    assert "rank 0 of 2" in outs[0][0].decode() and "rank 1 of 2" in outs[1][0].decode()
+    # torchrun's default line with an ambient PET_NODE_RANK: one local node, the variable ignored
+    ambient = console("torchrun", str(script), env={"PET_NODE_RANK": "1"})
+    assert ambient.returncode == 0, ambient.stderr.decode()[-2000:]
+    assert b"rank 0 of 1" in ambient.stdout
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

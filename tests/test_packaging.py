@@ -144,6 +144,13 @@ assert bytes(bp) == wire
 assert legacy_pb2.DistributedPyTorchTrainingTask(workers=2).SerializeToString() == b"\x08\x02"
 failure_pb2.FailureReport(failures=[failure_pb2.FailureRecord(rank=1, exit_code=3)]).SerializeToString()
 
+# A FailureReport's JSON keeps zero values (rank 0, attempt 0): the option's name differs by protobuf version.
+from elastic_idl._launcher_failures import report_json
+zero = json.loads(report_json(failure_pb2.FailureReport(failures=[failure_pb2.FailureRecord(exit_code=1)])))
+assert {k: zero["failures"][0][k] for k in ("rank", "localRank", "attempt")} == dict.fromkeys(
+    ("rank", "localRank", "attempt"), 0
+), zero
+
 validate = getattr(elastic_idl, "validate", elastic_idl._validate.validate)
 validate(t)
 try:

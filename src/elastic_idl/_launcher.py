@@ -32,26 +32,39 @@ import pickle
 import socket
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from elastic_idl._errors import ElasticIdlError, ValidationError
 from elastic_idl._launcher_failures import (
     FailureLog,
     LaunchFailedError,
     LaunchInterruptedError,
     RendezvousIncompleteError,
-    write_report,
+    check_writable,
+    save_report,
 )
-from elastic_idl._launcher_worker import KIND_CALLABLE, KIND_MODULE, KIND_SCRIPT, WorkerMain, stash, unstash
+from elastic_idl._launcher_worker import (
+    KIND_CALLABLE,
+    KIND_MODULE,
+    KIND_SCRIPT,
+    WorkerMain,
+    cwd_first_on_path,
+    stash,
+    unstash,
+)
 from elastic_idl._launcher_zygote import Zygote, cpython_forkserver, fork_hazard, thread_count
-from elastic_idl._spec import DEFAULT_RUN_ID, LaunchSpec, to_launch_spec
+from elastic_idl._spec import DEFAULT_RUN_ID, ENV, LaunchSpec, override_violations, split_endpoint, to_launch_spec
 
 if TYPE_CHECKING:
     from torch.distributed.launcher.api import LaunchConfig
 
 __all__ = [
+    "HostNotFoundError",
     "LaunchFailedError",
     "LaunchInterruptedError",
     "RendezvousIncompleteError",
@@ -113,19 +126,126 @@ def _entrypoint(entrypoint: Any, args: tuple[Any, ...], module: bool) -> WorkerM
             raise TypeError('entrypoint "-m" needs the module name as the next argument')
         entrypoint, args, module = str(args[0]), tuple(args[1:]), True
     if module:
-        import importlib.util
-
-        try:
-            found = importlib.util.find_spec(entrypoint)
-        except (ImportError, ValueError):
-            found = None
-        if found is None:
-            raise ModuleNotFoundError(f"no module named {entrypoint!r} to launch", name=entrypoint)
+        _find_module(entrypoint)
         return WorkerMain(KIND_MODULE, entrypoint, tuple(str(a) for a in args))
     path = Path(entrypoint)
     if not path.is_file():
         raise FileNotFoundError(2, "no such script to launch", entrypoint)
     return WorkerMain(KIND_SCRIPT, str(path.resolve()), tuple(str(a) for a in args))
+
+
+def _find_module(name: str) -> None:
+    """Check that ``python -m name`` would find the module: the working directory first, then sys.path.
+
+    ``python -m`` puts the working directory first on ``sys.path``; a launcher started
+    as a console script (``elastic-idl``) or from a script elsewhere has the script's
+    directory there instead. The workers run the module the same way
+    (:mod:`elastic_idl._launcher_worker`). Finding ``pkg.mod`` imports ``pkg``, as
+    ``python -m`` does.
+
+    Raises:
+        ModuleNotFoundError: No such module.
+        ImportError: Importing its package failed (the package's own error is in the message).
+    """
+    import importlib.util
+
+    with cwd_first_on_path() as cwd:
+        try:
+            found = importlib.util.find_spec(name)
+        except ModuleNotFoundError:
+            found = None
+        except Exception as exc:  # the package's __init__ raised: say so, in one line
+            raise ImportError(
+                f"cannot import the package of module {name!r}: {type(exc).__name__}: {exc}", name=name
+            ) from None
+    if found is None:
+        raise ModuleNotFoundError(
+            f"no module named {name!r} to launch (looked in {cwd} first, as python -m does, then sys.path)",
+            name=name,
+        )
+
+
+class HostNotFoundError(ElasticIdlError, ValueError):
+    """The rendezvous host of a local launch does not resolve.
+
+    Attributes:
+        host: The host name that did not resolve.
+        endpoint: The whole rendezvous endpoint.
+    """
+
+    def __init__(self, host: str, endpoint: str, reason: str) -> None:
+        self.host = host
+        self.endpoint = endpoint
+        super().__init__(
+            f"rdzv_endpoint: the host {host!r} of {endpoint!r} does not resolve ({reason}); "
+            "a one-machine launch can use 127.0.0.1"
+        )
+
+
+#: Seconds between two lookups while a pod waits for the rendezvous host to resolve.
+_RESOLVE_RETRY_S = 1.0
+
+
+def _resolve(host: str) -> str:
+    """Why ``host`` does not resolve (the resolver's words), or an empty string when it does."""
+    try:
+        socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError) as exc:
+        return str(getattr(exc, "strerror", None) or exc)
+    return ""
+
+
+def _wait_for_host(spec: LaunchSpec, host: str, log: FailureLog) -> None:
+    """In a pod: wait, within join_timeout, for the rendezvous host to resolve.
+
+    The operator's ``<job>-worker-0`` service name may not resolve yet while pods start.
+    Waits in 1 s slices so that a signal is handled at once.
+    """
+    join_timeout = float(spec.rdzv_configs.get("join_timeout", 600))
+    deadline = time.monotonic() + join_timeout
+    reason = _resolve(host)
+    if not reason:
+        return
+    _log.info("elastic-idl: waiting up to %ss for %s to resolve (%s)", _num(join_timeout), host, reason)
+    while reason:
+        if time.monotonic() >= deadline:
+            summary = (
+                f"rendezvous {spec.run_id!r} at {spec.rdzv_endpoint}: the host {host!r} did not resolve within "
+                f"join_timeout={_num(join_timeout)}s ({reason})"
+            )
+            raise RendezvousIncompleteError(
+                summary, log.report(summary), joined=0, needed=spec.min_nodes, timeout_s=join_timeout
+            )
+        time.sleep(min(_RESOLVE_RETRY_S, max(0.0, deadline - time.monotonic())))
+        reason = _resolve(host)
+
+
+def _num(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else x
+
+
+def _overrides(spec: LaunchSpec, *, node_rank: int | None, local_addr: str | None) -> LaunchSpec:
+    """Apply the per-node launch settings: node rank (static backend) and local address."""
+    found = override_violations(local_addr=local_addr)
+    if found:
+        raise ValidationError(found)
+    if local_addr is not None:
+        spec = _replace(spec, local_addr=local_addr)
+    if node_rank is not None and (isinstance(node_rank, bool) or not isinstance(node_rank, int)):
+        raise TypeError(f"node_rank must be an int, got {node_rank!r}")
+    if spec.rdzv_backend == "static":
+        rank = node_rank if node_rank is not None else int(spec.rdzv_configs.get("rank", 0))
+        if not 0 <= rank < spec.max_nodes:
+            raise ValueError(
+                f"node_rank: {rank} is not in 0..{spec.max_nodes - 1} (the static job has {spec.max_nodes} nodes)"
+            )
+        spec = _replace(spec, rdzv_configs=MappingProxyType({**spec.rdzv_configs, "rank": rank}))
+    elif node_rank:
+        raise ValueError(
+            f"node_rank: only the static rendezvous backend takes a node rank; the {spec.rdzv_backend} "
+            "rendezvous assigns node ranks itself (drop it)"
+        )
+    return spec
 
 
 def _loopback_interface() -> str | None:
@@ -190,6 +310,8 @@ def launch(
     start_method: str | None = None,
     failure_path: str | os.PathLike[str] | None = None,
     log_dir: str | os.PathLike[str] | None = None,
+    node_rank: int | None = None,
+    local_addr: str | None = None,
 ) -> Any:
     """Run a task's elastic job on this node and wait for it.
 
@@ -213,8 +335,21 @@ def launch(
         rdzv_endpoint: "host:port" of the rendezvous (default: 127.0.0.1 and a free port).
         start_method: "forkserver" (default), "spawn" or "fork"; see the module docs.
         failure_path: When the job fails, also write the FailureReport here as JSON.
+            Checked for writing before anything starts; should the write fail at
+            the end anyway, a warning is logged and the launch's own error is raised.
         log_dir: Keep torch's per-attempt logs and error files here (default: a
-            temporary directory, removed afterwards).
+            temporary directory, removed afterwards). Created if missing.
+        node_rank: This node's rank for the ``static`` backend (torchrun's
+            ``--node-rank``; default 0). Other backends assign node ranks themselves:
+            a non-zero value is an error there.
+        local_addr: This node's address as the other nodes should see it (torchrun's
+            ``--local-addr``; default: the loopback address for a loopback endpoint,
+            else torch's choice).
+
+    A rendezvous host that does not resolve fails at once (``HostNotFoundError``, a
+    ValueError), unless ``env`` is a pod env (holds ``PET_RDZV_ENDPOINT``): there the
+    operator's ``<job>-worker-0`` may not resolve yet, so the launch waits for it
+    within ``join_timeout`` (then raises ``RendezvousIncompleteError``).
 
     Returns:
         Rank 0's return value (None for scripts and modules, and on a node that
@@ -222,8 +357,12 @@ def launch(
         workers' values by global rank.
 
     Raises:
-        ValidationError: The task breaks a rule.
-        TypeError, FileNotFoundError, ModuleNotFoundError: The entrypoint is unusable.
+        ValidationError: The task breaks a rule, or a launch-time value breaks its field's rule.
+        TypeError, FileNotFoundError, ImportError: The entrypoint is unusable
+            (ModuleNotFoundError, an ImportError, for a module that does not exist).
+        OSError: ``failure_path`` or ``log_dir`` cannot be written.
+        ValueError: The rendezvous host of a local launch does not resolve, or
+            ``node_rank`` does not fit the backend.
         LaunchFailedError: The job failed for good; ``.report`` / ``.failures`` hold
             every failed rank of every attempt, root cause first.
         RendezvousIncompleteError: Too few nodes joined within ``join_timeout``.
@@ -231,10 +370,20 @@ def launch(
             launcher; every worker was stopped before this was raised.
     """
     spec = to_launch_spec(task, env=env, run_id=run_id, rdzv_endpoint=rdzv_endpoint, start_method=start_method)
+    spec = _overrides(spec, node_rank=node_rank, local_addr=local_addr)
     main = _entrypoint(entrypoint, args, module)
+    if failure_path is not None:
+        check_writable(failure_path, "failure report")
+    if log_dir is not None:
+        check_writable(Path(log_dir) / ".elastic-idl", "log directory")
+    host = split_endpoint(spec.rdzv_endpoint)[0]
+    in_pod = bool(env and env.get(ENV.RDZV_ENDPOINT))
+    if not in_pod:
+        reason = _resolve(host)
+        if reason:
+            raise HostNotFoundError(host, spec.rdzv_endpoint, reason)
     from elastic_idl import _torch  # imports torch: from here on the launch has started
 
-    host = spec.rdzv_endpoint.rpartition(":")[0]
     loopback = _torch.is_loopback(host)
     if spec.run_id == DEFAULT_RUN_ID and spec.rdzv_endpoint.endswith(":0") and spec.max_nodes == 1:
         # A private store on a fresh port: like torchrun --standalone, a random id.
@@ -261,6 +410,8 @@ def launch(
             )
             stack.enter_context(_scoped_environ(env_updates))
             stack.enter_context(_torch.scoped_signal_handlers(spec.signals_to_handle))
+            if in_pod:
+                _wait_for_host(spec, host, log)
             worker_main, method = _prepare_start(spec.start_method, main, stack)
             config = _torch.build_launch_config(
                 spec,
@@ -278,12 +429,10 @@ def launch(
             )
     except _torch.SignalException as exc:  # a signal before or after the agent ran: nothing to stop
         error = _torch.interrupted_error(exc.sigval, None, log)
-        if failure_path is not None:
-            write_report(error.report, failure_path)
+        save_report(error.report, failure_path)
         raise error from None
     except LaunchFailedError as exc:
-        if failure_path is not None:
-            write_report(exc.report, failure_path)
+        save_report(exc.report, failure_path)
         raise
     if return_all:
         return values
@@ -292,7 +441,7 @@ def launch(
 
 def _local_addr(host: str) -> str:
     """The address a loopback launch advertises for this node (and binds its stores to)."""
-    return "127.0.0.1" if host in ("localhost", "") else host.strip("[]")
+    return "127.0.0.1" if host in ("localhost", "") else host
 
 
 def _replace(spec: LaunchSpec, **changes: Any) -> LaunchSpec:

@@ -8,8 +8,11 @@ into ``FailureRecord`` messages, root cause first.
 
 from __future__ import annotations
 
+import inspect
 import json
+import logging
 import os
+import re
 import signal
 import socket
 import time
@@ -29,9 +32,16 @@ __all__ = [
     "LaunchInterruptedError",
     "RendezvousIncompleteError",
     "WorkerExit",
+    "check_writable",
+    "describe_attempt",
     "describe_record",
+    "report_json",
+    "save_report",
+    "user_traceback",
     "write_report",
 ]
+
+_log = logging.getLogger("elastic_idl")
 
 
 class LaunchFailedError(ElasticIdlError, RuntimeError):
@@ -186,13 +196,69 @@ class FailureLog:
         return describe_record(recs[0]) if recs else ""
 
 
+def _zero_fields_option() -> dict[str, bool]:
+    """The MessageToJson option that keeps zero values, in whichever spelling this protobuf has.
+
+    proto3 JSON drops fields at their default (rank 0, attempt 0, ...); a reader of a
+    failure report must always find them. protobuf < 5.26 (down to the 4.21 floor) calls
+    the option ``including_default_value_fields``; 5.26+ (up to 7.x)
+    ``always_print_fields_with_no_presence``.
+    """
+    params = inspect.signature(json_format.MessageToJson).parameters
+    for name in ("always_print_fields_with_no_presence", "including_default_value_fields"):
+        if name in params:
+            return {name: True}
+    return {}  # pragma: no cover - every supported protobuf has one of the two
+
+
+_ZERO_FIELDS = _zero_fields_option()
+
+
+def report_json(report: Any) -> str:
+    """A FailureReport as protobuf JSON, with zero values written (``"rank": 0``, ``"attempt": 0``)."""
+    to_json: Any = json_format.MessageToJson  # its keyword differs between protobuf versions
+    return str(to_json(report, **_ZERO_FIELDS)) + "\n"
+
+
+def check_writable(path: str | os.PathLike[str], what: str) -> None:
+    """Fail now, before anything starts, if a file cannot be written at ``path`` later.
+
+    Creates the parent directories (as the later write does) and a probe file beside the
+    target. Raises OSError with ``filename`` set and ``what`` in the message.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(21, f"cannot write the {what}: is a directory", str(target))
+    probe = target.with_name(f".{target.name}.{os.getpid()}.{time.time_ns()}.probe")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise type(exc)(exc.errno, f"cannot write the {what}: {exc.strerror or exc}", str(target)) from None
+
+
 def write_report(report: Any, path: str | os.PathLike[str]) -> None:
-    """Write a FailureReport as JSON (protobuf's JSON mapping), atomically."""
+    """Write a FailureReport as JSON (protobuf's JSON mapping, zero values kept), atomically."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.time_ns()}.tmp")
-    tmp.write_text(json_format.MessageToJson(report) + "\n")
+    tmp.write_text(report_json(report))
     os.replace(tmp, target)
+
+
+def save_report(report: Any, path: str | os.PathLike[str] | None) -> None:
+    """:func:`write_report`, except that a failure to write is logged, never raised.
+
+    Called while a launch fails: the launch's own error (the summary) must reach the
+    caller, not an error about the report file.
+    """
+    if path is None:
+        return
+    try:
+        write_report(report, path)
+    except OSError as exc:
+        _log.warning("elastic-idl: cannot write the failure report to %s: %s", path, exc.strerror or exc)
 
 
 def describe_record(r: Any) -> str:
@@ -203,3 +269,56 @@ def describe_record(r: Any) -> str:
         else (f"signal {_signal_name(r.signal)}" if r.WhichOneof("termination") == "signal" else "still running")
     )
     return f"rank {r.rank} (local rank {r.local_rank}, pid {r.pid}) in attempt {r.attempt}, {how}: {r.message}"
+
+
+def describe_attempt(records: Sequence[Any]) -> str:
+    """The failed ranks of one attempt on one line each joined by "; ", the first failure first.
+
+    Every later failure of the attempt is marked collateral: a peer whose collective broke
+    because the first one died ("Connection closed by peer") is a consequence, not a cause.
+    """
+    ordered = sorted(records, key=_record_time)
+    parts = []
+    for i, r in enumerate(ordered):
+        line = describe_record(r).split("\n", 1)[0]
+        if i:
+            line = f"[collateral: failed after rank {ordered[0].rank}] {line}"
+        parts.append(line)
+    return "; ".join(parts)
+
+
+def _record_time(r: Any) -> int:
+    return int(r.time.ToNanoseconds())
+
+
+_TRACEBACK_HEAD = "Traceback (most recent call last):"
+_FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line \d+')
+
+
+def user_traceback(tb: str, internal: Sequence[str]) -> str:
+    """A worker's traceback without the launcher's own frames on top (torch's ``@record``,
+    the worker bootstrap, runpy), so that it starts at the user's code.
+
+    ``internal`` lists directory prefixes whose frames are the launcher's; ``<frozen ...>``
+    frames count too. Only the leading frames of the first traceback are dropped, and
+    only when a user frame follows; anything else is returned unchanged.
+    """
+    lines = tb.splitlines()
+    if not lines or lines[0] != _TRACEBACK_HEAD:
+        return tb
+    i = 1
+    while i < len(lines):
+        m = _FRAME.match(lines[i])
+        if m is None:
+            return tb  # the exception line came first: no user frame at all
+        path = m.group("file")
+        if not (path.startswith("<frozen ") or any(path.startswith(p) for p in internal)):
+            break
+        i += 1
+        while i < len(lines) and lines[i].startswith("    "):  # the frame's source line(s) and markers
+            i += 1
+    else:
+        return tb
+    if i == 1:
+        return tb
+    return "\n".join([lines[0], *lines[i:]]) + ("\n" if tb.endswith("\n") else "")

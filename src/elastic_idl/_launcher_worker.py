@@ -12,6 +12,7 @@ a forked one already has torch in ``sys.modules``.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import json
 import logging
@@ -23,10 +24,10 @@ import string
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["KIND_CALLABLE", "KIND_MODULE", "KIND_SCRIPT", "WorkerMain", "stash", "unstash"]
+__all__ = ["KIND_CALLABLE", "KIND_MODULE", "KIND_SCRIPT", "WorkerMain", "cwd_first_on_path", "stash", "unstash"]
 
 KIND_CALLABLE = "callable"
 KIND_SCRIPT = "script"
@@ -50,6 +51,24 @@ def stash(key: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
 def unstash(key: str) -> None:
     """Forget a stashed entrypoint (the launcher's copy; forked copies are unaffected)."""
     _STASH.pop(key, None)
+
+
+@contextlib.contextmanager
+def cwd_first_on_path() -> Iterator[str]:
+    """While inside, the working directory is first on ``sys.path``, as ``python -m`` has it.
+
+    A launcher started as a console script (``elastic-idl``) or from a script elsewhere has
+    that script's directory there instead, so ``pkg.train`` in the working directory would
+    not be found. Yields the directory; afterwards the entry is removed again (modules
+    imported meanwhile stay imported).
+    """
+    cwd = os.getcwd()
+    sys.path.insert(0, cwd)
+    try:
+        yield cwd
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(cwd)  # the first occurrence: the one inserted above
 
 
 def _reset_signals() -> None:

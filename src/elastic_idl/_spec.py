@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from elastic_idl._errors import ValidationError, Violation
-from elastic_idl._validate import violations
+from elastic_idl._validate import MAX_RDZV_ID_LEN, RULES, violations
 from elastic_idl._view import view
 from elastic_idl.plugins.v1 import elastic_pb2
 
@@ -25,6 +25,8 @@ __all__ = [
     "ENV",
     "EnvDecision",
     "LaunchSpec",
+    "override_violations",
+    "split_endpoint",
     "to_launch_spec",
 ]
 
@@ -191,6 +193,95 @@ def parse_rdzv_conf(text: str, *, strict: bool = False) -> dict[str, str]:
     return out
 
 
+def split_endpoint(text: str) -> tuple[str, int | None]:
+    """ "host:port", "host", "[v6]:port" or "[v6]" -> (host without brackets, port or None).
+
+    Raises:
+        ValueError: The port is not a number of at most 5 digits, or a bracket is unclosed.
+    """
+    text = text.strip()
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ValueError(f"{text!r}: an IPv6 host is written [address]:port")
+        port_text = rest[1:] if rest else None
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    else:
+        host, port_text = text, None  # no port, or a bare IPv6 address
+    if port_text is None:
+        return host, None
+    if not port_text.isdigit() or len(port_text) > 5:
+        raise ValueError(f"the port of {text!r} is not a number in 0..65535")
+    return host, int(port_text)
+
+
+def _host_problem(host: str) -> str:
+    if not host:
+        return "the host is empty"
+    if len(host) > 253 or any(c.isspace() or c in ",/" for c in host):
+        return f"bad host {host!r}: {RULES['elastic.rdzv_host.format']}"
+    return ""
+
+
+def override_violations(
+    *,
+    rdzv_endpoint: str | None = None,
+    run_id: str | None = None,
+    local_addr: str | None = None,
+    start_method: str | None = None,
+    names: Mapping[str, str] | None = None,
+) -> list[Violation]:
+    """Launch-time values (arguments, ``PET_*`` env) checked by the rules a task's own fields obey.
+
+    An endpoint follows ``elastic.rdzv_host.format`` and ``elastic.rdzv_port.range`` (like
+    ``rdzv_host``/``rdzv_port``), a run id ``elastic.rdzv_id.format`` (like ``rdzv_id``), a
+    local address the host rule, a start method ``enum.known``. ``names`` maps an argument
+    to the field name the violation carries (default: the argument's own name).
+    """
+    names = names or {}
+    out: list[Violation] = []
+    if rdzv_endpoint is not None:
+        field_name = names.get("rdzv_endpoint", "rdzv_endpoint")
+        try:
+            host, port = split_endpoint(rdzv_endpoint)
+        except ValueError as exc:
+            out.append(Violation(field_name, "elastic.rdzv_port.range", str(exc)))
+        else:
+            problem = _host_problem(host)
+            if problem:
+                out.append(Violation(field_name, "elastic.rdzv_host.format", f"{rdzv_endpoint!r}: {problem}"))
+            if port is not None and not 0 <= port <= 65535:
+                out.append(
+                    Violation(
+                        field_name, "elastic.rdzv_port.range", f"{rdzv_endpoint!r}: port {port} is not in 0..65535"
+                    )
+                )
+    if run_id is not None:
+        if not run_id or len(run_id) > MAX_RDZV_ID_LEN or not all(33 <= ord(c) < 127 for c in run_id) or "," in run_id:
+            out.append(
+                Violation(
+                    names.get("run_id", "run_id"),
+                    "elastic.rdzv_id.format",
+                    f"bad run id {run_id!r}: non-empty printable ASCII without spaces or ',', "
+                    f"at most {MAX_RDZV_ID_LEN} chars",
+                )
+            )
+    if local_addr is not None:
+        problem = _host_problem(local_addr)
+        if problem:
+            out.append(Violation(names.get("local_addr", "local_addr"), "elastic.rdzv_host.format", problem))
+    if start_method is not None and start_method not in _START_METHOD.values():
+        out.append(
+            Violation(
+                names.get("start_method", "start_method"),
+                "enum.known",
+                f"{start_method!r} is not a start method: use {', '.join(sorted(_START_METHOD.values()))}",
+            )
+        )
+    return out
+
+
 def rdzv_configs_of(e: elastic_pb2.ElasticConfig) -> dict[str, Any]:
     """The rendezvous options a message states: typed timeouts (seconds), then the extras in order."""
     out: dict[str, Any] = {}
@@ -232,8 +323,13 @@ def to_launch_spec(
         rdzv_endpoint: Explicit endpoint "host:port", beats everything.
         start_method: Explicit torch start method, beats the message.
 
+    Launch-time values obey the rules of the task fields they stand in for (see
+    :func:`override_violations`): the ``rdzv_endpoint`` and ``run_id`` arguments, and
+    ``PET_RDZV_ENDPOINT`` / ``PET_RDZV_ID`` from ``env`` (violations name the variable).
+
     Raises:
-        ValidationError: The task breaks a rule, or has no elastic config.
+        ValidationError: The task breaks a rule, or has no elastic config, or a launch-time
+            value breaks the rule of its field.
     """
     found = violations(task)
     t = view(task)
@@ -246,6 +342,13 @@ def to_launch_spec(
                 "of launching, not a validity rule (validate accepts a task without one: a plain Master + Workers job)",
             )
         )
+    if env:
+        found += override_violations(
+            rdzv_endpoint=env.get(ENV.RDZV_ENDPOINT) or None,
+            run_id=env.get(ENV.RDZV_ID) or None,
+            names={"rdzv_endpoint": ENV.RDZV_ENDPOINT, "run_id": ENV.RDZV_ID},
+        )
+    found += override_violations(rdzv_endpoint=rdzv_endpoint, run_id=run_id, start_method=start_method)
     if found:
         raise ValidationError(found)
     assert t.elastic is not None  # for the type checker: checked above

@@ -17,8 +17,9 @@ What the agent changes compared with ``torch.distributed.launcher.api.launch_age
 - Stopping workers for a restart honours ``shutdown_timeout`` (torch uses a fixed 30 s).
 - A rendezvous timeout says how many nodes joined out of how many were needed.
 - The exit barrier waits in 1 s slices, so a signal is handled within a second.
-- Log records with a traceback are pre-formatted: torch's formatter would import
-  ``torch._dynamo`` (~2 s) to print the first worker failure, delaying every first restart.
+- torch's own traceback of a failed worker (often a collateral rank's) is not logged
+  unless the ``elastic_idl`` logger is at DEBUG; other log records with a traceback are
+  pre-formatted: torch's formatter would import ``torch._dynamo`` (~2 s) to print them.
 - A one-node job skips the rendezvous' random start-up delay (0-0.3 s).
 """
 
@@ -29,6 +30,7 @@ import ipaddress
 import logging
 import math
 import os
+import runpy
 import signal
 import socket
 import tempfile
@@ -76,7 +78,8 @@ from elastic_idl._launcher_failures import (
     LaunchInterruptedError,
     RendezvousIncompleteError,
     WorkerExit,
-    describe_record,
+    describe_attempt,
+    user_traceback,
 )
 from elastic_idl._spec import LaunchSpec
 
@@ -637,12 +640,13 @@ class _Agent(LocalElasticAgent):
                 )
             )
         records = self._failure_log.add(self.attempt(), exits)
-        # Say which ranks failed as it happens; the summary comes only when the job gives up.
+        # Say which ranks failed as it happens, the first failure first; the summary comes
+        # only when the job gives up.
         _log.warning(
             "elastic-idl: attempt %d failed (%d restart(s) left): %s",
             self.attempt(),
             self._remaining_restarts,
-            "; ".join(describe_record(r).split("\n", 1)[0] for r in records) or "no worker record",
+            describe_attempt(records) or "no worker record",
         )
 
 
@@ -671,18 +675,29 @@ def _no_start_jitter(enabled: bool) -> Iterator[None]:
         dr._delay = original
 
 
-class _PlainTraceback(logging.Filter):
-    """Pre-format a record's exception so torch's log formatter does not import torch._dynamo.
+#: torch loggers whose tracebacks are about worker processes: the launcher reports those failures itself.
+_WORKER_FAILURE_LOGGERS = "torch.distributed.elastic.multiprocessing"
 
-    torch's ``TorchLogsFormatter`` imports ``torch._dynamo`` (about 2 s here) to
-    format any record with ``exc_info``; the agent logs the first worker failure
-    that way, so every first restart paid those 2 s. The text is unchanged.
+
+class _PlainTraceback(logging.Filter):
+    """Keep torch's internal tracebacks out of the way, and cheap to print.
+
+    - torch logs a worker failure with its own traceback (``failed (exitcode: 1) ...``)
+      for the lowest local rank that failed, which is often a collateral one ("Connection
+      closed by peer"), before the launcher says which rank failed first. Such records
+      are dropped unless the ``elastic_idl`` logger is enabled for DEBUG (``elastic-idl -v``):
+      the launcher's per-attempt line and the final error carry the root cause.
+    - Any other record's exception is pre-formatted: torch's ``TorchLogsFormatter``
+      imports ``torch._dynamo`` (about 2 s here) to format a record with ``exc_info``,
+      which delayed every first restart. The text is unchanged.
     """
 
     _formatter = logging.Formatter()
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info:
+            if record.name.startswith(_WORKER_FAILURE_LOGGERS) and not _log.isEnabledFor(logging.DEBUG):
+                return False
             if not record.exc_text:
                 record.exc_text = self._formatter.formatException(record.exc_info)
             record.exc_info = None
@@ -883,11 +898,28 @@ def run_agent(
     return values
 
 
+#: Where the launcher's own frames live: torch's ``@record`` wrapper and the worker bootstrap.
+_INTERNAL_CODE = (
+    os.path.dirname(torch.__file__) + os.sep,
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.dirname(os.path.realpath(__file__)) + os.sep,
+    os.path.dirname(runpy.__file__) + os.sep + "runpy.py",
+)
+
+
 def _with_traceback(summary: str, report: Any) -> str:
-    """The summary plus the root cause's traceback, indented (what a user reads first)."""
+    """The summary plus the root cause's traceback, indented (what a user reads first).
+
+    The traceback starts at the user's code: the frames of torch's ``@record`` wrapper and
+    of the worker bootstrap above it are left out, unless the ``elastic_idl`` logger is at
+    DEBUG (``-v``). The report keeps the whole traceback.
+    """
     if not report.failures or not report.failures[0].traceback:
         return summary
-    tb = "\n".join("    " + line for line in report.failures[0].traceback.rstrip().splitlines())
+    text = report.failures[0].traceback
+    if not _log.isEnabledFor(logging.DEBUG):
+        text = user_traceback(text, _INTERNAL_CODE)
+    tb = "\n".join("    " + line for line in text.rstrip().splitlines())
     return f"{summary}\n  root cause traceback:\n{tb}"
 
 
@@ -909,5 +941,5 @@ def interrupted_error(sigval: signal.Signals, agent: _Agent | None, failure_log:
         what = "no worker was running yet"
     left = "no worker process is left running" if not survivors else f"could not stop pids {survivors}"
     summary = f"launch interrupted by {name}: {what}; {left}"
-    _log.warning("elastic-idl: %s", summary)
+    # Not logged here: the caller reports the error (the CLI and the pod print it once).
     return LaunchInterruptedError(summary, failure_log.report(summary), signum=int(sigval), stopped_pids=stopped)

@@ -13,6 +13,7 @@ dropped silently. Pure: the environment is an argument, torch is not imported.
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,15 +25,22 @@ from elastic_idl._sdk import _Problems, _task_of, duration_of, duration_text, pa
 from elastic_idl._spec import _NPROC_POLICY, _NUMA, _START_METHOD, parse_rdzv_conf
 from elastic_idl._validate import TYPED_RDZV_KEYS, violations
 from elastic_idl._view import DEFAULT_RDZV_BACKEND, view
+from elastic_idl.exit_codes import EXIT_CODES_TEXT
 
 __all__ = [
     "FLAGS",
+    "NodeSettings",
     "TorchrunEntrypoint",
     "TorchrunError",
+    "TorchrunUsageError",
     "UnsupportedFlagError",
     "from_torchrun",
+    "parse_torchrun",
     "to_torchrun",
+    "torchrun_help",
 ]
+
+_log = logging.getLogger("elastic_idl")
 
 #: Prefix of torchrun's env fallbacks: ``PET_<DEST>`` (e.g. PET_NPROC_PER_NODE).
 ENV_PREFIX = "PET_"
@@ -67,6 +75,13 @@ class UnsupportedFlagError(TorchrunError):
     """A torchrun flag (or value) the schema cannot hold, so converting would drop it."""
 
 
+class TorchrunUsageError(TorchrunError):
+    """A command line torchrun's own parser rejects (no script, an unknown flag, a bad type, -h).
+
+    torchrun exits 2 (argparse's usage error) on these; ``elastic-idl torchrun`` does too.
+    """
+
+
 def _float_text(text: str) -> str:
     float(text)  # argparse's own check ("invalid float value"); the text is kept for an exact Duration
     return text
@@ -87,7 +102,7 @@ class _Flag(NamedTuple):
     type: Callable[[str], Any]
     default: Any
     choices: tuple[str, ...] | None
-    status: str  # "covered", "entrypoint" or "refused"
+    status: str  # "covered", "entrypoint", "launch" (a per-node or per-run setting, not the task's) or "refused"
     note: str  # where it goes in the task, or why it is refused
 
     @property
@@ -142,7 +157,7 @@ FLAGS: tuple[_Flag, ...] = (
     _f(("-m", "--module"), "bool", False, "entrypoint", "TorchrunEntrypoint.module"),
     _f(("--no-python", "--no_python"), "bool", False, "entrypoint", "TorchrunEntrypoint.no_python"),
     _f(("--run-path", "--run_path"), "bool", False, "entrypoint", "TorchrunEntrypoint.run_path"),
-    _f(("--log-dir", "--log_dir"), "env", None, "refused", "a node-local path"),
+    _f(("--log-dir", "--log_dir"), "env", None, "launch", "a node-local path: launch(log_dir=)"),
     _f(("-r", "--redirects"), "env", "0", "covered", "redirects (one value for all ranks; per-rank maps refused)"),
     _f(("-t", "--tee"), "env", "0", "covered", "tee (one value for all ranks; per-rank maps refused)"),
     _f(("--local-ranks-filter", "--local_ranks_filter"), "env", "", "covered", "local_ranks_filter"),
@@ -162,7 +177,14 @@ FLAGS: tuple[_Flag, ...] = (
         "console formatting of one node",
         type=_comma_separated_list,
     ),
-    _f(("--node-rank", "--node_rank"), "env", 0, "refused", "differs per node (0 accepted: the default)", type=int),
+    _f(
+        ("--node-rank", "--node_rank"),
+        "env",
+        0,
+        "launch",
+        "this node's rank, static backend only: launch(node_rank=); c10d assigns node ranks itself",
+        type=int,
+    ),
     _f(
         ("--master-addr", "--master_addr"),
         "env",
@@ -178,7 +200,7 @@ FLAGS: tuple[_Flag, ...] = (
         "static backend without --rdzv-endpoint: rdzv_port; refused elsewhere (torchrun ignores it)",
         type=int,
     ),
-    _f(("--local-addr", "--local_addr"), "env", None, "refused", "differs per node (the pod's address)"),
+    _f(("--local-addr", "--local_addr"), "env", None, "launch", "this node's address: launch(local_addr=)"),
     _f(("--logs-specs", "--logs_specs"), "plain", None, "refused", "a Python plugin registered on one machine"),
     _f(
         ("--numa-binding", "--numa_binding"),
@@ -228,6 +250,30 @@ class TorchrunEntrypoint:
     run_path: bool = False
 
 
+@dataclass(frozen=True)
+class NodeSettings:
+    """What a torchrun command line says about this node or this run only: not part of the task.
+
+    ``elastic-idl torchrun`` passes them to the launcher (``launch(node_rank=, local_addr=,
+    log_dir=)``), as ``--rdzv-endpoint`` is a launch-time override for ``elastic-idl run``.
+    :func:`from_torchrun` cannot put them in a task and refuses them.
+
+    Attributes:
+        node_rank: ``--node-rank`` of a ``static`` rendezvous (None: not given, 0).
+        local_addr: ``--local-addr``, this node's address.
+        log_dir: ``--log-dir``, where torch keeps this node's per-attempt logs.
+    """
+
+    node_rank: int | None = None
+    local_addr: str | None = None
+    log_dir: str | None = None
+
+    def given(self) -> list[str]:
+        """The flags set, in their dash spelling."""
+        names = (("node_rank", "--node-rank"), ("local_addr", "--local-addr"), ("log_dir", "--log-dir"))
+        return [flag for attr, flag in names if getattr(self, attr) is not None]
+
+
 def _flag_name(f: _Flag) -> str:
     return next(o for o in f.options if o.startswith("--"))
 
@@ -238,20 +284,20 @@ class _Parser(argparse.ArgumentParser):
         if m:
             option = m.group(1)
             flag = _flag_name(_BY_OPTION[option]) if option in _BY_OPTION else option
-            raise TorchrunError(flag, m.group(2))
+            raise TorchrunUsageError(flag, m.group(2))
         m = re.match(r"unrecognized arguments: (\S+)", message)
         if m:
-            raise TorchrunError(m.group(1), f"not a torchrun 2.13 flag ({message})")
+            raise TorchrunUsageError(m.group(1), f"not a torchrun 2.13 flag ({message})")
         m = re.match(r"ambiguous option: (\S+?)[ =]", message)
         if m:
-            raise TorchrunError(m.group(1), message)
-        raise TorchrunError("training_script" if "training_script" in message else "", message)
+            raise TorchrunUsageError(m.group(1), message)
+        raise TorchrunUsageError("training_script" if "training_script" in message else "", message)
 
 
 class _Help(argparse.Action):
     # torchrun prints its help and exits as soon as it meets -h; there is no task to build.
     def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise TorchrunError("--help", "help was asked for; there is nothing to convert")
+        raise TorchrunUsageError("--help", "help was asked for; there is nothing to convert")
 
 
 def _parser() -> _Parser:
@@ -307,7 +353,8 @@ def _resolve(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, _Value
             try:
                 out[f.dest] = _Value(f.type(env[var]), "env")
             except ValueError:
-                raise TorchrunError(
+                # torchrun's parser converts the env default with the flag's type: a usage error there.
+                raise TorchrunUsageError(
                     _flag_name(f), f"{var}={env[var]!r} is not a valid {f.type.__name__} value"
                 ) from None
         else:
@@ -350,11 +397,37 @@ def _refuse(f: _Flag, v: _Value, why: str) -> NoReturn:
     raise UnsupportedFlagError(_flag_name(f), f"{v.where(f)}: {why}")
 
 
+def _check_argv(argv: Any, name: str) -> list[str]:
+    """A list of strings, or a TypeError that says what to pass."""
+    if isinstance(argv, (str, bytes)):
+        raise TypeError(
+            f"{name} must be a list of arguments, not a {type(argv).__name__}: "
+            f"pass {name}={shlex_split_hint(argv)!r} (shlex.split() splits a command line as a shell would)"
+        )
+    if not isinstance(argv, Sequence):
+        raise TypeError(f"{name} must be a list of strings, got {type(argv).__name__}")
+    bad = [a for a in argv if not isinstance(a, str)]
+    if bad:
+        raise TypeError(f"{name} must hold strings only, got {bad[0]!r} ({type(bad[0]).__name__})")
+    return list(argv)
+
+
+def shlex_split_hint(text: str | bytes) -> list[str]:
+    """How a command line given as one string should have been passed: split like a shell."""
+    import shlex
+
+    try:
+        return shlex.split(text.decode() if isinstance(text, bytes) else text)
+    except ValueError:
+        return [text.decode() if isinstance(text, bytes) else text]
+
+
 def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[Task, TorchrunEntrypoint]:
     """Parse a torchrun command line into a task (kubeflow shape) and the entrypoint it runs.
 
     Args:
-        argv: The arguments after ``torchrun`` (``sys.argv[1:]`` of torchrun), script and its args included.
+        argv: The arguments after ``torchrun`` (``sys.argv[1:]`` of torchrun), script and its
+            args included, as a list of strings (``shlex.split`` a command line first).
         env: The environment torchrun would see, for the ``PET_<FLAG>`` fallbacks; None means
             empty (pure). Pass ``os.environ`` for drop-in behaviour.
 
@@ -363,14 +436,50 @@ def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
         :class:`TorchrunEntrypoint`.
 
     Raises:
+        TypeError: ``argv`` is not a list of strings (a command line as one string, say),
+            or ``env`` is not a mapping.
         UnsupportedFlagError: A flag (or PET_ variable, or value) the schema cannot hold:
-            --log-dir, --logs-specs, --event-log-handler, --duplicate-std*-filters,
-            --local-addr, a non-zero --node-rank, --master-addr/--master-port where torchrun
-            ignores them, a per-rank -r/-t map, --nproc-per-node xpu or a custom device, or an
-            explicit --rdzv-backend/--rdzv-endpoint/--rdzv-id that --standalone would ignore.
+            --logs-specs, --event-log-handler, --duplicate-std*-filters,
+            --master-addr/--master-port or a non-zero --node-rank where torchrun ignores them,
+            a per-rank -r/-t map, --nproc-per-node xpu or a custom device, an explicit
+            --rdzv-backend/--rdzv-endpoint/--rdzv-id that --standalone would ignore; and the
+            launch-time settings --log-dir, --local-addr, a static --node-rank (a task cannot
+            hold them: ``elastic-idl torchrun`` and ``launch()`` take them, see :func:`parse_torchrun`).
+        TorchrunUsageError: The command line is one torchrun's own parser rejects (-h included).
         TorchrunError: The command line is not one torchrun accepts; names the flag.
         ValidationError: The task it describes breaks a rule (e.g. --nnodes 3:1).
     """
+    task, entry, node, values = _convert(argv, env)
+    for flag in node.given():
+        f = _BY_OPTION[flag]
+        _refuse(
+            f,
+            values[f.dest],
+            f"a launch-time setting of this node, which a task cannot hold ({f.note}); "
+            "`elastic-idl torchrun` takes it, or pass it to elastic_idl.launch()",
+        )
+    return task, entry
+
+
+def parse_torchrun(
+    argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> tuple[Task, TorchrunEntrypoint, NodeSettings]:
+    """:func:`from_torchrun`, plus the launch-time settings of this node instead of refusing them.
+
+    What ``elastic-idl torchrun`` uses: ``--node-rank`` (static backend), ``--local-addr`` and
+    ``--log-dir`` (and their ``PET_*`` variables) come back as :class:`NodeSettings` for the
+    launcher. Raises what :func:`from_torchrun` raises, except for those.
+    """
+    task, entry, node, _ = _convert(argv, env)
+    return task, entry, node
+
+
+def _convert(
+    argv: Sequence[str], env: Mapping[str, str] | None
+) -> tuple[Task, TorchrunEntrypoint, NodeSettings, dict[str, _Value]]:
+    argv = _check_argv(argv, "argv")
+    if env is not None and not isinstance(env, Mapping):
+        raise TypeError(f"env must be a mapping of strings (os.environ, a dict) or None, got {type(env).__name__}")
     env = env or {}
     ns = _parser().parse_args(list(argv))
     v = _resolve(ns, env)
@@ -378,13 +487,9 @@ def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
     def flag(dest: str) -> str:
         return _flag_name(_BY_DEST[dest])
 
-    for dest in ("log_dir", "logs_specs", "event_log_handler", "duplicate_stdout_filters", "duplicate_stderr_filters"):
+    for dest in ("logs_specs", "event_log_handler", "duplicate_stdout_filters", "duplicate_stderr_filters"):
         if v[dest].value != _BY_DEST[dest].default:
             _refuse(_BY_DEST[dest], v[dest], f"not held by the schema ({_BY_DEST[dest].note})")
-    if v["local_addr"].value is not None:
-        _refuse(_BY_DEST["local_addr"], v["local_addr"], "differs per node: the pod knows its own address")
-    if v["node_rank"].value != 0:
-        _refuse(_BY_DEST["node_rank"], v["node_rank"], "differs per node: the pod supplies it (PET_NODE_RANK)")
     if v["module"].value and v["no_python"].value:
         raise TorchrunError(flag("module"), "--module and --no-python cannot be used together (torchrun refuses too)")
 
@@ -396,6 +501,11 @@ def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
     config = ElasticConfig(min_replicas=_int32(lo, "nnodes"), max_replicas=_int32(hi, "nnodes"))
     backend, host, port, rdzv_id = _rendezvous(v, hi)
     config.rdzv_backend, config.rdzv_host, config.rdzv_port, config.rdzv_id = backend, host, port, rdzv_id
+    node = NodeSettings(
+        node_rank=_node_rank(v["node_rank"], backend, hi),
+        local_addr=v["local_addr"].value or None,  # "" means unset, as in torchrun
+        log_dir=v["log_dir"].value or None,
+    )
 
     nproc_text = v["nproc_per_node"].value
     try:
@@ -450,7 +560,9 @@ def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
         elif _STD_MAPPING_RE.match(text):
             raise UnsupportedFlagError(
                 flag(name),
-                f"{v[name].where(_BY_DEST[name])}: per-rank maps are not held by the schema (one value, 0-3)",
+                f"{v[name].where(_BY_DEST[name])}: per-rank maps are not held by the schema; give one value "
+                f"for every rank ({flag(name)} 3) and pick the ranks whose output shows on the console "
+                "with --local-ranks-filter (e.g. --local-ranks-filter 0)",
             )
         else:
             raise TorchrunError(flag(name), f"{v[name].where(_BY_DEST[name])} is not 0-3 or a map like 0:1,1:2")
@@ -482,7 +594,27 @@ def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
         no_python=v["no_python"].value,
         run_path=v["run_path"].value,
     )
-    return task, entry
+    return task, entry, node, v
+
+
+def _node_rank(v: _Value, backend: str, nodes: int) -> int | None:
+    """The node rank a static rendezvous needs; None for other backends (they assign it)."""
+    f = _BY_DEST["node_rank"]
+    if backend == "static":
+        if not 0 <= v.value < nodes:
+            raise TorchrunError(_flag_name(f), f"{v.where(f)} is not in 0..{nodes - 1} (--nnodes is {nodes})")
+        return None if v.source == "default" else int(v.value)
+    if v.value != 0:
+        if v.source == "argv":
+            _refuse(
+                f,
+                v,
+                f"only the static backend uses a node rank; the {backend} rendezvous assigns node ranks itself "
+                "(torchrun ignores it): drop it",
+            )
+        # An ambient PET_NODE_RANK (a non-elastic job's pod sets one): ignored, as torchrun does.
+        _log.info("elastic-idl: %s ignored: the %s rendezvous assigns node ranks itself", v.where(f), backend)
+    return None
 
 
 def _int32(value: int, argument: str) -> int:
@@ -559,6 +691,7 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
             flag): a fractional rendezvous or shutdown timeout, a static backend without a
             host, a port without a host, a host torch would not parse, an rdzv option torch
             would parse differently.
+        TypeError: ``args`` is not a list of strings, or ``entrypoint`` is of another type.
     """
     found = violations(task)
     e = view(task).elastic
@@ -573,6 +706,9 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
     if found:
         raise ValidationError(found)
     assert e is not None  # checked above
+    args = _check_argv(args, "args")
+    if not isinstance(entrypoint, (TorchrunEntrypoint, str)):
+        raise TypeError(f"entrypoint must be a TorchrunEntrypoint or a script path, got {type(entrypoint).__name__}")
     ep = entrypoint if isinstance(entrypoint, TorchrunEntrypoint) else TorchrunEntrypoint(entrypoint, tuple(args))
     if isinstance(entrypoint, TorchrunEntrypoint) and args:
         raise TypeError("pass the script's arguments in the TorchrunEntrypoint, not as args")
@@ -641,3 +777,42 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
     # argparse (so torchrun) drops one "--" right after the script: double it to pass one through.
     escape = ["--"] if ep.args[:1] == ("--",) else []
     return [*out, ep.target, *escape, *ep.args]
+
+
+_HELP_SECTIONS = (
+    ("covered", "Task settings (the task holds them; `from_torchrun` converts them)"),
+    ("launch", "Launch-time settings of this node (not part of the task; passed to the launcher)"),
+    ("entrypoint", "What runs"),
+    ("refused", "Refused (the schema cannot hold them)"),
+)
+
+
+def torchrun_help(prog: str = "elastic-idl torchrun") -> str:
+    """The help of the torchrun drop-in: every torchrun 2.13 flag, and what becomes of it (from :data:`FLAGS`)."""
+    lines = [
+        f"usage: {prog} [torchrun flags] SCRIPT [ARGS...]",
+        f"       {prog} [torchrun flags] -m MODULE [ARGS...]",
+        "",
+        "A drop-in for torch 2.13's torchrun: the same flags, spellings and PET_<FLAG> env fallbacks",
+        "(the command line wins). The command line becomes a task, which is validated and launched",
+        "through elastic-idl's launcher. Everything after the script is the script's.",
+    ]
+    for status, title in _HELP_SECTIONS:
+        lines += ["", f"{title}:"]
+        for f in FLAGS:
+            if f.status != status:
+                continue
+            names = ", ".join(o for o in f.options if not (o.startswith("--") and "_" in o))
+            note = f.note
+            if f.options[0] == "--no-python":
+                note += "; the drop-in runs Python only (use torchrun itself for other programs)"
+            lines.append(f"  {names:<34} {note}")
+        if status == "entrypoint":
+            lines.append(f"  {'-h, --help':<34} this help")
+    lines += [
+        "",
+        EXIT_CODES_TEXT,
+        "Invalid input is a line torchrun accepts but the task cannot hold, or one that breaks a rule;",
+        "usage is a line torchrun's own parser rejects.",
+    ]
+    return "\n".join(lines) + "\n"
