@@ -1,0 +1,711 @@
+package elasticidl
+
+// Decoding with the strictness of the Python codec (elastic_idl/_codec.py), so a
+// bad input gets the same DecodeError field path on both sides:
+//
+//   - binary: protobuf-go keeps a known field number written with another wire
+//     type as an unknown field; like the reference, the wire is walked after a
+//     successful parse and such a field is an error (it is the other task shape);
+//   - JSON: every key and value is checked against the descriptors first (unknown
+//     key, wrong type, integer range), naming the field by its proto path with list
+//     indices; then the message is built in key order, as protobuf's ParseDict,
+//     whose few remaining errors (a Duration out of range, a lone surrogate in a
+//     string) name the JSON keys as written;
+//   - textproto: the "# proto-message:" header must name the requested shape.
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Format is a serialized form of a task.
+type Format string
+
+// The formats Decode reads.
+const (
+	FormatBinary    Format = "binary"
+	FormatJSON      Format = "json" // the TaskTemplate.custom dict as JSON text
+	FormatTextproto Format = "textproto"
+)
+
+// Decode reads a task of the shape taskTypeVersion names (0 legacy, 1 kubeflow).
+//
+// Errors: *UnsupportedVersionError for any other version (checked first), else
+// *DecodeError naming the field at fault.
+func Decode(data []byte, format Format, taskTypeVersion int64) (*Task, error) {
+	switch format {
+	case FormatBinary:
+		return decodeBinary(data, taskTypeVersion)
+	case FormatTextproto:
+		return decodeTextproto(string(data), taskTypeVersion)
+	case FormatJSON:
+		msg, err := newMessage(taskTypeVersion)
+		if err != nil {
+			return nil, err
+		}
+		v, err := parsePyJSON(string(data))
+		if err != nil {
+			return nil, &DecodeError{Reason: "malformed JSON: " + err.Error(), Format: string(FormatJSON)}
+		}
+		return fromValue(msg, v, string(FormatJSON))
+	}
+	return nil, &DecodeError{Reason: fmt.Sprintf("unknown format %q; expected one of binary, json, textproto", format)}
+}
+
+// FromStruct reads the task from TaskTemplate.custom as the backend gets it: a
+// protobuf Struct, whose numbers are all doubles (integral ones are read as
+// integers). A Struct's keys have no order: when several are wrong, the first in
+// sorted order is reported.
+func FromStruct(custom *structpb.Struct, taskTypeVersion int64) (*Task, error) {
+	msg, err := newMessage(taskTypeVersion)
+	if err != nil {
+		return nil, err
+	}
+	var v jsonValue
+	if custom != nil {
+		v = fromStructValue(structpb.NewStructValue(custom))
+	}
+	return fromValue(msg, v, "custom")
+}
+
+func fromStructValue(v *structpb.Value) jsonValue {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_BoolValue:
+		return k.BoolValue
+	case *structpb.Value_NumberValue:
+		return jsonNumber{lit: pyFloatRepr(k.NumberValue), isFloat: true, f: k.NumberValue}
+	case *structpb.Value_StringValue:
+		return k.StringValue
+	case *structpb.Value_ListValue:
+		out := []jsonValue{}
+		for _, item := range k.ListValue.GetValues() {
+			out = append(out, fromStructValue(item))
+		}
+		return out
+	case *structpb.Value_StructValue:
+		obj := newObject()
+		for _, key := range sortedKeys(k.StructValue.GetFields()) {
+			obj.set(key, fromStructValue(k.StructValue.GetFields()[key]))
+		}
+		return obj
+	}
+	return nil // NullValue, or no kind
+}
+
+// ------------------------------------------------------------------ binary
+
+func decodeBinary(raw []byte, taskTypeVersion int64) (*Task, error) {
+	msg, err := newMessage(taskTypeVersion)
+	if err != nil {
+		return nil, err
+	}
+	if err := proto.Unmarshal(raw, msg); err != nil {
+		return nil, &DecodeError{
+			Reason: fmt.Sprintf("not a valid %s (truncated or garbled binary: %v)",
+				msg.ProtoReflect().Descriptor().Name(), err),
+			Format: string(FormatBinary),
+		}
+	}
+	if err := checkWireTypes(raw, msg.ProtoReflect().Descriptor(), "", taskTypeVersion); err != nil {
+		return nil, err
+	}
+	return taskOf(msg), nil
+}
+
+// wireTypeOf is the wire type a field of this kind is written with (unpacked).
+func wireTypeOf(k protoreflect.Kind) protowire.Type {
+	switch k {
+	case protoreflect.DoubleKind, protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind:
+		return protowire.Fixed64Type
+	case protoreflect.FloatKind, protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind:
+		return protowire.Fixed32Type
+	case protoreflect.StringKind, protoreflect.BytesKind, protoreflect.MessageKind:
+		return protowire.BytesType
+	}
+	return protowire.VarintType
+}
+
+// checkWireTypes refuses a known field number written with another wire type
+// (packed repeated scalars excepted). Unknown numbers stay allowed: a newer
+// schema may send them. The bytes were parsed already, so they are well-formed.
+func checkWireTypes(raw []byte, desc protoreflect.MessageDescriptor, path string, version int64) error {
+	for len(raw) > 0 {
+		num, wire, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return nil
+		}
+		raw = raw[n:]
+		if wire == protowire.StartGroupType || wire == protowire.EndGroupType {
+			return nil // never written by proto3; the reference stops here too
+		}
+		m := protowire.ConsumeFieldValue(num, wire, raw)
+		if m < 0 {
+			return nil
+		}
+		value := raw[:m]
+		raw = raw[m:]
+		fd := desc.Fields().ByNumber(num)
+		if fd == nil {
+			continue
+		}
+		fpath := join(path, string(fd.Name()))
+		expected := wireTypeOf(fd.Kind())
+		packed := wire == protowire.BytesType && fd.IsList() && expected != protowire.BytesType
+		if wire != expected && !packed {
+			return &DecodeError{
+				Field: fpath,
+				Reason: fmt.Sprintf("field %d has wire type %d but %s.%s needs %d: "+
+					"is this the other task shape (task_type_version %d was requested)?",
+					num, wire, desc.Name(), fd.Name(), expected, version),
+				Format: string(FormatBinary),
+			}
+		}
+		if fd.Kind() == protoreflect.MessageKind && wire == protowire.BytesType &&
+			strings.HasPrefix(string(fd.Message().FullName()), "elastic_idl.") {
+			inner, k := protowire.ConsumeBytes(value)
+			if k < 0 {
+				return nil
+			}
+			if err := checkWireTypes(inner, fd.Message(), fpath, version); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// ------------------------------------------------------------------ textproto
+
+// pyLineBreaks are the line boundaries of Python's str.splitlines().
+const pyLineBreaks = "\n\r\v\f\x1c\x1d\x1e\u0085\u2028\u2029"
+
+func decodeTextproto(text string, taskTypeVersion int64) (*Task, error) {
+	header, hasHeader := "", false
+	if strings.TrimFunc(text, isPySpace) != "" {
+		first := strings.TrimLeftFunc(text, isPySpace)
+		if i := strings.IndexAny(first, pyLineBreaks); i >= 0 {
+			first = first[:i]
+		}
+		if strings.HasPrefix(first, strings.TrimSpace(textprotoHeader)) {
+			header = strings.TrimFunc(strings.SplitN(first, ":", 2)[1], isPySpace)
+			hasHeader = true
+		}
+	}
+	msg, err := newMessage(taskTypeVersion)
+	if err != nil {
+		return nil, err
+	}
+	if want := string(msg.ProtoReflect().Descriptor().FullName()); hasHeader && header != want {
+		for v := int64(0); v <= TaskTypeVersionKubeflow; v++ {
+			other, _ := newMessage(v)
+			if string(other.ProtoReflect().Descriptor().FullName()) == header {
+				return nil, &DecodeError{
+					Reason: fmt.Sprintf("header names %s (task_type_version %d) but task_type_version %d was requested",
+						header, v, taskTypeVersion),
+					Format: string(FormatTextproto),
+				}
+			}
+		}
+		return nil, &DecodeError{
+			Reason: fmt.Sprintf("header names %q, which is not a task message of this schema", header),
+			Format: string(FormatTextproto),
+		}
+	}
+	if err := prototext.Unmarshal([]byte(text), msg); err != nil {
+		return nil, &DecodeError{
+			Field:  textprotoField(text, err.Error()),
+			Reason: "bad textproto: " + err.Error(),
+			Format: string(FormatTextproto),
+		}
+	}
+	return taskOf(msg), nil
+}
+
+var (
+	textUnknownField = regexp.MustCompile(`unknown field: ([\w.]+)`)
+	textPosition     = regexp.MustCompile(`\(line (\d+):(\d+)\)`)
+	textFieldBefore  = regexp.MustCompile(`([\p{L}\p{N}_]+)\s*[:{]`)
+)
+
+// textprotoField is the field an error points at, found as the reference finds
+// it: named in the message, else the last "name:" or "name {" before line:col.
+func textprotoField(text, errText string) string {
+	if m := textUnknownField.FindStringSubmatch(errText); m != nil {
+		return m[1]
+	}
+	m := textPosition.FindStringSubmatch(errText)
+	if m == nil {
+		return ""
+	}
+	var line, col int
+	fmt.Sscan(m[1], &line)
+	fmt.Sscan(m[2], &col)
+	lines := strings.Split(text, "\n")
+	if line < 1 || line > len(lines) {
+		return ""
+	}
+	l := []rune(lines[line-1])
+	if col > len(l) {
+		col = len(l)
+	}
+	names := textFieldBefore.FindAllStringSubmatch(string(l[:col]), -1)
+	if len(names) == 0 {
+		return ""
+	}
+	return names[len(names)-1][1]
+}
+
+// ------------------------------------------------------------------ JSON / custom
+
+// fromValue checks then builds, as the reference's _from_mapping does.
+func fromValue(msg proto.Message, v jsonValue, format string) (*Task, error) {
+	if v == nil {
+		v = newObject() // null is the empty task
+	}
+	obj, ok := v.(*jsonObject)
+	if !ok {
+		return nil, &DecodeError{
+			Reason: fmt.Sprintf("expected an object at the top level, got %s", pyTypeName(v)), Format: format,
+		}
+	}
+	desc := msg.ProtoReflect().Descriptor()
+	normalised, err := checkObject(obj, desc, "", format)
+	if err != nil {
+		return nil, err
+	}
+	if err := buildMessage(msg.ProtoReflect(), normalised, "", format); err != nil {
+		return nil, err
+	}
+	return taskOf(msg), nil
+}
+
+func pyTypeName(v jsonValue) string {
+	switch x := v.(type) {
+	case nil:
+		return "NoneType"
+	case bool:
+		return "bool"
+	case jsonNumber:
+		if x.isFloat {
+			return "float"
+		}
+		return "int"
+	case string:
+		return "str"
+	case []jsonValue:
+		return "list"
+	}
+	return "dict"
+}
+
+func fieldByKey(desc protoreflect.MessageDescriptor, key string) protoreflect.FieldDescriptor {
+	if fd := desc.Fields().ByName(protoreflect.Name(key)); fd != nil {
+		return fd
+	}
+	return desc.Fields().ByJSONName(key)
+}
+
+func knownKeys(desc protoreflect.MessageDescriptor) string {
+	var names []string
+	for i := 0; i < desc.Fields().Len(); i++ {
+		names = append(names, desc.Fields().Get(i).JSONName())
+	}
+	return strings.Join(sortedStrings(names), ", ")
+}
+
+// checkObject walks an object against a message descriptor so that errors name
+// the exact field; it returns a copy whose integer and enum numbers are int64.
+func checkObject(obj *jsonObject, desc protoreflect.MessageDescriptor, path, format string) (*jsonObject, error) {
+	out := newObject()
+	for _, key := range obj.keys {
+		value := obj.vals[key]
+		fd := fieldByKey(desc, key)
+		if fd == nil {
+			return nil, &DecodeError{
+				Field:  join(path, key),
+				Reason: fmt.Sprintf("unknown field of %s (known: %s)", desc.Name(), knownKeys(desc)),
+				Format: format,
+			}
+		}
+		fpath := join(path, string(fd.Name()))
+		switch {
+		case value == nil:
+			out.set(key, nil) // null means unset in proto3 JSON
+		case fd.IsList():
+			items, ok := value.([]jsonValue)
+			if !ok {
+				return nil, &DecodeError{
+					Field: fpath, Reason: "expected a list, got " + pyTypeName(value), Format: format,
+				}
+			}
+			checked := make([]jsonValue, len(items))
+			for i, item := range items {
+				c, err := checkValue(fd, item, fmt.Sprintf("%s[%d]", fpath, i), format)
+				if err != nil {
+					return nil, err
+				}
+				checked[i] = c
+			}
+			out.set(key, checked)
+		default:
+			c, err := checkValue(fd, value, fpath, format)
+			if err != nil {
+				return nil, err
+			}
+			out.set(key, c)
+		}
+	}
+	return out, nil
+}
+
+var durationRe = pyRegexp(durationPattern)
+
+func checkValue(fd protoreflect.FieldDescriptor, value jsonValue, path, format string) (jsonValue, error) {
+	bad := func(reason string) (jsonValue, error) {
+		return nil, &DecodeError{Field: path, Reason: reason, Format: format}
+	}
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		md := fd.Message()
+		switch md.FullName() {
+		case "google.protobuf.Duration":
+			s, ok := value.(string)
+			if !ok || !durationRe.MatchString(s) {
+				return bad(fmt.Sprintf(`expected a duration such as "30s" or "1.5s", got %s`, pyRepr(value)))
+			}
+			return s, nil
+		case "google.protobuf.Timestamp":
+			if _, ok := value.(string); !ok {
+				return bad("expected an RFC 3339 timestamp string, got " + pyRepr(value))
+			}
+			return value, nil
+		}
+		obj, ok := value.(*jsonObject)
+		if !ok {
+			return bad(fmt.Sprintf("expected an object (%s), got %s", md.Name(), pyTypeName(value)))
+		}
+		return checkObject(obj, md, path, format)
+	case protoreflect.EnumKind:
+		ed := fd.Enum()
+		switch x := value.(type) {
+		case string:
+			if ed.Values().ByName(protoreflect.Name(x)) == nil {
+				return bad(fmt.Sprintf("unknown %s %s; expected one of %s", ed.Name(), pyRepr(x), enumNames(ed)))
+			}
+			return x, nil
+		case jsonNumber:
+			// Kept even when the schema does not define it (proto3 enums are open);
+			// validation reports it as enum.known.
+			return checkInteger(value, path, format, math.MinInt32, math.MaxInt32)
+		}
+		return bad(fmt.Sprintf("expected one of %s, got %s", enumNames(ed), pyRepr(value)))
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return checkInteger(value, path, format, math.MinInt32, math.MaxInt32)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return checkInteger(value, path, format, 0, math.MaxUint32)
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return checkInteger(value, path, format, math.MinInt64, math.MaxInt64)
+	case protoreflect.BoolKind:
+		if _, ok := value.(bool); !ok {
+			return bad("expected true or false, got " + pyRepr(value))
+		}
+	case protoreflect.StringKind:
+		if _, ok := value.(string); !ok {
+			return bad(fmt.Sprintf("expected a string, got %s %s", pyTypeName(value), pyRepr(value)))
+		}
+	}
+	// uint64 and fixed64, floats and bytes: no such field in this schema; the
+	// builder refuses them.
+	return value, nil
+}
+
+func enumNames(ed protoreflect.EnumDescriptor) string {
+	names := make([]string, ed.Values().Len())
+	for i := range names {
+		names[i] = string(ed.Values().Get(i).Name())
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkInteger accepts what the reference's _integer does: an int, an integral
+// float, or a string Python's int() reads; then checks the range.
+func checkInteger(value jsonValue, path, format string, lo, hi int64) (jsonValue, error) {
+	notInt := &DecodeError{Field: path, Reason: "expected an integer, got " + pyRepr(value), Format: format}
+	var n *big.Int
+	switch x := value.(type) {
+	case string:
+		v, ok := pyParseInt(x)
+		if !ok {
+			return nil, notInt
+		}
+		n = v
+	case jsonNumber:
+		if x.isFloat {
+			if math.IsInf(x.f, 0) || math.IsNaN(x.f) || x.f != math.Trunc(x.f) {
+				return nil, notInt
+			}
+			n, _ = big.NewFloat(x.f).Int(nil)
+		} else {
+			v, ok := new(big.Int).SetString(x.lit, 10)
+			if !ok {
+				return nil, notInt
+			}
+			n = v
+		}
+	default:
+		return nil, notInt
+	}
+	if n.Cmp(big.NewInt(lo)) < 0 || n.Cmp(big.NewInt(hi)) > 0 {
+		return nil, &DecodeError{Field: path, Reason: fmt.Sprintf("%s is out of range %d..%d", n, lo, hi), Format: format}
+	}
+	return jsonInt(n.Int64()), nil
+}
+
+// buildMessage sets the checked values in key order as protobuf's ParseDict:
+// null clears, a repeated field is replaced, a message is merged into, a
+// Duration is parsed. Its errors name the JSON keys as written.
+func buildMessage(m protoreflect.Message, obj *jsonObject, jpath, format string) error {
+	desc := m.Descriptor()
+	for _, key := range obj.keys {
+		value := obj.vals[key]
+		fd := fieldByKey(desc, key)
+		kpath := join(jpath, key)
+		if value == nil {
+			m.Clear(fd)
+			continue
+		}
+		if fd.IsList() {
+			m.Clear(fd)
+			list := m.Mutable(fd).List()
+			for _, item := range value.([]jsonValue) {
+				if fd.Kind() == protoreflect.MessageKind {
+					elem := list.NewElement()
+					if err := setMessage(elem.Message(), fd, item, kpath, format); err != nil {
+						return err
+					}
+					list.Append(elem)
+					continue
+				}
+				v, err := scalarValue(fd, item, kpath, format)
+				if err != nil {
+					return err
+				}
+				list.Append(v)
+			}
+			continue
+		}
+		if fd.Kind() == protoreflect.MessageKind {
+			if err := setMessage(m.Mutable(fd).Message(), fd, value, kpath, format); err != nil {
+				return err
+			}
+			continue
+		}
+		v, err := scalarValue(fd, value, kpath, format)
+		if err != nil {
+			return err
+		}
+		m.Set(fd, v)
+	}
+	return nil
+}
+
+func setMessage(m protoreflect.Message, fd protoreflect.FieldDescriptor, value jsonValue, kpath, format string) error {
+	if fd.Message().FullName() == "google.protobuf.Duration" {
+		seconds, nanos, err := parsePyDuration(value.(string))
+		if err != nil {
+			return &DecodeError{Field: kpath, Reason: err.Error(), Format: format}
+		}
+		fields := m.Descriptor().Fields()
+		m.Set(fields.ByName("seconds"), protoreflect.ValueOfInt64(seconds))
+		m.Set(fields.ByName("nanos"), protoreflect.ValueOfInt32(nanos))
+		return nil
+	}
+	obj, ok := value.(*jsonObject)
+	if !ok {
+		return &DecodeError{Field: kpath, Reason: "expected an object", Format: format}
+	}
+	return buildMessage(m, obj, kpath, format)
+}
+
+func scalarValue(fd protoreflect.FieldDescriptor, value jsonValue, kpath, format string) (protoreflect.Value, error) {
+	bad := &DecodeError{Field: kpath, Reason: "cannot set " + pyRepr(value), Format: format}
+	switch fd.Kind() {
+	case protoreflect.EnumKind:
+		if s, ok := value.(string); ok {
+			return protoreflect.ValueOfEnum(fd.Enum().Values().ByName(protoreflect.Name(s)).Number()), nil
+		}
+		return protoreflect.ValueOfEnum(protoreflect.EnumNumber(numberOf(value))), nil
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return protoreflect.ValueOfInt32(int32(numberOf(value))), nil
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return protoreflect.ValueOfUint32(uint32(numberOf(value))), nil
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return protoreflect.ValueOfInt64(numberOf(value)), nil
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(value.(bool)), nil
+	case protoreflect.StringKind:
+		s := value.(string)
+		if !utf8.ValidString(s) { // a lone surrogate: protobuf cannot hold it
+			bad.Reason = "not valid UTF-8 (a lone surrogate?): " + pyRepr(s)
+			return protoreflect.Value{}, bad
+		}
+		return protoreflect.ValueOfString(s), nil
+	}
+	return protoreflect.Value{}, bad
+}
+
+// numberOf is the int64 of a value checkInteger returned.
+func numberOf(v jsonValue) int64 {
+	n, _ := new(big.Int).SetString(v.(jsonNumber).lit, 10)
+	return n.Int64()
+}
+
+// parsePyDuration parses as protobuf Python's Duration.FromJsonString, after the
+// reference's pattern check: digits may be any Unicode decimal digits.
+func parsePyDuration(s string) (int64, int32, error) {
+	if !strings.HasSuffix(s, "s") {
+		return 0, 0, fmt.Errorf(`couldn't parse duration %s: it must end with the letter "s"`, pyRepr(s))
+	}
+	body := strings.TrimSuffix(s, "s")
+	neg := strings.HasPrefix(body, "-")
+	intPart, frac := body, ""
+	if i := strings.IndexByte(body, '.'); i >= 0 {
+		intPart, frac = body[:i], body[i+1:]
+	}
+	secs, ok := pyParseInt(intPart)
+	if !ok {
+		return 0, 0, fmt.Errorf("couldn't parse duration %s", pyRepr(s))
+	}
+	var nanos int64
+	if frac != "" {
+		digits := []rune(frac)
+		for len(digits) < 9 {
+			digits = append(digits, '0')
+		}
+		for _, r := range digits {
+			d, _ := digitValue(r)
+			nanos = nanos*10 + int64(d)
+		}
+		if neg {
+			nanos = -nanos
+		}
+	}
+	if secs.Cmp(big.NewInt(-maxDurationS)) < 0 || secs.Cmp(big.NewInt(maxDurationS)) > 0 {
+		return 0, 0, fmt.Errorf("couldn't parse duration %s: out of range", pyRepr(s))
+	}
+	return secs.Int64(), int32(nanos), nil
+}
+
+// ------------------------------------------------------------------ Python's text rules
+
+func isPySpace(r rune) bool {
+	for _, w := range pyWhitespace {
+		if r == w {
+			return true
+		}
+	}
+	return false
+}
+
+// digitValue is the value of a Unicode decimal digit (category Nd), which Python's
+// int() accepts. Nd digits come in runs of ten from 0 to 9.
+func digitValue(r rune) (int, bool) {
+	if r >= '0' && r <= '9' {
+		return int(r - '0'), true
+	}
+	if !unicode.Is(unicode.Nd, r) {
+		return 0, false
+	}
+	start := r
+	for unicode.Is(unicode.Nd, start-1) {
+		start--
+	}
+	return int(r-start) % 10, true
+}
+
+// pyParseInt reads a string as Python's int(s): surrounding whitespace, a sign,
+// decimal digits (any script) with single underscores between them.
+func pyParseInt(s string) (*big.Int, bool) {
+	s = strings.TrimFunc(s, isPySpace)
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	if s == "" {
+		return nil, false
+	}
+	var digits strings.Builder
+	prevDigit := false
+	for _, r := range s {
+		if r == '_' {
+			if !prevDigit {
+				return nil, false
+			}
+			prevDigit = false
+			continue
+		}
+		d, ok := digitValue(r)
+		if !ok {
+			return nil, false
+		}
+		digits.WriteByte(byte('0' + d))
+		prevDigit = true
+	}
+	if !prevDigit {
+		return nil, false
+	}
+	n, ok := new(big.Int).SetString(digits.String(), 10)
+	if ok && neg {
+		n.Neg(n)
+	}
+	return n, ok
+}
+
+// pyRegexp compiles a pattern of the reference: \d is any decimal digit and a
+// final $ also matches before a trailing newline, as in Python's re.
+func pyRegexp(pattern string) *regexp.Regexp {
+	p := strings.ReplaceAll(pattern, `\d`, `\p{Nd}`)
+	if strings.HasSuffix(p, "$") {
+		p = strings.TrimSuffix(p, "$") + `\n?$`
+	}
+	return regexp.MustCompile(p)
+}
+
+// pyRepr is a short repr of a value for messages (prose only).
+func pyRepr(v jsonValue) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case jsonNumber:
+		return x.lit
+	case string:
+		return fmt.Sprintf("%q", x)
+	case []jsonValue:
+		return "[...]"
+	}
+	return "{...}"
+}
