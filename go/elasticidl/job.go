@@ -104,4 +104,6 @@ type ResourceRequirements struct {
 	Limits   map[string]string `json:"limits,omitempty"`
 }
 
-func (r *ResourceRequirements) empty() bool { return r == nil || (len(r.Requests) == 0 && len(r.Limits) == 0) }
+func (r *ResourceRequirements) empty() bool {
+	return r == nil || (len(r.Requests) == 0 && len(r.Limits) == 0)
+}
