@@ -101,8 +101,10 @@ def go_source() -> str:
         const("defaultRdzvBackend", "elastic_idl._view.DEFAULT_RDZV_BACKEND", _view.DEFAULT_RDZV_BACKEND),
         const("extensionFieldMin", "elastic_idl._codec.EXTENSION_FIELD_MIN", _codec.EXTENSION_FIELD_MIN),
         const("textprotoHeader", "elastic_idl._codec.TEXTPROTO_HEADER", _codec.TEXTPROTO_HEADER),
-        *(const(f"{name}Pattern", f"A Python regular expression of the reference ({name}).", pattern)
-          for name, pattern in patterns.items()),
+        *(
+            const(f"{name}Pattern", f"A Python regular expression of the reference ({name}).", pattern)
+            for name, pattern in patterns.items()
+        ),
         var(
             "rdzvTimeoutFields",
             "ElasticConfig Durations rendered into rdzvConf, in order (elastic_idl._spec.rdzv_configs_of).",
@@ -122,14 +124,20 @@ def go_source() -> str:
         var("podEntrypoint", "elastic_idl._kubeflow.POD_ENTRYPOINT", strings(kf.POD_ENTRYPOINT)),
         var("reservedEnv", "elastic_idl._kubeflow.RESERVED_ENV", strings(sorted(kf.RESERVED_ENV))),
         var("resourceNames", "elastic_idl._kubeflow.RESOURCE_NAMES", pairs("enumText", kf.RESOURCE_NAMES.items())),
-        var("restartPolicies", "elastic_idl._kubeflow.RESTART_POLICIES", pairs("enumText", kf.RESTART_POLICIES.items())),
+        var(
+            "restartPolicies", "elastic_idl._kubeflow.RESTART_POLICIES", pairs("enumText", kf.RESTART_POLICIES.items())
+        ),
         var(
             "cleanPodPolicies",
             "elastic_idl._kubeflow.CLEAN_POD_POLICIES",
             pairs("enumText", kf.CLEAN_POD_POLICIES.items()),
         ),
         var("nprocPolicies", "elastic_idl._kubeflow.NPROC_POLICIES", pairs("enumText", kf.NPROC_POLICIES.items())),
-        var("k8sKeys", "elastic_idl._kubeflow.K: every Kubernetes / PyTorchJob key.", pairs("strPair", class_constants(kf.K))),
+        var(
+            "k8sKeys",
+            "elastic_idl._kubeflow.K: every Kubernetes / PyTorchJob key.",
+            pairs("strPair", class_constants(kf.K)),
+        ),
         *(const(f"key{camel(k)}", f"elastic_idl._kubeflow.K.{k}", v) for k, v in class_constants(kf.K)),
         *(
             const(f"env{camel(k)}", f"elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .{k}", v)
