@@ -20,7 +20,9 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -204,3 +206,276 @@ def test_gen_refuses_another_protoc_gen_go(tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert "v1.99.0" in lines[0] and f"pinned {_pinned_protoc_gen_go()}" in lines[0]
+
+
+# ----------------------------------------------------------------- bad input: Go and Python agree
+
+#: Mutations per input format in the differential test (fixed seed: the same inputs every run).
+MUTATIONS = 400
+#: Values a JSON leaf is replaced with: every wrong type, integer edges, numbers as text.
+JSON_SUBSTITUTES: list[object] = [
+    "x",
+    "",
+    "1",
+    " 2_0 ",
+    "1e3",
+    "\ud800",
+    1.5,
+    2.0,
+    1e300,
+    True,
+    None,
+    [],
+    [1],
+    {},
+    {"a": 1},
+    2**31,
+    -(2**31) - 1,
+    -1,
+    0,
+    "NPROC_POLICY_AUTO",
+    7,
+    "5s",
+    "5s\n",
+    "-1.5s",
+    "315576000001s",
+]
+
+
+def _json_leaves(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    out = [path] if path else []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.extend(_json_leaves(v, (*path, k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.extend(_json_leaves(v, (*path, i)))
+    return out
+
+
+def _json_replace(value: Any, path: tuple[object, ...], new: object) -> Any:
+    if not path:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _json_replace(copy[path[0]], path[1:], new)  # type: ignore[index,call-overload]
+    return copy
+
+
+#: Edges of the wire format where upb (the reference's parser) and protobuf-go differ, on the kubeflow shape:
+#: tag and length sizes, the 10th byte of a varint, unknown fields with odd tags, groups and their depth.
+WIRE_EDGES = {
+    "tag_5_bytes": "a280808000" + "00",
+    "tag_6_bytes": "a28080808000" + "00",
+    "tag_over_32_bits": "a28080807f" + "00",
+    "length_5_bytes": "22" + "8080808000",
+    "length_6_bytes": "22" + "808080808000",
+    "varint_10th_byte_junk_known": "220b10" + "ff" * 9 + "7f",
+    "varint_10th_byte_junk_unknown": "28" + "ff" * 9 + "7f" + "220610011802200a",
+    "varint_11_bytes": "28" + "ff" * 10 + "01",
+    "packed_junk": "220e92070b" + "ff" * 9 + "7f01",
+    "unknown_long_tag": "2206100118012001" + "ea0003616263",
+    "unknown_in_nested": "220a100118012001" + "f8e80601" + "2a03612062",
+    "unknown_group": "2b08012c" + "220610011801200a",
+    "unknown_group_junk": "2b08" + "ff" * 9 + "7f2c",
+    "groups_100": "2b" * 100 + "2c" * 100,
+    "groups_101": "2b" * 101 + "2c" * 101,
+    "groups_99_in_message": "22c601" + "2b" * 99 + "2c" * 99,
+    "groups_100_in_message": "22c801" + "2b" * 100 + "2c" * 100,
+    "end_group_alone": "2c",
+    "group_mismatch": "2b34",
+    "field_number_0": "0001",
+    "wire_type_6": "0e",
+    "duration_unknown": "2208b206050805f80101",
+}
+
+
+#: Textproto bodies (kubeflow shape) at the edges of the two text parsers: separators, number forms,
+#: string escapes, duplicates, truncation, bad UTF-8, where each parser reports its errors.
+TEXTPROTO_EDGES = [
+    'elastic_config { rdzv_backend: "a\\xff" min_replicas: 1 }',
+    'elastic_config { rdzv_backend: "a\\xff" "b" min_replicas: 1 }',
+    'elastic_config { rdzv_backend: "a\\xff"\n\n   # c\n  max_replicas: 1 }',
+    'elastic_config { rdzv_backend: "a\\xff" }',
+    'elastic_config { rdzv_backend: "a\\xff"',
+    "elastic_config { min_replicas: 1 min_replicas: 2 }",
+    "elastic_config { min_replicas: 1 }\n# trailing: {",
+    "elastic_config { min_replicas: 1 \n# trailing: {",
+    "elastic_config { min_replicas: 1 \n\n",
+    'elastic_config { rdzv_options { key: "a" }',
+    'elastic_config { rdzv_options: [{ key: "a" }',
+    "elastic_config { min_replicas: ",
+    "elastic_config { min_replicas",
+    "elastic_config { min_replicas: 1, max_replicas: 2; }",
+    "elastic_config < min_replicas: 1 >",
+    "elastic_config { min_replicas: 1 } worker_replicas: {}",
+    "elastic_config { local_ranks_filter: [1, 2] }",
+    "elastic_config { monitor_interval { seconds: 1 nanos: 1000000000 } }",
+    "elastic_config { min_replicas: 0x10 max_replicas: 010 }",
+    "elastic_config { virtual_local_rank: t }",
+    "elastic_config { virtual_local_rank: True }",
+    "elastic_config { nproc_policy: 2 }",
+    "elastic_config { nproc_policy: 99 }",
+    "elastic_config { nproc_policy: -1 }",
+    'elastic_config { role: "é\\u00e9\\U0001F600" }',
+    "elastic_config { role: 'a' \"b\" }",
+    "elastic_config { min_replicas: -0 }",
+    "elastic_config { min_replicas: 1.0 }",
+    "elastic_config { min_replicas: 1e2 }",
+    "elastic_config { min_replicas: - 5 }",
+    "elastic_config { min_replicas: 5f }",
+    'elastic_config { rdzv_id: "\\x00" }',
+    'elastic_config { rdzv_id: "\\400" }',
+    "[elastic_config] {}",
+    'elastic_config { role: "a\\q" }',
+    "elastic_config { min_replicas: 2147483648 }",
+    "elastic_config { min_replicas: -2147483649 }",
+    "elastic_config {} elastic_config {}",
+    "worker_replicas { common { replicas: 1 } common { replicas: 2 } }",
+    "elastic_config { min_replicas: 1 } foo: 1",
+    "elastic_config { nproc_policy: NPROC_POLICY_X }",
+    'elastic_config { min_replicas: "1" }',
+    "elastic_config { rdzv_id: 5 }",
+    'elastic_config { monitor_interval: "5s" }',
+    "elastic_config { virtual_local_rank: 2 }",
+    "elastic_config { min_replicas: 1 max_replicas: 2 } }",
+    "elastic_config { min_replicas: 01 }",
+    "elastic_config { min_replicas: 0x }",
+    "elastic_config { min_replicas: -0x1 }",
+    "elastic_config { min_replicas: 0xffffffff }",
+    "elastic_config { min_replicas: 1 } elastic_config: { max_replicas: 1 }",
+    'elastic_config { rdzv_options [ { key: "a" } ] }',
+    'elastic_config { signals_to_handle: ["A", "B"] }',
+    'elastic_config { role: "\\u00" }',
+    'elastic_config { role: "\\ud800" }',
+    'elastic_config { role: "\\U00110000" }',
+    'elastic_config { role: "\\a\\b\\f\\n\\r\\t\\v\\\\\\\'\\"\\?" }',
+    'elastic_config { role: "a\nb" }',
+    "workers: 1",
+    "elastic_config { min_replicas: 1 # comment\n max_replicas: 2 }",
+    "elastic_config { min_replicas:1max_replicas:2 }",
+    "elastic_config { min_replicas: inf }",
+    "elastic_config { virtual_local_rank: FALSE }",
+    "elastic_config { virtual_local_rank: f }",
+    "elastic_config { nproc_policy: NPROC_POLICY_AUTO, }",
+    "elastic_config { rdzv_options {} rdzv_options {} }",
+    'elastic_config { role: "\\8\\e\\q\\?" }',
+    'elastic_config { role: "\\ud83d\\ude00" }',
+    'elastic_config { role: "a\\\\q" }',
+    "elastic_config { role: '\\q\"' }",
+    '# a "\\q comment\nelastic_config { role: "ok" }',
+    'elastic_config { role: "\\xff\\q" }\n',
+]
+#: Edits of a case's textproto that break it (or not) in different ways.
+TEXTPROTO_EDITS = [
+    ("min_replicas: 1", "min_replicas: x"),
+    ("min_replicas", "min_replica"),
+    ("}", "}}"),
+    ("}", ""),
+    ("{", ""),
+    (":", ""),
+    ("max_replicas: ", "max_replicas: 1.5 #"),
+    ("c10d", "c10d\\xff"),
+    ("NPROC_POLICY_AUTO", "NPROC_POLICY_X"),
+    ("replicas: ", "replicas: -"),
+    ("\n", " "),
+]
+
+
+def _mutated_requests(rng: Any) -> list[dict[str, Any]]:
+    import json as _json
+
+    out: list[dict[str, Any]] = []
+    json_cases = [n for n in tc.JSON_CASES if tc.CASES[n].kind != "flytekit"]
+    for i in range(MUTATIONS):
+        name = rng.choice(json_cases)
+        custom = tc.EXPECTED[name]["custom"]
+        leaves = _json_leaves(custom)
+        if leaves and rng.random() < 0.8:
+            mutated = _json_replace(custom, rng.choice(leaves), rng.choice(JSON_SUBSTITUTES))
+        else:  # an unknown key in some object
+            objects = [p for p in [(), *leaves] if isinstance(_get(custom, p), dict)]
+            where = rng.choice(objects)
+            mutated = _json_replace(custom, where, {**_get(custom, where), rng.choice(["x", "Workers", "min"]): 1})
+        data = _json.dumps(mutated, sort_keys=rng.random() < 0.5)
+        out.append(_entry(f"json-{i}-{name}", name, "json", data))
+    binary_cases = tc.TASK_CASES
+    for i in range(MUTATIONS):
+        name = rng.choice(binary_cases)
+        raw = bytearray(tc.binary_of(name))
+        if not raw:
+            continue
+        pos = rng.randrange(len(raw))
+        kind = rng.random()
+        if kind < 0.5:  # another wire type on some byte (a tag, when it is one)
+            raw[pos] = (raw[pos] & ~7) | rng.choice([0, 1, 2, 5])
+        elif kind < 0.8:
+            raw[pos] ^= 1 << rng.randrange(8)
+        else:
+            del raw[pos:]
+        version = tc.CASES[name].task_type_version
+        if rng.random() < 0.2:
+            version = 1 - version  # the other task shape's bytes
+        out.append(_entry(f"binary-{i}-{name}", name, "binary_hex", bytes(raw).hex(), version))
+    for label, data in WIRE_EDGES.items():
+        out.append(_entry(f"wire-{label}", "kf_minimal_elastic", "binary_hex", data, 1))
+    header = "# proto-message: elastic_idl.plugins.kubeflow.v1.DistributedPyTorchTrainingTask\n"
+    for i, body in enumerate(TEXTPROTO_EDGES):
+        out.append(_entry(f"text-edge-{i}", "kf_minimal_elastic", "textproto", header + body, 1))
+    text_cases = [n for n in tc.TASK_CASES if tc.CASES[n].textproto]
+    for i in range(MUTATIONS // 4):
+        name = rng.choice(text_cases)
+        old, new = rng.choice(TEXTPROTO_EDITS)
+        text = tc.CASES[name].textproto or ""
+        out.append(_entry(f"text-{i}-{name}", name, "textproto", text.replace(old, new, rng.choice([1, 2, -1]))))
+    return out
+
+
+def _get(value: Any, path: tuple[object, ...]) -> Any:
+    for p in path:
+        value = value[p]
+    return value
+
+
+def _entry(label: str, name: str, fmt: str, data: str, version: int | None = None) -> dict[str, Any]:
+    entry = tc.conf.request_for(tc.CASES[name], input_format=fmt, data=data)
+    entry["name"] = label
+    if version is not None:
+        entry["task_type_version"] = version
+    return entry
+
+
+def test_go_and_python_agree_on_bad_input(go_conformance: Path) -> None:
+    """Mutated JSON, binary and textproto inputs: the Go backend gives every output the reference gives.
+
+    Wrong JSON types, unknown keys, integer and Duration edges, lone surrogates,
+    wire-type changes, bit flips, truncation, the other shape's bytes, the wire
+    format's edges, text syntax errors and string escapes: the same DecodeError
+    field, or the same outputs when the input still decodes.
+    """
+    import json as _json
+    import random
+
+    entries = _mutated_requests(random.Random(12))
+    request = {"version": tc.conf.CONTRACT_VERSION, "cases": entries}
+    proc = subprocess.run(
+        [str(go_conformance)], input=_json.dumps(request), capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    go = _json.loads(proc.stdout)["results"]
+    with warnings.catch_warnings():
+        # protobuf Python warns about the escapes it keeps (\q); pytest makes warnings errors.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        reference = tc.conf.respond(request)["results"]
+    problems = []
+    decode_errors = 0
+    for entry in entries:
+        name = entry["name"]
+        want, got = reference[name], go[name]
+        decode_errors += "error" in want
+        for output in sorted(set(want) & (GO_OUTPUTS | {"error"})):
+            if want[output] != got.get(output):
+                problems.append(
+                    f"{name} {entry['input']['data'][:300]!r}: {output}: {want[output]!r} != {got.get(output)!r}"[:900]
+                )
+    assert decode_errors > MUTATIONS // 4, "the mutations reach the decoders' errors"
+    assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:30])

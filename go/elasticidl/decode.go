@@ -110,13 +110,21 @@ func decodeBinary(raw []byte, taskTypeVersion int64) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := proto.Unmarshal(raw, msg); err != nil {
-		return nil, &DecodeError{
+	garbled := func(err error) error {
+		return &DecodeError{
 			Reason: fmt.Sprintf("not a valid %s (truncated or garbled binary: %v)",
 				msg.ProtoReflect().Descriptor().Name(), err),
 			Format: string(FormatBinary),
 		}
 	}
+	normalised, err := upbNormalize(raw, msg.ProtoReflect().Descriptor())
+	if err != nil {
+		return nil, garbled(err)
+	}
+	if err := proto.Unmarshal(normalised, msg); err != nil {
+		return nil, garbled(err)
+	}
+	restoreUnknown(raw, msg.ProtoReflect())
 	if err := checkWireTypes(raw, msg.ProtoReflect().Descriptor(), "", taskTypeVersion); err != nil {
 		return nil, err
 	}
@@ -229,7 +237,7 @@ func decodeTextproto(text string, taskTypeVersion int64) (*Task, error) {
 			Format: string(FormatTextproto),
 		}
 	}
-	if err := prototext.Unmarshal([]byte(text), msg); err != nil {
+	if err := prototext.Unmarshal([]byte(pyStringEscapes(text)), msg); err != nil {
 		return nil, &DecodeError{
 			Field:  textprotoField(text, err.Error()),
 			Reason: "bad textproto: " + err.Error(),
@@ -239,26 +247,83 @@ func decodeTextproto(text string, taskTypeVersion int64) (*Task, error) {
 	return taskOf(msg), nil
 }
 
+// pyStringEscapes rewrites the escapes of string literals that protobuf Python
+// reads differently from protobuf-go: it keeps an unknown escape (\q, \?) as a
+// backslash and the character, and refuses a UTF-16 surrogate (\ud800), which
+// protobuf-go pairs up. (\N{name} is Python's alone; protobuf-go refuses it.)
+func pyStringEscapes(text string) string {
+	if !strings.Contains(text, "\\") {
+		return text
+	}
+	var b strings.Builder
+	var quote byte // inside a string literal: its quote
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case quote == 0 && c == '#':
+			end := strings.IndexByte(text[i:], '\n')
+			if end < 0 {
+				end = len(text) - i
+			}
+			b.WriteString(text[i : i+end])
+			i += end - 1
+			continue
+		case quote == 0 && (c == '"' || c == '\''):
+			quote = c
+		case quote != 0 && (c == quote || c == '\n'):
+			quote = 0
+		case quote != 0 && c == '\\' && i+1 < len(text):
+			next := text[i+1]
+			switch {
+			case strings.IndexByte("abfnrtv\\'\"xUN01234567\n", next) >= 0:
+			case next == 'u' && i+6 <= len(text):
+				if r, ok := hexVal(text[i+2 : i+6]); ok && r >= 0xD800 && r <= 0xDFFF {
+					for _, x := range appendWTF8(nil, r) {
+						fmt.Fprintf(&b, "\\x%02x", x)
+					}
+					i += 5
+					continue
+				}
+			case next != 'u':
+				b.WriteString("\\\\") // Python keeps the backslash
+				continue
+			}
+			b.WriteByte(c)
+			b.WriteByte(next)
+			i++
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
 var (
-	textUnknownField = regexp.MustCompile(`unknown field: ([\w.]+)`)
-	textPosition     = regexp.MustCompile(`\(line (\d+):(\d+)\)`)
-	textFieldBefore  = regexp.MustCompile(`([\p{L}\p{N}_]+)\s*[:{]`)
+	textNamedField  = regexp.MustCompile(`(?:unknown field: |non-repeated field ")([\w.]+)`)
+	textPosition    = regexp.MustCompile(`\(line (\d+):(\d+)\)`)
+	textFieldBefore = regexp.MustCompile(`([\p{L}\p{N}_]+)\s*[:{]`)
 )
 
-// textprotoField is the field an error points at, found as the reference finds
-// it: named in the message, else the last "name:" or "name {" before line:col.
+// textprotoField is the field a textproto error points at, found as the
+// reference finds it in protobuf Python's messages: the field the message names,
+// else the last "name:" or "name {" on the error's line before its column. Where
+// protobuf-go reports another position than protobuf Python (the end of the
+// input, a string it cannot decode), the position is moved to Python's.
 func textprotoField(text, errText string) string {
-	if m := textUnknownField.FindStringSubmatch(errText); m != nil {
+	if m := textNamedField.FindStringSubmatch(errText); m != nil {
 		return m[1]
 	}
-	m := textPosition.FindStringSubmatch(errText)
-	if m == nil {
-		return ""
-	}
-	var line, col int
-	fmt.Sscan(m[1], &line)
-	fmt.Sscan(m[2], &col)
 	lines := strings.Split(text, "\n")
+	var line, col int
+	if m := textPosition.FindStringSubmatch(errText); m != nil {
+		fmt.Sscan(m[1], &line)
+		fmt.Sscan(m[2], &col)
+		if strings.Contains(errText, "invalid UTF-8") {
+			line, col = afterStrings(lines, line, col)
+		}
+	} else if strings.Contains(errText, "unexpected EOF") {
+		line, col = lastToken(lines)
+	}
 	if line < 1 || line > len(lines) {
 		return ""
 	}
@@ -266,11 +331,65 @@ func textprotoField(text, errText string) string {
 	if col > len(l) {
 		col = len(l)
 	}
+	if col < 0 {
+		col = 0
+	}
 	names := textFieldBefore.FindAllStringSubmatch(string(l[:col]), -1)
 	if len(names) == 0 {
 		return ""
 	}
 	return names[len(names)-1][1]
+}
+
+// lastToken is the line of the input's last token and the column after it, where
+// protobuf Python reports an unexpected end of input.
+func lastToken(lines []string) (int, int) {
+	for i := len(lines) - 1; i >= 0; i-- {
+		code := lines[i]
+		if !strings.ContainsAny(code, `"'`) {
+			code, _, _ = strings.Cut(code, "#")
+		}
+		code = strings.TrimRightFunc(code, isPySpace)
+		if code != "" {
+			return i + 1, len([]rune(code))
+		}
+	}
+	return 0, 0
+}
+
+// afterStrings moves from a string token (1-based line and column, in runes) past
+// it and the string tokens that continue it to the next token: where protobuf
+// Python reports a string it cannot decode.
+func afterStrings(lines []string, line, col int) (int, int) {
+	i, j := line-1, col-1
+	rest := func() []rune {
+		if i >= len(lines) {
+			return nil
+		}
+		return []rune(lines[i])
+	}
+	for i < len(lines) {
+		r := rest()
+		for j < len(r) && isPySpace(r[j]) {
+			j++
+		}
+		switch {
+		case j >= len(r) || r[j] == '#':
+			i, j = i+1, 0
+			continue
+		case r[j] == '"' || r[j] == '\'':
+			quote := r[j]
+			for j++; j < len(r) && r[j] != quote; j++ {
+				if r[j] == '\\' {
+					j++
+				}
+			}
+			j++
+			continue
+		}
+		return i + 1, j + 1
+	}
+	return lastToken(lines)
 }
 
 // ------------------------------------------------------------------ JSON / custom
@@ -708,4 +827,238 @@ func pyRepr(v jsonValue) string {
 		return "[...]"
 	}
 	return "{...}"
+}
+
+// ------------------------------------------------------------------ the reference's wire rules
+
+// The Python reference parses with upb, which differs from protobuf-go at the
+// edges of the wire format. upbNormalize refuses what upb refuses and rewrites
+// what upb accepts but protobuf-go does not; restoreUnknown then gives each
+// message its unknown fields as the input wrote them (protobuf-go re-encodes
+// their tags; upb keeps the bytes).
+//
+// upb's rules: a tag is at most 5 bytes and fits 32 bits; a length is at most 5
+// bytes; a varint is at most 10 bytes, and the bits of the 10th byte above the
+// 64th are dropped (protobuf-go refuses them); messages and groups nest at most
+// upbMaxDepth deep.
+
+const upbMaxDepth = 100
+
+var errWire = fmt.Errorf("malformed wire data")
+
+// consumeVarintUpb reads a varint as upb does: up to 10 bytes; it also returns
+// the 10th byte's bits above the 64th, which protobuf-go refuses (junk).
+func consumeVarintUpb(b []byte, maxLen int) (v uint64, n int, junk bool) {
+	for i := 0; i < len(b) && i < maxLen; i++ {
+		v |= uint64(b[i]&0x7F) << (7 * uint(i))
+		if b[i]&0x80 == 0 {
+			return v, i + 1, i == 9 && b[i] > 1
+		}
+	}
+	return 0, -1, false
+}
+
+// upbNormalize checks raw against upb's rules (with the message's descriptor, so
+// known submessages are checked too) and returns bytes protobuf-go reads the same
+// way: raw itself when nothing needs rewriting.
+func upbNormalize(raw []byte, md protoreflect.MessageDescriptor) ([]byte, error) {
+	out := append([]byte(nil), raw...)
+	changed := false
+	if _, err := upbWalk(out, md, upbMaxDepth, 0, &changed); err != nil {
+		return nil, err
+	}
+	if !changed {
+		return raw, nil
+	}
+	return out, nil
+}
+
+// upbWalk walks the fields of b (a message, or a group's body when group != 0),
+// fixing 10th-byte junk in place, and returns the bytes it consumed.
+func upbWalk(b []byte, md protoreflect.MessageDescriptor, depth int, group protowire.Number, changed *bool) (int, error) {
+	pos := 0
+	for pos < len(b) {
+		tag, n, _ := consumeVarintUpb(b[pos:], 5)
+		if n < 0 || tag > 0xFFFFFFFF {
+			return 0, errWire
+		}
+		pos += n
+		num, wire := protowire.Number(tag>>3), protowire.Type(tag&7)
+		if num == 0 {
+			return 0, errWire
+		}
+		var fd protoreflect.FieldDescriptor
+		if md != nil {
+			fd = md.Fields().ByNumber(num)
+		}
+		switch wire {
+		case protowire.VarintType:
+			_, n, junk := consumeVarintUpb(b[pos:], 10)
+			if n < 0 {
+				return 0, errWire
+			}
+			if junk {
+				b[pos+9] &= 1
+				*changed = true
+			}
+			pos += n
+		case protowire.Fixed32Type, protowire.Fixed64Type:
+			size := 4
+			if wire == protowire.Fixed64Type {
+				size = 8
+			}
+			if len(b)-pos < size {
+				return 0, errWire
+			}
+			pos += size
+		case protowire.BytesType:
+			size, n, _ := consumeVarintUpb(b[pos:], 5)
+			if n < 0 || size >= math.MaxInt32 || uint64(len(b)-pos-n) < size {
+				return 0, errWire
+			}
+			pos += n
+			body := b[pos : pos+int(size)]
+			pos += int(size)
+			switch {
+			case fd == nil:
+			case fd.Kind() == protoreflect.MessageKind && !fd.IsMap():
+				if depth-1 < 0 {
+					return 0, errWire
+				}
+				if _, err := upbWalk(body, fd.Message(), depth-1, 0, changed); err != nil {
+					return 0, err
+				}
+			case fd.IsList() && wireTypeOf(fd.Kind()) == protowire.VarintType: // packed varints
+				for p := 0; p < len(body); {
+					_, n, junk := consumeVarintUpb(body[p:], 10)
+					if n < 0 {
+						return 0, errWire
+					}
+					if junk {
+						body[p+9] &= 1
+						*changed = true
+					}
+					p += n
+				}
+			}
+		case protowire.StartGroupType:
+			if depth-1 < 0 {
+				return 0, errWire
+			}
+			// A group is never a known field in proto3: its body is unknown fields.
+			n, err := upbWalk(b[pos:], nil, depth-1, num, changed)
+			if err != nil {
+				return 0, err
+			}
+			pos += n
+		case protowire.EndGroupType:
+			if group == 0 || num != group {
+				return 0, errWire
+			}
+			return pos, nil
+		default:
+			return 0, errWire
+		}
+	}
+	if group != 0 {
+		return 0, errWire // no end of group
+	}
+	return pos, nil
+}
+
+// restoreUnknown gives m and its submessages their unknown fields as written in
+// raw (bytes that parsed into m), in order.
+func restoreUnknown(raw []byte, m protoreflect.Message) {
+	unknown := map[protoreflect.Message][]byte{}
+	order := []protoreflect.Message{}
+	collectUnknown(raw, m, unknown, &order)
+	for _, msg := range order {
+		msg.SetUnknown(unknown[msg])
+	}
+}
+
+func collectUnknown(raw []byte, m protoreflect.Message, unknown map[protoreflect.Message][]byte,
+	order *[]protoreflect.Message,
+) {
+	if _, seen := unknown[m]; !seen {
+		unknown[m] = nil
+		*order = append(*order, m)
+	}
+	next := map[protoreflect.FieldNumber]int{} // next element of each repeated message field
+	for len(raw) > 0 {
+		num, wire, tagLen, n := upbField(raw)
+		if n < 0 {
+			return
+		}
+		field := raw[:n]
+		value := raw[tagLen:n]
+		raw = raw[n:]
+		fd := m.Descriptor().Fields().ByNumber(num)
+		switch {
+		case fd == nil || wire != wireTypeOf(fd.Kind()) && !(wire == protowire.BytesType && fd.IsList()):
+			unknown[m] = append(unknown[m], field...)
+		case fd.Kind() == protoreflect.MessageKind && wire == protowire.BytesType:
+			_, sizeLen, _ := consumeVarintUpb(value, 5)
+			body := value[sizeLen:]
+			if fd.IsList() {
+				list := m.Get(fd).List()
+				if i := next[num]; i < list.Len() {
+					next[num]++
+					collectUnknown(body, list.Get(i).Message(), unknown, order)
+				}
+			} else {
+				collectUnknown(body, m.Mutable(fd).Message(), unknown, order)
+			}
+		}
+	}
+}
+
+// upbField reads one field of bytes upbNormalize accepted: its number and wire
+// type, the length of its tag and of the whole field (-1 when malformed).
+func upbField(b []byte) (protowire.Number, protowire.Type, int, int) {
+	tag, tagLen, _ := consumeVarintUpb(b, 5)
+	if tagLen < 0 {
+		return 0, 0, 0, -1
+	}
+	num, wire := protowire.Number(tag>>3), protowire.Type(tag&7)
+	pos := tagLen
+	switch wire {
+	case protowire.VarintType:
+		_, n, _ := consumeVarintUpb(b[pos:], 10)
+		if n < 0 {
+			return 0, 0, 0, -1
+		}
+		pos += n
+	case protowire.Fixed32Type:
+		pos += 4
+	case protowire.Fixed64Type:
+		pos += 8
+	case protowire.BytesType:
+		size, n, _ := consumeVarintUpb(b[pos:], 5)
+		if n < 0 {
+			return 0, 0, 0, -1
+		}
+		pos += n + int(size)
+	case protowire.StartGroupType:
+		for {
+			if pos >= len(b) {
+				return 0, 0, 0, -1
+			}
+			inner, innerWire, _, n := upbField(b[pos:])
+			if n < 0 {
+				return 0, 0, 0, -1
+			}
+			pos += n
+			if innerWire == protowire.EndGroupType && inner == num {
+				break
+			}
+		}
+	case protowire.EndGroupType:
+	default:
+		return 0, 0, 0, -1
+	}
+	if pos > len(b) {
+		return 0, 0, 0, -1
+	}
+	return num, wire, tagLen, pos
 }
