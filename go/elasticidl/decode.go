@@ -149,20 +149,15 @@ func wireTypeOf(k protoreflect.Kind) protowire.Type {
 // schema may send them. The bytes were parsed already, so they are well-formed.
 func checkWireTypes(raw []byte, desc protoreflect.MessageDescriptor, path string, version int64) error {
 	for len(raw) > 0 {
-		num, wire, n := protowire.ConsumeTag(raw)
+		num, wire, tagLen, n := upbField(raw)
 		if n < 0 {
 			return nil
 		}
+		value := raw[tagLen:n]
 		raw = raw[n:]
 		if wire == protowire.StartGroupType || wire == protowire.EndGroupType {
 			return nil // never written by proto3; the reference stops here too
 		}
-		m := protowire.ConsumeFieldValue(num, wire, raw)
-		if m < 0 {
-			return nil
-		}
-		value := raw[:m]
-		raw = raw[m:]
 		fd := desc.Fields().ByNumber(num)
 		if fd == nil {
 			continue
@@ -181,11 +176,8 @@ func checkWireTypes(raw []byte, desc protoreflect.MessageDescriptor, path string
 		}
 		if fd.Kind() == protoreflect.MessageKind && wire == protowire.BytesType &&
 			strings.HasPrefix(string(fd.Message().FullName()), "elastic_idl.") {
-			inner, k := protowire.ConsumeBytes(value)
-			if k < 0 {
-				return nil
-			}
-			if err := checkWireTypes(inner, fd.Message(), fpath, version); err != nil {
+			_, sizeLen, _ := consumeVarintUpb(value, 5)
+			if err := checkWireTypes(value[sizeLen:], fd.Message(), fpath, version); err != nil {
 				return err
 			}
 		}
@@ -341,20 +333,40 @@ func textprotoField(text, errText string) string {
 	return names[len(names)-1][1]
 }
 
-// lastToken is the line of the input's last token and the column after it, where
-// protobuf Python reports an unexpected end of input.
+// lastToken is the line of the input's last token and the column just into it
+// (1-based, in runes), where protobuf Python reports an unexpected end of input.
 func lastToken(lines []string) (int, int) {
-	for i := len(lines) - 1; i >= 0; i-- {
-		code := lines[i]
-		if !strings.ContainsAny(code, `"'`) {
-			code, _, _ = strings.Cut(code, "#")
-		}
-		code = strings.TrimRightFunc(code, isPySpace)
-		if code != "" {
-			return i + 1, len([]rune(code))
+	line, col := 0, 0
+	for i, text := range lines {
+		r := []rune(text)
+		for j := 0; j < len(r); {
+			switch c := r[j]; {
+			case isPySpace(c):
+				j++
+				continue
+			case c == '#':
+				j = len(r)
+				continue
+			case c == '"' || c == '\'':
+				line, col = i+1, j+1
+				for j++; j < len(r) && r[j] != c; j++ {
+					if r[j] == '\\' {
+						j++
+					}
+				}
+				j++
+			case unicode.IsLetter(c) || unicode.IsDigit(c) || strings.ContainsRune("_.-+", c):
+				line, col = i+1, j+1
+				for j < len(r) && (unicode.IsLetter(r[j]) || unicode.IsDigit(r[j]) || strings.ContainsRune("_.-+", r[j])) {
+					j++
+				}
+			default:
+				line, col = i+1, j+1
+				j++
+			}
 		}
 	}
-	return 0, 0
+	return line, col
 }
 
 // afterStrings moves from a string token (1-based line and column, in runes) past
