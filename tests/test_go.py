@@ -381,6 +381,45 @@ TEXTPROTO_EDITS = [
 ]
 
 
+#: Render options that the renderer refuses (or takes), each as one edit of the case's options.
+RENDER_EDGES: list[dict[str, object]] = [
+    {"name": ""},
+    {"name": "1job"},
+    {"name": "j" * 55},
+    {"name": 5},
+    {"namespace": "Default"},
+    {"namespace": None},
+    {"namespace": ""},
+    {"image": "a b"},
+    {"image": "a\u3000b"},
+    {"entrypoint": None},
+    {"entrypoint": "t.py"},
+    {"entrypoint": ["t.py", 1]},
+    {"args": ["x"]},
+    {"args": []},
+    {"command": []},
+    {"entrypoint": None, "args": ["x"], "pod_args": ["--module"]},
+    {"pod_args": ["--"]},
+    {"labels": {"-a": "b"}},
+    {"labels": {"A_B/c": "b"}},
+    {"labels": {"": "b"}},
+    {"labels": {"a": "b c"}},
+    {"labels": {"a": 1}},
+    {"labels": {"app\n": "x"}},
+    {"annotations": {"a b": "x"}},
+    {"labels": {"z": "-", "b": "-"}},
+    {"resources": {"limits": {"cpu": ""}}},
+    {"resources": {"requests": {"cpu": True}}},
+    {"resources": {"requests": {"cpu": 2.0}}},
+    {"resources": {"requests": {"cpu": -0}, "limits": {"memory": "1Gi"}}},
+    {"resources": {"gpus": {}}},
+    {"env": {"PET_NNODES": "1"}},
+    {"env": {"1X": "1"}},
+    {"env": []},
+    {"env": {"A": "1", "B": 2}},
+]
+
+
 def _mutated_requests(rng: Any) -> list[dict[str, Any]]:
     import json as _json
 
@@ -421,6 +460,11 @@ def _mutated_requests(rng: Any) -> list[dict[str, Any]]:
     header = "# proto-message: elastic_idl.plugins.kubeflow.v1.DistributedPyTorchTrainingTask\n"
     for i, body in enumerate(TEXTPROTO_EDGES):
         out.append(_entry(f"text-edge-{i}", "kf_minimal_elastic", "textproto", header + body, 1))
+    for i, edit in enumerate(RENDER_EDGES):
+        for name in ("kf_minimal_elastic", "kf_replica_common"):
+            entry = _entry(f"render-{i}-{name}", name, "textproto", tc.CASES[name].textproto or "")
+            entry["render"] = {**entry["render"], **edit}
+            out.append(entry)
     text_cases = [n for n in tc.TASK_CASES if tc.CASES[n].textproto]
     for i in range(MUTATIONS // 4):
         name = rng.choice(text_cases)
@@ -449,8 +493,9 @@ def test_go_and_python_agree_on_bad_input(go_conformance: Path) -> None:
 
     Wrong JSON types, unknown keys, integer and Duration edges, lone surrogates,
     wire-type changes, bit flips, truncation, the other shape's bytes, the wire
-    format's edges, text syntax errors and string escapes: the same DecodeError
-    field, or the same outputs when the input still decodes.
+    format's edges, text syntax errors and string escapes, and bad render options:
+    the same DecodeError or RenderError field, or the same outputs when the input
+    still decodes.
     """
     import json as _json
     import random

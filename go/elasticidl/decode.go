@@ -18,6 +18,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -418,11 +419,11 @@ func fromValue(msg proto.Message, v jsonValue, format string) (*Task, error) {
 		}
 	}
 	desc := msg.ProtoReflect().Descriptor()
-	normalised, err := checkObject(obj, desc, "", format)
+	normalised, err := checkObject(obj, desc, format)
 	if err != nil {
 		return nil, err
 	}
-	if err := buildMessage(msg.ProtoReflect(), normalised, "", format); err != nil {
+	if err := buildMessage(msg.ProtoReflect(), normalised, format); err != nil {
 		return nil, err
 	}
 	return taskOf(msg), nil
@@ -462,46 +463,63 @@ func knownKeys(desc protoreflect.MessageDescriptor) string {
 	return strings.Join(sortedStrings(names), ", ")
 }
 
+// under puts a field name or a list index ("[3]") in front of the field of a
+// DecodeError from inside it: paths are built only for errors.
+func under(err error, step string) error {
+	de, ok := err.(*DecodeError)
+	if !ok {
+		return err
+	}
+	switch {
+	case de.Field == "":
+		de.Field = step
+	case strings.HasPrefix(de.Field, "["):
+		de.Field = step + de.Field
+	default:
+		de.Field = step + "." + de.Field
+	}
+	return de
+}
+
 // checkObject walks an object against a message descriptor so that errors name
 // the exact field; it returns a copy whose integer and enum numbers are int64.
-func checkObject(obj *jsonObject, desc protoreflect.MessageDescriptor, path, format string) (*jsonObject, error) {
-	out := newObject()
+func checkObject(obj *jsonObject, desc protoreflect.MessageDescriptor, format string) (*jsonObject, error) {
+	out := &jsonObject{keys: obj.keys, vals: make(map[string]jsonValue, len(obj.keys))}
 	for _, key := range obj.keys {
 		value := obj.vals[key]
 		fd := fieldByKey(desc, key)
 		if fd == nil {
 			return nil, &DecodeError{
-				Field:  join(path, key),
+				Field:  key,
 				Reason: fmt.Sprintf("unknown field of %s (known: %s)", desc.Name(), knownKeys(desc)),
 				Format: format,
 			}
 		}
-		fpath := join(path, string(fd.Name()))
 		switch {
 		case value == nil:
-			out.set(key, nil) // null means unset in proto3 JSON
+			out.vals[key] = nil // null means unset in proto3 JSON
 		case fd.IsList():
 			items, ok := value.([]jsonValue)
 			if !ok {
 				return nil, &DecodeError{
-					Field: fpath, Reason: "expected a list, got " + pyTypeName(value), Format: format,
+					Field: string(fd.Name()), Reason: "expected a list, got " + pyTypeName(value), Format: format,
 				}
 			}
 			checked := make([]jsonValue, len(items))
 			for i, item := range items {
-				c, err := checkValue(fd, item, fmt.Sprintf("%s[%d]", fpath, i), format)
+				c, err := checkValue(fd, item, format)
 				if err != nil {
-					return nil, err
+					return nil, under(under(err, fmt.Sprintf("[%d]", i)), string(fd.Name()))
 				}
 				checked[i] = c
 			}
-			out.set(key, checked)
+			out.vals[key] = checked
 		default:
-			c, err := checkValue(fd, value, fpath, format)
+			c, err := checkValue(fd, value, format)
 			if err != nil {
-				return nil, err
+				return nil, under(err, string(fd.Name()))
 			}
-			out.set(key, c)
+			out.vals[key] = c
 		}
 	}
 	return out, nil
@@ -509,9 +527,9 @@ func checkObject(obj *jsonObject, desc protoreflect.MessageDescriptor, path, for
 
 var durationRe = pyRegexp(durationPattern)
 
-func checkValue(fd protoreflect.FieldDescriptor, value jsonValue, path, format string) (jsonValue, error) {
+func checkValue(fd protoreflect.FieldDescriptor, value jsonValue, format string) (jsonValue, error) {
 	bad := func(reason string) (jsonValue, error) {
-		return nil, &DecodeError{Field: path, Reason: reason, Format: format}
+		return nil, &DecodeError{Reason: reason, Format: format}
 	}
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
@@ -533,7 +551,7 @@ func checkValue(fd protoreflect.FieldDescriptor, value jsonValue, path, format s
 		if !ok {
 			return bad(fmt.Sprintf("expected an object (%s), got %s", md.Name(), pyTypeName(value)))
 		}
-		return checkObject(obj, md, path, format)
+		return checkObject(obj, md, format)
 	case protoreflect.EnumKind:
 		ed := fd.Enum()
 		switch x := value.(type) {
@@ -545,15 +563,15 @@ func checkValue(fd protoreflect.FieldDescriptor, value jsonValue, path, format s
 		case jsonNumber:
 			// Kept even when the schema does not define it (proto3 enums are open);
 			// validation reports it as enum.known.
-			return checkInteger(value, path, format, math.MinInt32, math.MaxInt32)
+			return checkInteger(value, format, math.MinInt32, math.MaxInt32)
 		}
 		return bad(fmt.Sprintf("expected one of %s, got %s", enumNames(ed), pyRepr(value)))
 	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		return checkInteger(value, path, format, math.MinInt32, math.MaxInt32)
+		return checkInteger(value, format, math.MinInt32, math.MaxInt32)
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		return checkInteger(value, path, format, 0, math.MaxUint32)
+		return checkInteger(value, format, 0, math.MaxUint32)
 	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		return checkInteger(value, path, format, math.MinInt64, math.MaxInt64)
+		return checkInteger(value, format, math.MinInt64, math.MaxInt64)
 	case protoreflect.BoolKind:
 		if _, ok := value.(bool); !ok {
 			return bad("expected true or false, got " + pyRepr(value))
@@ -578,91 +596,106 @@ func enumNames(ed protoreflect.EnumDescriptor) string {
 
 // checkInteger accepts what the reference's _integer does: an int, an integral
 // float, or a string Python's int() reads; then checks the range.
-func checkInteger(value jsonValue, path, format string, lo, hi int64) (jsonValue, error) {
-	notInt := &DecodeError{Field: path, Reason: "expected an integer, got " + pyRepr(value), Format: format}
-	var n *big.Int
+func checkInteger(value jsonValue, format string, lo, hi int64) (jsonValue, error) {
+	notInt := func() error {
+		return &DecodeError{Reason: "expected an integer, got " + pyRepr(value), Format: format}
+	}
+	outOfRange := func(n fmt.Stringer) error {
+		return &DecodeError{Reason: fmt.Sprintf("%s is out of range %d..%d", n, lo, hi), Format: format}
+	}
 	switch x := value.(type) {
-	case string:
-		v, ok := pyParseInt(x)
-		if !ok {
-			return nil, notInt
-		}
-		n = v
 	case jsonNumber:
 		if x.isFloat {
 			if math.IsInf(x.f, 0) || math.IsNaN(x.f) || x.f != math.Trunc(x.f) {
-				return nil, notInt
+				return nil, notInt()
 			}
-			n, _ = big.NewFloat(x.f).Int(nil)
-		} else {
-			v, ok := new(big.Int).SetString(x.lit, 10)
-			if !ok {
-				return nil, notInt
+			if x.f < float64(lo) || x.f > float64(hi) || x.f >= math.MaxInt64 {
+				n, _ := big.NewFloat(x.f).Int(nil)
+				return nil, outOfRange(n)
 			}
-			n = v
+			return jsonInt(int64(x.f)), nil
 		}
-	default:
-		return nil, notInt
+		if n, err := strconv.ParseInt(x.lit, 10, 64); err == nil {
+			if n < lo || n > hi {
+				return nil, outOfRange(big.NewInt(n))
+			}
+			if x.lit == "-0" {
+				return jsonInt(0), nil
+			}
+			return x, nil
+		}
+		n, ok := new(big.Int).SetString(x.lit, 10)
+		if !ok {
+			return nil, notInt()
+		}
+		return nil, outOfRange(n) // beyond int64: out of every range here
+	case string:
+		n, ok := pyParseInt(x)
+		if !ok {
+			return nil, notInt()
+		}
+		if n.Cmp(big.NewInt(lo)) < 0 || n.Cmp(big.NewInt(hi)) > 0 {
+			return nil, outOfRange(n)
+		}
+		return jsonInt(n.Int64()), nil
 	}
-	if n.Cmp(big.NewInt(lo)) < 0 || n.Cmp(big.NewInt(hi)) > 0 {
-		return nil, &DecodeError{Field: path, Reason: fmt.Sprintf("%s is out of range %d..%d", n, lo, hi), Format: format}
-	}
-	return jsonInt(n.Int64()), nil
+	return nil, notInt()
 }
 
 // buildMessage sets the checked values in key order as protobuf's ParseDict:
 // null clears, a repeated field is replaced, a message is merged into, a
 // Duration is parsed. Its errors name the JSON keys as written.
-func buildMessage(m protoreflect.Message, obj *jsonObject, jpath, format string) error {
+func buildMessage(m protoreflect.Message, obj *jsonObject, format string) error {
 	desc := m.Descriptor()
 	for _, key := range obj.keys {
-		value := obj.vals[key]
-		fd := fieldByKey(desc, key)
-		kpath := join(jpath, key)
-		if value == nil {
-			m.Clear(fd)
-			continue
+		if err := buildField(m, fieldByKey(desc, key), obj.vals[key], format); err != nil {
+			return under(err, key)
 		}
-		if fd.IsList() {
-			m.Clear(fd)
-			list := m.Mutable(fd).List()
-			for _, item := range value.([]jsonValue) {
-				if fd.Kind() == protoreflect.MessageKind {
-					elem := list.NewElement()
-					if err := setMessage(elem.Message(), fd, item, kpath, format); err != nil {
-						return err
-					}
-					list.Append(elem)
-					continue
-				}
-				v, err := scalarValue(fd, item, kpath, format)
-				if err != nil {
-					return err
-				}
-				list.Append(v)
-			}
-			continue
-		}
-		if fd.Kind() == protoreflect.MessageKind {
-			if err := setMessage(m.Mutable(fd).Message(), fd, value, kpath, format); err != nil {
-				return err
-			}
-			continue
-		}
-		v, err := scalarValue(fd, value, kpath, format)
-		if err != nil {
-			return err
-		}
-		m.Set(fd, v)
 	}
 	return nil
 }
 
-func setMessage(m protoreflect.Message, fd protoreflect.FieldDescriptor, value jsonValue, kpath, format string) error {
+func buildField(m protoreflect.Message, fd protoreflect.FieldDescriptor, value jsonValue, format string) error {
+	if value == nil {
+		m.Clear(fd)
+		return nil
+	}
+	if fd.IsList() {
+		m.Clear(fd)
+		list := m.Mutable(fd).List()
+		for _, item := range value.([]jsonValue) {
+			if fd.Kind() == protoreflect.MessageKind {
+				elem := list.NewElement()
+				if err := setMessage(elem.Message(), fd, item, format); err != nil {
+					return err
+				}
+				list.Append(elem)
+				continue
+			}
+			v, err := scalarValue(fd, item, format)
+			if err != nil {
+				return err
+			}
+			list.Append(v)
+		}
+		return nil
+	}
+	if fd.Kind() == protoreflect.MessageKind {
+		return setMessage(m.Mutable(fd).Message(), fd, value, format)
+	}
+	v, err := scalarValue(fd, value, format)
+	if err != nil {
+		return err
+	}
+	m.Set(fd, v)
+	return nil
+}
+
+func setMessage(m protoreflect.Message, fd protoreflect.FieldDescriptor, value jsonValue, format string) error {
 	if fd.Message().FullName() == "google.protobuf.Duration" {
 		seconds, nanos, err := parsePyDuration(value.(string))
 		if err != nil {
-			return &DecodeError{Field: kpath, Reason: err.Error(), Format: format}
+			return &DecodeError{Reason: err.Error(), Format: format}
 		}
 		fields := m.Descriptor().Fields()
 		m.Set(fields.ByName("seconds"), protoreflect.ValueOfInt64(seconds))
@@ -671,13 +704,13 @@ func setMessage(m protoreflect.Message, fd protoreflect.FieldDescriptor, value j
 	}
 	obj, ok := value.(*jsonObject)
 	if !ok {
-		return &DecodeError{Field: kpath, Reason: "expected an object", Format: format}
+		return &DecodeError{Reason: "expected an object", Format: format}
 	}
-	return buildMessage(m, obj, kpath, format)
+	return buildMessage(m, obj, format)
 }
 
-func scalarValue(fd protoreflect.FieldDescriptor, value jsonValue, kpath, format string) (protoreflect.Value, error) {
-	bad := &DecodeError{Field: kpath, Reason: "cannot set " + pyRepr(value), Format: format}
+func scalarValue(fd protoreflect.FieldDescriptor, value jsonValue, format string) (protoreflect.Value, error) {
+	bad := func(reason string) error { return &DecodeError{Reason: reason, Format: format} }
 	switch fd.Kind() {
 	case protoreflect.EnumKind:
 		if s, ok := value.(string); ok {
@@ -695,18 +728,17 @@ func scalarValue(fd protoreflect.FieldDescriptor, value jsonValue, kpath, format
 	case protoreflect.StringKind:
 		s := value.(string)
 		if !utf8.ValidString(s) { // a lone surrogate: protobuf cannot hold it
-			bad.Reason = "not valid UTF-8 (a lone surrogate?): " + pyRepr(s)
-			return protoreflect.Value{}, bad
+			return protoreflect.Value{}, bad("not valid UTF-8 (a lone surrogate?): " + pyRepr(s))
 		}
 		return protoreflect.ValueOfString(s), nil
 	}
-	return protoreflect.Value{}, bad
+	return protoreflect.Value{}, bad("cannot set " + pyRepr(value))
 }
 
 // numberOf is the int64 of a value checkInteger returned.
 func numberOf(v jsonValue) int64 {
-	n, _ := new(big.Int).SetString(v.(jsonNumber).lit, 10)
-	return n.Int64()
+	n, _ := strconv.ParseInt(v.(jsonNumber).lit, 10, 64)
+	return n
 }
 
 // parsePyDuration parses as protobuf Python's Duration.FromJsonString, after the

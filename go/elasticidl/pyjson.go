@@ -366,7 +366,20 @@ func writePy(b *strings.Builder, v jsonValue) {
 			b.WriteString("false")
 		}
 	case jsonNumber:
-		b.WriteString(x.lit)
+		switch {
+		case !x.isFloat && x.lit == "-0":
+			b.WriteString("0") // Python's int has no negative zero
+		case !x.isFloat:
+			b.WriteString(x.lit) // JSON's integer grammar: already canonical
+		case math.IsNaN(x.f):
+			b.WriteString("NaN")
+		case math.IsInf(x.f, 1):
+			b.WriteString("Infinity")
+		case math.IsInf(x.f, -1):
+			b.WriteString("-Infinity")
+		default:
+			b.WriteString(pyFloatRepr(x.f))
+		}
 	case string:
 		writePyString(b, x)
 	case []jsonValue:
