@@ -524,3 +524,38 @@ def test_go_and_python_agree_on_bad_input(go_conformance: Path) -> None:
                 )
     assert decode_errors > MUTATIONS // 4, "the mutations reach the decoders' errors"
     assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:30])
+
+
+# ----------------------------------------------------------------- the toolchain script
+
+
+def _bare_path(tmp_path: Path, uid: str) -> dict[str, str]:
+    """A PATH with the shell tools the script needs, a fake `id`, and no go, protoc-gen-go or apt-get."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "env", "cat"):
+        found = shutil.which(tool)
+        assert found
+        (bin_dir / tool).symlink_to(found)
+    fake_id = bin_dir / "id"
+    fake_id.write_text(f"#!{shutil.which('bash')}\necho {uid}\n")
+    fake_id.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "ELASTIC_IDL_GO")}
+    return {**env, "PATH": str(bin_dir)}
+
+
+def test_go_toolchain_missing_says_so_once(tmp_path: Path) -> None:
+    """Not root and no Go: one line that the Go checks did not run (exit 3); under CI=true an error."""
+    script = str(REPO / "scripts" / "go_toolchain.sh")
+    env = _bare_path(tmp_path, "1000")
+    skipped = subprocess.run([script, "ensure"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert skipped.returncode == 3, skipped.stderr
+    assert skipped.stdout.count("\n") == 1 and "the Go checks did not run" in skipped.stdout
+    assert skipped.stderr == ""
+    ci = subprocess.run(
+        [script, "ensure"], env={**env, "CI": "true"}, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert ci.returncode == 1
+    assert ci.stderr.count("\n") == 1 and "CI=true" in ci.stderr
+    absent = subprocess.run([script, "present"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert absent.returncode == 1 and absent.stdout == absent.stderr == ""
