@@ -58,9 +58,32 @@ func RespondConformance(request []byte) ([]byte, error) {
 	return out.Bytes(), err
 }
 
+// isInt is Python's v == want for a JSON value (1.0 == 1 too).
 func isInt(v jsonValue, want int) bool {
 	n, ok := v.(jsonNumber)
-	return ok && !n.isFloat && n.lit == fmt.Sprint(want)
+	if ok && n.isFloat {
+		return n.f == float64(want)
+	}
+	return ok && n.lit == fmt.Sprint(want)
+}
+
+// pyTruthy is Python's bool() of a JSON value.
+func pyTruthy(v jsonValue) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case jsonNumber:
+		return x.f != 0 || (!x.isFloat && x.lit != "0" && x.lit != "-0")
+	case string:
+		return x != ""
+	case []jsonValue:
+		return len(x) > 0
+	case *jsonObject:
+		return len(x.keys) > 0
+	}
+	return true
 }
 
 // field reads a required key of a request object.
@@ -102,7 +125,7 @@ func answerCase(entry jsonValue) (string, map[string]any, error) {
 		return "", nil, err
 	}
 	render, _ := entry.(*jsonObject).get("render")
-	if r, ok := render.(*jsonObject); !ok || len(r.keys) == 0 {
+	if !pyTruthy(render) { // the reference: entry.get("render") or DEFAULT_RENDER
 		render, _ = parsePyJSON(defaultRender)
 	}
 	renderObj, ok := render.(*jsonObject)
