@@ -624,17 +624,18 @@ def _requests(input_format: str) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("input_format", ["textproto", "json", "binary_hex"])
-def test_conformance_entry_point(input_format: str) -> None:
-    """Run the entry point (or CONFORMANCE_CMD) as a subprocess on every case; compare each output it produces."""
-    cmd, impl = _conformance_command()
+def conformance_problems(cmd: list[str], impl: str, input_format: str) -> tuple[dict[str, Any], list[str]]:
+    """Run an entry point on every case in one input format: its response, and every mismatch as text.
+
+    ``impl`` picks the section of known_failures.yaml that applies.
+    """
     entries = _requests(input_format)
     request = {"version": conf.CONTRACT_VERSION, "cases": entries}
     proc = subprocess.run(
         cmd, input=json.dumps(request), capture_output=True, text=True, timeout=300, cwd=REPO, check=False
     )
     assert proc.returncode == 0, f"{cmd} exited {proc.returncode}: {proc.stderr[-2000:]}"
-    response = json.loads(proc.stdout)
+    response: dict[str, Any] = json.loads(proc.stdout)
     assert response["version"] == conf.CONTRACT_VERSION
     produced = set(response["outputs"])
     assert produced, "the response lists the outputs it produces"
@@ -652,6 +653,14 @@ def test_conformance_entry_point(input_format: str) -> None:
                     problems.append(f"{name}.{output}: listed in known_failures.yaml but now passes")
             elif not ok:
                 problems.append(f"{name}.{output}: expected {exp[output]!r}, got {got.get(output)!r}"[:600])
+    return response, problems
+
+
+@pytest.mark.parametrize("input_format", ["textproto", "json", "binary_hex"])
+def test_conformance_entry_point(input_format: str) -> None:
+    """Run the entry point (or CONFORMANCE_CMD) as a subprocess on every case; compare each output it produces."""
+    cmd, impl = _conformance_command()
+    _, problems = conformance_problems(cmd, impl, input_format)
     assert not problems, f"{impl} ({input_format}): {len(problems)} mismatches:\n" + "\n".join(problems)
 
 
