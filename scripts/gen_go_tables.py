@@ -183,6 +183,7 @@ def input_limit_parts() -> list[str]:
         const("maxNesting", "elastic_idl._codec.MAX_NESTING", _codec.MAX_NESTING),
         const("maxErrorChars", "elastic_idl._errors.MAX_ERROR_CHARS", _errors.MAX_ERROR_CHARS),
         const("maxFieldChars", "elastic_idl._errors.MAX_FIELD_CHARS", _errors.MAX_FIELD_CHARS),
+        const("maxViolationsShown", "elastic_idl._errors.MAX_VIOLATIONS_SHOWN", _errors.MAX_VIOLATIONS_SHOWN),
         const("briefMaxString", "elastic_idl._errors.brief: reprlib's maxstring.", brief.maxstring),
         const("briefMaxList", "elastic_idl._errors.brief: reprlib's maxlist.", brief.maxlist),
         const("briefMaxLong", "elastic_idl._errors.brief: reprlib's maxlong.", brief.maxlong),

@@ -14,36 +14,50 @@ import (
 
 // oneLine is the reference's one_line: text stripped, every run of whitespace
 // that holds a line break made one space, then at most limit characters (a cut
-// text ends with "...").
+// text ends with "..."). Characters are code points, a lone surrogate included.
 func oneLine(text string, limit int) string {
-	text = strings.TrimFunc(text, isPySpace)
-	if strings.ContainsAny(text, "\r\n") {
-		var b strings.Builder
-		runes := []rune(text)
-		for i := 0; i < len(runes); {
-			if !isPySpace(runes[i]) {
-				b.WriteRune(runes[i])
-				i++
-				continue
-			}
-			j, lineBreak := i, false
-			for j < len(runes) && isPySpace(runes[j]) {
-				lineBreak = lineBreak || runes[j] == '\r' || runes[j] == '\n'
-				j++
-			}
-			if lineBreak {
-				b.WriteByte(' ')
-			} else {
-				b.WriteString(string(runes[i:j]))
-			}
-			i = j
+	chars := codePoints(text)
+	isSpace := func(c string) bool { r, _ := decodeWTF8(c); return isPySpace(r) }
+	for len(chars) > 0 && isSpace(chars[0]) {
+		chars = chars[1:]
+	}
+	for len(chars) > 0 && isSpace(chars[len(chars)-1]) {
+		chars = chars[:len(chars)-1]
+	}
+	var out []string
+	for i := 0; i < len(chars); {
+		if !isSpace(chars[i]) {
+			out = append(out, chars[i])
+			i++
+			continue
 		}
-		text = b.String()
+		j, lineBreak := i, false
+		for j < len(chars) && isSpace(chars[j]) {
+			lineBreak = lineBreak || chars[j] == "\r" || chars[j] == "\n"
+			j++
+		}
+		if lineBreak {
+			out = append(out, " ")
+		} else {
+			out = append(out, chars[i:j]...)
+		}
+		i = j
 	}
-	if runes := []rune(text); len(runes) > limit {
-		return string(runes[:limit-3]) + "..."
+	if len(out) > limit {
+		return strings.Join(out[:limit-3], "") + "..."
 	}
-	return text
+	return strings.Join(out, "")
+}
+
+// codePoints splits s into its code points (WTF-8: a lone surrogate is one).
+func codePoints(s string) []string {
+	out := make([]string, 0, len(s))
+	for i := 0; i < len(s); {
+		_, size := decodeWTF8(s[i:])
+		out = append(out, s[i:i+size])
+		i += size
+	}
+	return out
 }
 
 // pyStrRepr is Python's repr() of a str: single quotes unless the text holds a
@@ -102,19 +116,19 @@ func leftPad(s string, n int) string {
 // brief is the reference's brief() of a str: its repr, cut in the middle to
 // briefMaxString characters (reprlib's rule).
 func brief(s string) string {
-	runes := []rune(s)
-	if len(runes) > briefMaxString {
-		runes = runes[:briefMaxString]
+	chars := codePoints(s)
+	head := chars
+	if len(head) > briefMaxString {
+		head = head[:briefMaxString]
 	}
-	out := pyStrRepr(string(runes))
-	if len([]rune(out)) <= briefMaxString {
+	out := pyStrRepr(strings.Join(head, ""))
+	if len(codePoints(out)) <= briefMaxString {
 		return out
 	}
 	i := (briefMaxString - 3) / 2
 	j := briefMaxString - 3 - i
-	all := []rune(s)
-	cut := []rune(pyStrRepr(string(all[:i]) + string(all[len(all)-j:])))
-	return string(cut[:i]) + "..." + string(cut[len(cut)-j:])
+	cut := codePoints(pyStrRepr(strings.Join(chars[:i], "") + strings.Join(chars[len(chars)-j:], "")))
+	return strings.Join(cut[:i], "") + "..." + strings.Join(cut[len(cut)-j:], "")
 }
 
 // briefInt is brief() of an int: its digits, cut in the middle to briefMaxLong.

@@ -439,6 +439,9 @@ const maxErrorChars = 500
 // elastic_idl._errors.MAX_FIELD_CHARS
 const maxFieldChars = 120
 
+// elastic_idl._errors.MAX_VIOLATIONS_SHOWN
+const maxViolationsShown = 20
+
 // elastic_idl._errors.brief: reprlib's maxstring.
 const briefMaxString = 60
 
