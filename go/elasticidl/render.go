@@ -380,10 +380,11 @@ type replicaCount struct {
 // RenderPyTorchJob renders the kubeflow.org/v1 PyTorchJob the backend creates for
 // a task. Pure: it talks to nobody, and two renders of the same input are equal.
 //
-// Errors, checked in this order: *ValidationError (the task breaks a rule),
-// *RenderError naming the option or task field at fault (a non-elastic job
-// without workers, then name, namespace, image, command, args, entrypoint,
-// pod_args, labels, annotations, resources, env, a replica's image).
+// Errors, checked in this order: *ValidationError (the task breaks a rule; an
+// empty task and a non-elastic job without workers are violations too),
+// *RenderError naming the option or task field at fault (name, namespace, image,
+// command, args, entrypoint, pod_args, labels, annotations, resources with the
+// quantity rules of resources.quantity, env, a replica's image).
 func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
