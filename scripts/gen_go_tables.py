@@ -21,7 +21,9 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from elastic_idl import __version__, _codec, _conformance, _kubeflow, _spec, _validate, _view
+# Every module of the reference this script reads, in one place (private modules: re-point here when they move).
+from elastic_idl import __version__, _codec, _conformance, _errors, _kubeflow, _resources, _spec, _validate, _view
+from elastic_idl._messages import ElasticConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_FILE = ROOT / "go" / "elasticidl" / "tables_gen.go"
@@ -77,6 +79,7 @@ def go_source() -> str:
         "labelValue": kf._LABEL_VALUE.pattern,
         "envName": kf._ENV_NAME.pattern,
         "duration": _codec._DURATION_RE.pattern,
+        "quantity": _resources.QUANTITY_PATTERN,
     }
     parts = [
         HEADER,
@@ -123,7 +126,7 @@ def go_source() -> str:
         const("maxNameLen", "elastic_idl._kubeflow.MAX_NAME_LEN", kf.MAX_NAME_LEN),
         var("podEntrypoint", "elastic_idl._kubeflow.POD_ENTRYPOINT", strings(kf.POD_ENTRYPOINT)),
         var("reservedEnv", "elastic_idl._kubeflow.RESERVED_ENV", strings(sorted(kf.RESERVED_ENV))),
-        var("resourceNames", "elastic_idl._kubeflow.RESOURCE_NAMES", pairs("enumText", kf.RESOURCE_NAMES.items())),
+        *resource_parts(),
         var(
             "restartPolicies", "elastic_idl._kubeflow.RESTART_POLICIES", pairs("enumText", kf.RESTART_POLICIES.items())
         ),
@@ -143,15 +146,57 @@ def go_source() -> str:
             const(f"env{camel(k)}", f"elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .{k}", v)
             for k, v in sorted({*class_constants(_spec.ENV), *class_constants(kf.OPERATOR_ENV)})
         ),
+        *input_limit_parts(),
         *conformance_parts(),
     ]
     return "\n".join(parts)
 
 
+def resource_parts() -> list[str]:
+    r = _resources
+    nano = r.NANO.as_tuple().exponent
+    assert isinstance(nano, int)
+    return [
+        var("resourceNames", "elastic_idl._resources.RESOURCE_NAMES", pairs("enumText", r.RESOURCE_NAMES.items())),
+        var(
+            "binarySuffixes",
+            "elastic_idl._resources.BINARY_SUFFIXES: suffix -> power of 2.",
+            pairs("suffixPower", r.BINARY_SUFFIXES.items()),
+        ),
+        var(
+            "decimalSuffixes",
+            "elastic_idl._resources.DECIMAL_SUFFIXES: suffix -> power of 10.",
+            pairs("suffixPower", r.DECIMAL_SUFFIXES.items()),
+        ),
+        const("quantityExponentMin", "elastic_idl._resources.EXPONENT_MIN", r.EXPONENT_MIN),
+        const("quantityExponentMax", "elastic_idl._resources.EXPONENT_MAX", r.EXPONENT_MAX),
+        const("nanoExponent", "elastic_idl._resources.NANO, as a power of 10.", nano),
+        const("binaryCap", "elastic_idl._resources.BINARY_CAP, as decimal text.", str(r.BINARY_CAP)),
+        const("hugepagesPrefix", "elastic_idl._resources.HUGEPAGES_PREFIX", r.HUGEPAGES_PREFIX),
+    ]
+
+
+def input_limit_parts() -> list[str]:
+    brief = _errors._repr
+    return [
+        const("maxTaskBytes", "elastic_idl._codec.MAX_TASK_BYTES", _codec.MAX_TASK_BYTES),
+        const("maxNesting", "elastic_idl._codec.MAX_NESTING", _codec.MAX_NESTING),
+        const("maxErrorChars", "elastic_idl._errors.MAX_ERROR_CHARS", _errors.MAX_ERROR_CHARS),
+        const("maxFieldChars", "elastic_idl._errors.MAX_FIELD_CHARS", _errors.MAX_FIELD_CHARS),
+        const("maxViolationsShown", "elastic_idl._errors.MAX_VIOLATIONS_SHOWN", _errors.MAX_VIOLATIONS_SHOWN),
+        const("briefMaxString", "elastic_idl._errors.brief: reprlib's maxstring.", brief.maxstring),
+        const("briefMaxList", "elastic_idl._errors.brief: reprlib's maxlist.", brief.maxlist),
+        const("briefMaxLong", "elastic_idl._errors.brief: reprlib's maxlong.", brief.maxlong),
+        const(
+            "pyMaxStrDigits",
+            "Python's default limit of digits in int <-> str conversion (json.loads refuses longer integers).",
+            sys.int_info.default_max_str_digits,
+        ),
+    ]
+
+
 def _typed_timeout_order() -> list[str]:
     """The order rdzv_configs_of writes the typed timeouts in, read off an ElasticConfig with all set."""
-    from elastic_idl._messages import ElasticConfig
-
     names = [k for k in _validate.TYPED_RDZV_KEYS.values()]
     e = ElasticConfig()
     for name in names:

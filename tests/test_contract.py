@@ -687,3 +687,25 @@ def test_entry_point_case_mode_and_usage() -> None:
     assert bad.returncode == 2
     assert "bad request" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"[" * 100_000 + b"]" * 100_000,  # deeper than Python's recursion limit
+        b'{"version": 1, "cases": [], "x": "\xff"}',  # not UTF-8 (the C locale's stdin would not notice)
+    ],
+    ids=["deep", "not-utf8"],
+)
+def test_entry_point_refuses_deep_or_non_utf8_requests(request_bytes: bytes) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "elastic_idl.conformance"],
+        input=request_bytes,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "LC_ALL": "C"},
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stdout[:200]
+    assert proc.stderr.startswith(b"conformance: bad request: ")
+    assert b"Traceback" not in proc.stderr

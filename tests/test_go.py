@@ -152,6 +152,11 @@ def test_go_conformance_usage_and_bad_request(go_conformance: Path) -> None:
         assert bad.returncode == 2, request
         assert bad.stderr.startswith("conformance: bad request: "), bad.stderr
         assert "panic" not in bad.stderr
+    # As the reference's entry point (test_contract.py): too deep for Python's parser, or not UTF-8.
+    for raw in (b"[" * 100_000 + b"]" * 100_000, b'{"version": 1, "cases": [], "x": "\xff"}'):
+        bad_bytes = subprocess.run([str(go_conformance)], input=raw, capture_output=True, timeout=60, check=False)
+        assert bad_bytes.returncode == 2, raw[:50]
+        assert bad_bytes.stderr.startswith(b"conformance: bad request: "), bad_bytes.stderr
 
 
 # ----------------------------------------------------------------- generated Go (no toolchain needed)
@@ -418,6 +423,48 @@ RENDER_EDGES: list[dict[str, object]] = [
     {"env": {"1X": "1"}},
     {"env": []},
     {"env": {"A": "1", "B": 2}},
+    {"resources": {"requests": {"cpu": "1e3"}, "limits": {"cpu": "1k"}}},
+    {"resources": {"requests": {"cpu": 0.5, "memory": 1e-7}}},
+    {"resources": {"requests": {"cpu": float("nan")}}},
+    {"resources": {"requests": {"cpu": -0.0}}},
+    {"resources": {"requests": {"cpu ": "1"}}},
+    {"resources": {"limits": {"example.com/fpga": "500m"}}},
+    {"resources": {"requests": {"hugepages-2Mi": "2Mi"}, "limits": {"hugepages-2Mi": "4Mi"}}},
+    {"resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1000m"}}},
+    {"resources": {"requests": {"memory": "1e2147483648", "cpu": "x"}}},
+    {"resources": {"requests": {"memory": "8Ei"}, "limits": {"memory": "9Ei"}}},
+]
+
+#: Whole JSON inputs (kubeflow shape) at the edges of the reference's JSON reader: what is no task,
+#: keys given twice (one name or both), nesting, integer digits, the size cap, encodings, long keys.
+JSON_EDGES = [
+    "null",
+    "5",
+    '"x"',
+    "[]",
+    "{}",
+    "",
+    '{"elasticConfig": {"minReplicas": 1, "minReplicas": 2}}',
+    '{"a": 1, "a": 2, "b": {"x": 1, "x": 2}}',
+    '{"elasticConfig": {"minReplicas": 1, "min_replicas": 2}}',
+    '{"elastic_config": {}, "elasticConfig": {}}',
+    '{"elasticConfig": {"monitorInterval": "1s", "monitor_interval": null}}',
+    '{"x": ' + "[" * 100 + "]" * 100 + "}",
+    '{"x": ' + "[" * 99 + "]" * 99 + "}",
+    '{"a": {"x": 1, "x": 2}, "b": ' + "[" * 100 + "]" * 100 + "}",
+    '{"elasticConfig": {"rdzvId": "' + "[{" * 200 + '"}}',
+    '{"elasticConfig": {"minReplicas": ' + "1" * 4301 + "}}",
+    '{"elasticConfig": {"minReplicas": ' + "1" * 4300 + "}}",
+    '{"elasticConfig": {"rdzvId": "' + "a" * (1024 * 1024) + '"}}',
+    '\ufeff{"elasticConfig": {"minReplicas": 1}}',
+    '{"elasticConfig": {"rdzvId": "\ud800"}}',
+    '{"elasticConfig": {"rdzvId": "\\ud800"}}',
+    '{"' + "k" * 200 + '": 1}',
+    '{"workerReplicas": {"common": {"image": "a\u3000b"}}, "elasticConfig": {"minReplicas": 1, "maxReplicas": 1}}',
+    '{"workerReplicas": {"resources": {"requests": [{"name": "CPU", "value": "1"}, {"name": "CPU", "value": "3"}],'
+    ' "limits": [{"name": "CPU", "value": "2"}]}}}',
+    '{"workerReplicas": {"replicas": 1, "resources": {"requests": [{"name": "GPU", "value": "0.1n"}],'
+    ' "limits": [{"name": "GPU", "value": "1"}, {"name": "MEMORY", "value": "-0"}]}}}',
 ]
 
 
@@ -462,6 +509,13 @@ def _mutated_requests(rng: Any) -> list[dict[str, Any]]:
     header = "# proto-message: elastic_idl.plugins.kubeflow.v1.DistributedPyTorchTrainingTask\n"
     for i, body in enumerate(TEXTPROTO_EDGES):
         out.append(_entry(f"text-edge-{i}", "kf_minimal_elastic", "textproto", header + body, 1))
+    for i, text in enumerate(JSON_EDGES):
+        out.append(_entry(f"json-edge-{i}", "kf_minimal_elastic", "json", text, 1))
+    out.append(_entry("text-bom", "kf_minimal_elastic", "textproto", "\ufeff" + header + "elastic_config {}", 1))
+    out.append(
+        _entry("text-surrogate", "kf_minimal_elastic", "textproto", header + 'elastic_config { role: "\ud800" }', 1)
+    )
+    out.append(_entry("binary-too-large", "kf_minimal_elastic", "binary_hex", "00" * (1024 * 1024 + 1), 7))
     for i, edit in enumerate(RENDER_EDGES):
         for name in ("kf_minimal_elastic", "kf_replica_common"):
             entry = _entry(f"render-{i}-{name}", name, "textproto", tc.CASES[name].textproto or "")
@@ -494,6 +548,7 @@ def test_go_and_python_agree_on_bad_input(go_conformance: Path) -> None:
     """Mutated JSON, binary and textproto inputs: the Go backend gives every output the reference gives.
 
     Wrong JSON types, unknown keys, integer and Duration edges, lone surrogates,
+    JSON that is no task, keys given twice, nesting and size limits, quantities,
     wire-type changes, bit flips, truncation, the other shape's bytes, the wire
     format's edges, text syntax errors and string escapes, and bad render options:
     the same DecodeError or RenderError field, or the same outputs when the input

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // ConformanceOutputs are the outputs the Go backend produces (launch_spec is the
@@ -18,9 +19,14 @@ import (
 // for an input that is no task.
 var ConformanceOutputs = []string{"binary_hex", "custom", "violations", "pytorchjob", "pod_env", "error"}
 
-// RespondConformance answers a conformance request (JSON). A per-case failure is
-// part of the answer; an error means the request itself is unusable.
+// RespondConformance answers a conformance request (JSON, UTF-8). A per-case
+// failure is part of the answer; an error means the request itself is unusable
+// (where the reference's entry point exits 2: a malformed request, a missing
+// key, render options that are no keyword arguments of render_pytorchjob).
 func RespondConformance(request []byte) ([]byte, error) {
+	if !utf8.Valid(request) {
+		return nil, fmt.Errorf("the request is not UTF-8")
+	}
 	v, err := parsePyJSON(string(request))
 	if err != nil {
 		return nil, fmt.Errorf("malformed JSON: %v", err)
@@ -29,22 +35,24 @@ func RespondConformance(request []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("the request must be a JSON object")
 	}
-	if version, _ := req.get("version"); !isInt(version, ContractVersion) {
+	if version, _ := req.get("version"); !pyEqualsInt(version, ContractVersion) {
 		return nil, fmt.Errorf("request version %s is not %d", pyRepr(version), ContractVersion)
 	}
 	results := map[string]any{}
-	if cases, ok := req.get("cases"); ok && cases != nil {
-		list, ok := cases.([]jsonValue)
-		if !ok {
-			return nil, fmt.Errorf("cases must be a list")
+	cases, ok := req.get("cases")
+	if s, isStr := cases.(string); !ok || (isStr && s == "") || (isObject(cases) && !pyTruthy(cases)) {
+		cases = []jsonValue{} // the reference iterates request.get("cases", []): these hold no case
+	}
+	list, ok := cases.([]jsonValue)
+	if !ok {
+		return nil, fmt.Errorf("cases must be a list")
+	}
+	for i, c := range list {
+		name, result, err := answerCase(c)
+		if err != nil {
+			return nil, fmt.Errorf("cases[%d]: %v", i, err)
 		}
-		for i, c := range list {
-			name, result, err := answerCase(c)
-			if err != nil {
-				return nil, fmt.Errorf("cases[%d]: %v", i, err)
-			}
-			results[name] = result
-		}
+		results[name] = result
 	}
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
@@ -58,13 +66,23 @@ func RespondConformance(request []byte) ([]byte, error) {
 	return out.Bytes(), err
 }
 
-// isInt is Python's v == want for a JSON value (1.0 == 1 too).
-func isInt(v jsonValue, want int) bool {
-	n, ok := v.(jsonNumber)
-	if ok && n.isFloat {
-		return n.f == float64(want)
+// pyEqualsInt is Python's v == want for a JSON value (1.0 == 1 and True == 1 too).
+func pyEqualsInt(v jsonValue, want int) bool {
+	switch x := v.(type) {
+	case bool:
+		return (x && want == 1) || (!x && want == 0)
+	case jsonNumber:
+		if x.isFloat {
+			return x.f == float64(want)
+		}
+		return x.lit == fmt.Sprint(want) || (want == 0 && x.lit == "-0")
 	}
-	return ok && n.lit == fmt.Sprint(want)
+	return false
+}
+
+func isObject(v jsonValue) bool {
+	_, ok := v.(*jsonObject)
+	return ok
 }
 
 // pyTruthy is Python's bool() of a JSON value.
@@ -100,6 +118,37 @@ func field(obj jsonValue, key string) (jsonValue, error) {
 }
 
 func answerCase(entry jsonValue) (string, map[string]any, error) {
+	input, err := field(entry, "input")
+	if err != nil {
+		return "", nil, err
+	}
+	data, err := field(input, "data")
+	if err != nil {
+		return "", nil, err
+	}
+	format, err := field(input, "format")
+	if err != nil {
+		return "", nil, err
+	}
+	versionV, err := field(entry, "task_type_version")
+	if err != nil {
+		return "", nil, err
+	}
+	render, _ := entry.(*jsonObject).get("render")
+	if !pyTruthy(render) { // the reference: entry.get("render") or DEFAULT_RENDER
+		render, _ = parsePyJSON(defaultRender)
+	}
+	version := int64(-1) // not an integer: no version this schema has
+	if n, ok := versionV.(jsonNumber); ok && !n.isFloat {
+		if _, err := fmt.Sscan(n.lit, &version); err != nil {
+			version = -1
+		}
+	}
+	fmtText, _ := format.(string)
+	result, err := evaluate(data, fmtText, version, render)
+	if err != nil {
+		return "", nil, err
+	}
 	nameV, err := field(entry, "name")
 	if err != nil {
 		return "", nil, err
@@ -108,70 +157,62 @@ func answerCase(entry jsonValue) (string, map[string]any, error) {
 	if !ok {
 		return "", nil, fmt.Errorf("name must be a string")
 	}
-	versionV, err := field(entry, "task_type_version")
-	if err != nil {
-		return "", nil, err
-	}
-	input, err := field(entry, "input")
-	if err != nil {
-		return "", nil, err
-	}
-	format, err := field(input, "format")
-	if err != nil {
-		return "", nil, err
-	}
-	data, err := field(input, "data")
-	if err != nil {
-		return "", nil, err
-	}
-	render, _ := entry.(*jsonObject).get("render")
-	if !pyTruthy(render) { // the reference: entry.get("render") or DEFAULT_RENDER
-		render, _ = parsePyJSON(defaultRender)
-	}
-	renderObj, ok := render.(*jsonObject)
-	if !ok {
-		return "", nil, fmt.Errorf("render must be an object")
-	}
-	opts, err := renderOptionsFromObject(renderObj)
-	if err != nil {
-		return "", nil, err
-	}
-	version := int64(-1) // not an integer: no version this schema has
-	if n, ok := versionV.(jsonNumber); ok && !n.isFloat {
-		fmt.Sscan(n.lit, &version)
-	}
-	fmtText, _ := format.(string)
-	dataText, ok := data.(string)
-	if !ok {
-		return "", nil, fmt.Errorf("input.data must be a string")
-	}
-	return name, evaluate(dataText, fmtText, version, opts), nil
+	return name, result, nil
 }
 
 // evaluate is every output for one serialized input (the reference's evaluate).
-func evaluate(data, format string, version int64, opts RenderOptions) map[string]any {
+// The data of the text formats is a str for the reference; binary_hex is read by
+// bytes.fromhex(str(data)).
+func evaluate(data jsonValue, format string, version int64, render jsonValue) (map[string]any, error) {
 	var (
 		task *Task
 		err  error
 	)
 	switch format {
 	case "binary_hex":
-		raw, herr := pyFromHex(data)
+		raw, herr := pyFromHex(pyStr(data))
 		if herr != nil {
-			return map[string]any{"error": map[string]any{"type": "DecodeError", "field": "", "reason": herr.Error()}}
+			return map[string]any{"error": map[string]any{"type": "DecodeError", "field": "", "reason": herr.Error()}}, nil
 		}
-		task, err = Decode(raw, FormatBinary, version)
+		task, err = decode(raw, FormatBinary, version, false)
 	default:
-		task, err = Decode([]byte(data), Format(format), version)
+		text, ok := data.(string)
+		if !ok {
+			return nil, fmt.Errorf("input.data must be a string, got %s", pyTypeName(data))
+		}
+		task, err = decode([]byte(text), Format(format), version, true)
 	}
 	if err != nil {
-		return map[string]any{"error": ErrorOf(err)}
+		return map[string]any{"error": ErrorOf(bounded(err))}, nil
 	}
-	return outputsOf(task, opts)
+	return outputsOf(task, render)
+}
+
+// pyStr is Python's str() of a JSON value that bytes.fromhex may read: a str or
+// an int; anything else gets text that is no hex.
+func pyStr(v jsonValue) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case jsonNumber:
+		if !x.isFloat && x.lit != "-0" {
+			return x.lit
+		}
+	}
+	return "not hex"
 }
 
 // outputsOf renders from the custom dict, as the backend does: custom -> task -> PyTorchJob -> pod env.
-func outputsOf(task *Task, opts RenderOptions) map[string]any {
+func outputsOf(task *Task, render jsonValue) (map[string]any, error) {
+	// The reference passes the options as keyword arguments: options that are none fail the request.
+	renderObj, ok := render.(*jsonObject)
+	if !ok {
+		return nil, fmt.Errorf("render must be an object")
+	}
+	opts, err := renderOptionsFromObject(renderObj)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]any{}
 	binary, _ := task.Binary() // a decoded task always marshals
 	out["binary_hex"] = hex.EncodeToString(binary)
@@ -194,12 +235,12 @@ func outputsOf(task *Task, opts RenderOptions) map[string]any {
 	podEnvs := map[string]any{}
 	out["pod_env"] = podEnvs
 	if _, failed := out["pytorchjob"]; failed {
-		return out
+		return out, nil
 	}
 	job, err := backendInput.RenderPyTorchJob(opts)
 	if err != nil {
 		out["pytorchjob"] = map[string]any{"error": ErrorOf(err)}
-		return out
+		return out, nil
 	}
 	out["pytorchjob"] = job
 	for _, rtype := range replicaOrder {
@@ -219,7 +260,7 @@ func outputsOf(task *Task, opts RenderOptions) map[string]any {
 			podEnvs[fmt.Sprintf("%s-%d", rtype, i)] = env
 		}
 	}
-	return out
+	return out, nil
 }
 
 // ErrorOf is the contract form of an error of this package: its type name, plus

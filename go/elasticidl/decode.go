@@ -41,33 +41,158 @@ const (
 )
 
 // Decode reads a task of the shape taskTypeVersion names (0 legacy, 1 kubeflow).
+// The text formats are UTF-8 (a leading byte order mark is dropped); JSON is the
+// TaskTemplate.custom dict as JSON text, an object of task fields, nested at most
+// maxNesting deep and with no key given twice.
 //
-// Errors: *UnsupportedVersionError for any other version (checked first), else
-// *DecodeError naming the field at fault.
+// Errors, in this order: *DecodeError for input larger than maxTaskBytes,
+// *UnsupportedVersionError for a version other than 0 and 1, else *DecodeError
+// naming the field at fault ("" for the input as a whole). Messages are one line.
 func Decode(data []byte, format Format, taskTypeVersion int64) (*Task, error) {
+	task, err := decode(data, format, taskTypeVersion, false)
+	return task, bounded(err)
+}
+
+// decode is Decode; fromStr says the text formats' data was a str for the
+// reference (the conformance request's), not bytes: it is then checked for lone
+// surrogates only, where bytes are checked for other encodings and bad UTF-8.
+func decode(data []byte, format Format, taskTypeVersion int64, fromStr bool) (*Task, error) {
+	if len(data) > maxTaskBytes {
+		return nil, &DecodeError{Reason: fmt.Sprintf("the input is larger than %s bytes, the largest task "+
+			"elastic-idl reads", thousands(maxTaskBytes))}
+	}
+	msg, err := newMessage(taskTypeVersion)
+	if err != nil {
+		return nil, err
+	}
 	switch format {
 	case FormatBinary:
 		return decodeBinary(data, taskTypeVersion)
-	case FormatTextproto:
-		return decodeTextproto(string(data), taskTypeVersion)
-	case FormatJSON:
-		msg, err := newMessage(taskTypeVersion)
+	case FormatTextproto, FormatJSON:
+		text, err := asText(data, string(format), fromStr)
 		if err != nil {
 			return nil, err
 		}
-		v, err := parsePyJSON(string(data))
-		if err != nil {
+		if format == FormatTextproto {
+			return decodeTextproto(text, taskTypeVersion)
+		}
+		v, err := parseTaskJSON(text)
+		switch e := err.(type) {
+		case nil:
+		case *jsonDuplicateKey:
+			return nil, &DecodeError{Field: e.key, Reason: e.Error(), Format: string(FormatJSON)}
+		case *jsonTooDeep:
+			return nil, &DecodeError{Reason: e.Error(), Format: string(FormatJSON)}
+		default:
 			return nil, &DecodeError{Reason: "malformed JSON: " + err.Error(), Format: string(FormatJSON)}
 		}
 		return fromValue(msg, v, string(FormatJSON))
 	}
-	return nil, &DecodeError{Reason: fmt.Sprintf("unknown format %q; expected one of binary, json, textproto", format)}
+	return nil, &DecodeError{Reason: fmt.Sprintf("unknown format %s; expected one of binary, json, textproto",
+		brief(string(format)))}
+}
+
+// bounded cuts a DecodeError's field and reason to one line each, as the
+// reference's DecodeError does (the field is part of the contract).
+func bounded(err error) error {
+	if de, ok := err.(*DecodeError); ok {
+		de.Field = oneLine(de.Field, maxFieldChars)
+		de.Reason = oneLine(de.Reason, maxErrorChars)
+	}
+	return err
+}
+
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// asText is the text of a text-format input (the reference's _as_text): UTF-8, a
+// leading byte order mark dropped. Bytes in UTF-16 or UTF-32 are refused by name.
+func asText(data []byte, format string, fromStr bool) (string, error) {
+	if !fromStr {
+		if other := otherEncoding(data); other != "" {
+			return "", &DecodeError{
+				Reason: "the input is " + other + " text; a task in a text format must be UTF-8", Format: format,
+			}
+		}
+	}
+	if !utf8.Valid(data) {
+		reason := "not valid UTF-8; a task in a text format is UTF-8"
+		if fromStr {
+			reason = "not valid UTF-8 (a lone surrogate)"
+		}
+		return "", &DecodeError{Reason: reason, Format: format}
+	}
+	return strings.TrimPrefix(string(data), "\ufeff"), nil
+}
+
+// byteOrderMarks are the BOMs of the encodings a text task may not be in, UTF-32 first.
+var byteOrderMarks = []struct{ bom, name string }{
+	{"\xff\xfe\x00\x00", "UTF-32"}, {"\x00\x00\xfe\xff", "UTF-32"}, {"\xff\xfe", "UTF-16"}, {"\xfe\xff", "UTF-16"},
+}
+
+// otherEncoding is "UTF-16" or "UTF-32" when the bytes are text in that encoding
+// (by its BOM, or ASCII with every other byte NUL), else "".
+func otherEncoding(data []byte) string {
+	for _, b := range byteOrderMarks {
+		if strings.HasPrefix(string(data), b.bom) {
+			return b.name
+		}
+	}
+	sample := data
+	if len(sample) > 512 {
+		sample = sample[:512]
+	}
+	half := len(sample) / 2
+	nuls := func(start int) (int, []byte) {
+		n, rest := 0, []byte{}
+		for i := start; i < len(sample); i += 2 {
+			if sample[i] == 0 {
+				n++
+			}
+			rest = append(rest, sample[i])
+		}
+		return n, rest
+	}
+	oddNULs, odd := nuls(1)
+	evenNULs, even := nuls(0)
+	if half >= 2 && (oddNULs == half || evenNULs == half) {
+		other := odd
+		if oddNULs == half {
+			other = even
+		}
+		if looksLikeText(other) {
+			return "UTF-16"
+		}
+	}
+	return ""
+}
+
+// looksLikeText: mostly printable ASCII and no NUL.
+func looksLikeText(data []byte) bool {
+	if len(data) > 4096 {
+		data = data[:4096]
+	}
+	printable := 0
+	for _, b := range data {
+		if b == 0 {
+			return false
+		}
+		if (b >= 32 && b < 127) || b == 9 || b == 10 || b == 13 {
+			printable++
+		}
+	}
+	return len(data) > 0 && float64(printable) >= 0.9*float64(len(data))
 }
 
 // FromStruct reads the task from TaskTemplate.custom as the backend gets it: a
 // protobuf Struct, whose numbers are all doubles (integral ones are read as
 // integers). A Struct's keys have no order: when several are wrong, the first in
-// sorted order is reported.
+// sorted order is reported. A nil Struct is no task (a DecodeError).
 func FromStruct(custom *structpb.Struct, taskTypeVersion int64) (*Task, error) {
 	msg, err := newMessage(taskTypeVersion)
 	if err != nil {
@@ -77,7 +202,8 @@ func FromStruct(custom *structpb.Struct, taskTypeVersion int64) (*Task, error) {
 	if custom != nil {
 		v = fromStructValue(structpb.NewStructValue(custom))
 	}
-	return fromValue(msg, v, "custom")
+	task, err := fromValue(msg, v, "custom")
+	return task, bounded(err)
 }
 
 func fromStructValue(v *structpb.Value) jsonValue {
@@ -409,13 +535,14 @@ func afterStrings(lines []string, line, col int) (int, int) {
 
 // fromValue checks then builds, as the reference's _from_mapping does.
 func fromValue(msg proto.Message, v jsonValue, format string) (*Task, error) {
-	if v == nil {
-		v = newObject() // null is the empty task
-	}
 	obj, ok := v.(*jsonObject)
 	if !ok {
+		kind := pyTypeName(v)
+		if v == nil {
+			kind = "null"
+		}
 		return nil, &DecodeError{
-			Reason: fmt.Sprintf("expected an object at the top level, got %s", pyTypeName(v)), Format: format,
+			Reason: "expected an object of task fields at the top level, got " + kind, Format: format,
 		}
 	}
 	desc := msg.ProtoReflect().Descriptor()
@@ -485,6 +612,7 @@ func under(err error, step string) error {
 // the exact field; it returns a copy whose integer and enum numbers are int64.
 func checkObject(obj *jsonObject, desc protoreflect.MessageDescriptor, format string) (*jsonObject, error) {
 	out := &jsonObject{keys: obj.keys, vals: make(map[string]jsonValue, len(obj.keys))}
+	given := map[protoreflect.Name]string{} // field -> the key that set it
 	for _, key := range obj.keys {
 		value := obj.vals[key]
 		fd := fieldByKey(desc, key)
@@ -495,6 +623,14 @@ func checkObject(obj *jsonObject, desc protoreflect.MessageDescriptor, format st
 				Format: format,
 			}
 		}
+		if first, ok := given[fd.Name()]; ok { // both names of one field
+			return nil, &DecodeError{
+				Field:  string(fd.Name()),
+				Reason: fmt.Sprintf("given twice, as %s and %s", pyStrRepr(first), pyStrRepr(key)),
+				Format: format,
+			}
+		}
+		given[fd.Name()] = key
 		switch {
 		case value == nil:
 			out.vals[key] = nil // null means unset in proto3 JSON
@@ -644,12 +780,14 @@ func checkInteger(value jsonValue, format string, lo, hi int64) (jsonValue, erro
 
 // buildMessage sets the checked values in key order as protobuf's ParseDict:
 // null clears, a repeated field is replaced, a message is merged into, a
-// Duration is parsed. Its errors name the JSON keys as written.
+// Duration is parsed. Its errors name the fields without list indices, as the
+// reference reads them off protobuf's message.
 func buildMessage(m protoreflect.Message, obj *jsonObject, format string) error {
 	desc := m.Descriptor()
 	for _, key := range obj.keys {
-		if err := buildField(m, fieldByKey(desc, key), obj.vals[key], format); err != nil {
-			return under(err, key)
+		fd := fieldByKey(desc, key)
+		if err := buildField(m, fd, obj.vals[key], format); err != nil {
+			return under(err, string(fd.Name()))
 		}
 	}
 	return nil

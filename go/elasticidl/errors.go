@@ -53,13 +53,20 @@ type Violation struct {
 	Message string
 }
 
-func (v Violation) String() string { return v.Field + ": " + v.Rule + ": " + v.Message }
+// String is "field: rule: message"; an empty field (the task as a whole) is left out.
+func (v Violation) String() string {
+	if v.Field == "" {
+		return v.Rule + ": " + v.Message
+	}
+	return v.Field + ": " + v.Rule + ": " + v.Message
+}
 
 // ValidationError reports a task that breaks one or more rules; Violations lists all of them.
 type ValidationError struct {
 	Violations []Violation
 }
 
+// Error lists at most maxViolationsShown violations, one a line, then how many more there are.
 func (e *ValidationError) Error() string {
 	var b strings.Builder
 	n := len(e.Violations)
@@ -68,7 +75,11 @@ func (e *ValidationError) Error() string {
 		b.WriteString("s")
 	}
 	b.WriteString(":")
-	for _, v := range e.Violations {
+	for i, v := range e.Violations {
+		if i == maxViolationsShown {
+			fmt.Fprintf(&b, "\n  ... and %d more violations", n-maxViolationsShown)
+			break
+		}
 		b.WriteString("\n  ")
 		b.WriteString(v.String())
 	}

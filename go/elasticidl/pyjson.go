@@ -7,6 +7,9 @@ package elasticidl
 //     the first key's place and the last value; accepts NaN, Infinity and -Infinity;
 //     tells integers from floats (1 vs 1.0); keeps a lone UTF-16 surrogate of a
 //     \uXXXX escape (as WTF-8, invalid UTF-8 in a Go string) instead of replacing it;
+//     refuses an integer of more than pyMaxStrDigits digits (Python's int() limit);
+//   - a task's JSON is read as the reference's codec reads it (parseTaskJSON): nested
+//     at most maxNesting deep, and a key given twice in one object is refused;
 //   - writing (json.dumps(sort_keys=True, separators=(",", ":"))) sorts keys, writes
 //     no whitespace, and escapes every non-ASCII character as \uXXXX (surrogate pairs
 //     beyond the BMP), with no HTML escaping.
@@ -64,17 +67,69 @@ type jsonSyntaxError struct {
 
 func (e *jsonSyntaxError) Error() string { return fmt.Sprintf("%s at offset %d", e.msg, e.pos) }
 
-// maxJSONDepth bounds nesting, so hostile input cannot exhaust the stack.
+// jsonDuplicateKey is a key given twice in one object (parseTaskJSON only).
+type jsonDuplicateKey struct{ key string }
+
+func (e *jsonDuplicateKey) Error() string { return "the key appears twice in one object" }
+
+// jsonTooDeep is a document nested deeper than maxNesting (parseTaskJSON only).
+type jsonTooDeep struct{ pos int }
+
+func (e *jsonTooDeep) Error() string { return fmt.Sprintf("nested deeper than %d levels", maxNesting) }
+
+// maxJSONDepth bounds nesting of any document, so hostile input cannot exhaust the stack.
 const maxJSONDepth = 512
 
 type jsonParser struct {
-	s   string
-	pos int
+	s      string
+	pos    int
+	unique bool // a key given twice in one object is an error (as json.loads with the codec's hook)
 }
 
 // parsePyJSON reads one JSON document as json.loads does.
 func parsePyJSON(s string) (jsonValue, error) {
-	p := &jsonParser{s: s}
+	return (&jsonParser{s: s}).document()
+}
+
+// parseTaskJSON reads a task's JSON as the reference's codec does (_load_json):
+// nesting deeper than maxNesting is refused before anything is parsed; then
+// json.loads with duplicate keys refused, the first found when an object ends.
+func parseTaskJSON(s string) (jsonValue, error) {
+	if pos := jsonNestingPast(s, maxNesting); pos >= 0 {
+		return nil, &jsonTooDeep{pos: pos}
+	}
+	return (&jsonParser{s: s, unique: true}).document()
+}
+
+// jsonNestingPast is the index of the first bracket nested deeper than limit, or
+// -1: a linear scan of brackets outside strings, as the reference's _json_too_deep.
+func jsonNestingPast(s string, limit int) int {
+	if strings.Count(s, "[")+strings.Count(s, "{") <= limit {
+		return -1
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case inString && c == '\\':
+			i++ // the escaped character
+		case inString && c == '"':
+			inString = false
+		case inString:
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			if depth > limit {
+				return i
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return -1
+}
+
+func (p *jsonParser) document() (jsonValue, error) {
 	p.ws()
 	v, err := p.value(0)
 	if err != nil {
@@ -143,6 +198,7 @@ func (p *jsonParser) value(depth int) (jsonValue, error) {
 func (p *jsonParser) object(depth int) (jsonValue, error) {
 	p.pos++ // {
 	obj := newObject()
+	duplicate := ""
 	p.ws()
 	if p.pos < len(p.s) && p.s[p.pos] == '}' {
 		p.pos++
@@ -167,6 +223,9 @@ func (p *jsonParser) object(depth int) (jsonValue, error) {
 		if err != nil {
 			return nil, err
 		}
+		if _, seen := obj.vals[key]; seen && p.unique && duplicate == "" {
+			duplicate = key
+		}
 		obj.set(key, v)
 		p.ws()
 		if p.pos >= len(p.s) {
@@ -177,6 +236,9 @@ func (p *jsonParser) object(depth int) (jsonValue, error) {
 			p.pos++
 		case '}':
 			p.pos++
+			if duplicate != "" {
+				return nil, &jsonDuplicateKey{key: duplicate}
+			}
 			return obj, nil
 		default:
 			return nil, p.fail("expecting ',' delimiter")
@@ -257,6 +319,10 @@ func (p *jsonParser) number() (jsonValue, error) {
 	}
 	lit := p.s[start:p.pos]
 	if !isFloat {
+		if len(strings.TrimPrefix(lit, "-")) > pyMaxStrDigits {
+			p.pos = start
+			return nil, p.fail(fmt.Sprintf("an integer of more than %d digits", pyMaxStrDigits))
+		}
 		return jsonNumber{lit: lit}, nil
 	}
 	f, err := strconv.ParseFloat(lit, 64)

@@ -148,7 +148,7 @@ var (
 )
 
 func renderErr(field, format string, args ...any) error {
-	return &RenderError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	return &RenderError{Field: field, Reason: oneLine(fmt.Sprintf(format, args...), maxErrorChars)}
 }
 
 func pyLen(s string) int { return utf8.RuneCountInString(s) }
@@ -310,6 +310,9 @@ func k8sResources(field string, v jsonValue) (*ResourceRequirements, error) {
 		}
 		block := map[string]string{}
 		for _, name := range sortedStrings(m.keys) {
+			if err := qualifiedKey(field+"."+kind, name); err != nil { // a resource name is a qualified name
+				return nil, err
+			}
 			qty, ok := quantityText(m.vals[name])
 			if !ok {
 				return nil, renderErr(field+"."+kind+"."+name, "expected a quantity such as '2' or '4Gi', got %s",
@@ -330,17 +333,36 @@ func k8sResources(field string, v jsonValue) (*ResourceRequirements, error) {
 			return nil, renderErr(field+"."+key, "only 'requests' and 'limits' are allowed")
 		}
 	}
+	// The quantities, as the rule resources.quantity checks a replica's: the first problem is the error.
+	named := func(block map[string]string) []namedQuantity {
+		var list []namedQuantity
+		for _, name := range sortedKeys(block) {
+			list = append(list, namedQuantity{name, block[name]})
+		}
+		return list
+	}
+	requests, limits := named(out.Requests), named(out.Limits)
+	if problems := quantityProblems(requests, limits); len(problems) > 0 {
+		p := problems[0]
+		entries := requests
+		if p.kind == keyLimits {
+			entries = limits
+		}
+		return nil, renderErr(field+"."+p.kind+"."+entries[p.entry].name, "%s", p.message)
+	}
 	return out, nil
 }
 
-// quantityText is str(qty) of a str or int quantity; bools, floats and "" are refused.
+// quantityText is str(qty) of a str, int or float quantity (as Elastic(requests=...)
+// writes a number); bools, other types and "" are refused. The quantity rules
+// then check the text.
 func quantityText(v jsonValue) (string, bool) {
 	switch x := v.(type) {
 	case string:
 		return x, x != ""
 	case jsonNumber:
 		if x.isFloat {
-			return "", false
+			return pyFloatRepr(x.f), true
 		}
 		if x.lit == "-0" {
 			return "0", true
@@ -358,10 +380,11 @@ type replicaCount struct {
 // RenderPyTorchJob renders the kubeflow.org/v1 PyTorchJob the backend creates for
 // a task. Pure: it talks to nobody, and two renders of the same input are equal.
 //
-// Errors, checked in this order: *ValidationError (the task breaks a rule),
-// *RenderError naming the option or task field at fault (a non-elastic job
-// without workers, then name, namespace, image, command, args, entrypoint,
-// pod_args, labels, annotations, resources, env, a replica's image).
+// Errors, checked in this order: *ValidationError (the task breaks a rule; an
+// empty task and a non-elastic job without workers are violations too),
+// *RenderError naming the option or task field at fault (name, namespace, image,
+// command, args, entrypoint, pod_args, labels, annotations, resources with the
+// quantity rules of resources.quantity, env, a replica's image).
 func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err

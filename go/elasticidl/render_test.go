@@ -74,10 +74,13 @@ func TestRenderChecksTheTaskFirst(t *testing.T) {
 		ve.Violations[0].Field != "elastic_config.max_replicas" {
 		t.Fatalf("got %v, want the min_le_max violation", err)
 	}
+	// What the renderer cannot render is invalid: the empty task, a job without workers.
 	task, _ = NewTask(&eidlkubeflowv1.DistributedPyTorchTrainingTask{})
 	_, err = task.RenderPyTorchJob(okOptions())
-	if re, ok := err.(*RenderError); !ok || re.Field != "worker_replicas.replicas" {
-		t.Fatalf("a job without workers: got %v", err)
+	ve, ok = err.(*ValidationError)
+	if !ok || len(ve.Violations) != 2 || ve.Violations[0].Rule != "task.not_empty" ||
+		ve.Violations[1].Field != "worker_replicas.replicas" || ve.Violations[1].Rule != "replicas.workers_required" {
+		t.Fatalf("the empty task: got %v", err)
 	}
 }
 
@@ -91,7 +94,8 @@ func TestRenderOptionsFromJSON(t *testing.T) {
 		{`{"name": "job", "image": "i", "entrypoint": ["t.py", 1]}`, "entrypoint[1]"},
 		{`{"name": 5, "image": "i"}`, "name"},
 		{`{"name": "job", "image": "i", "entrypoint": ["t"], "resources": {"requests": {"cpu": true}}}`, "resources.requests.cpu"},
-		{`{"name": "job", "image": "i", "entrypoint": ["t"], "resources": {"requests": {"cpu": 2.0}}}`, "resources.requests.cpu"},
+		{`{"name": "job", "image": "i", "entrypoint": ["t"], "resources": {"requests": {"cpu": NaN}}}`, "resources.requests.cpu"},
+		{`{"name": "job", "image": "i", "entrypoint": ["t"], "resources": {"requests": {"cpu": -0.5}}}`, "resources.requests.cpu"},
 		{`{"name": "job", "image": "i", "entrypoint": ["t"], "resources": {"gpus": {}}}`, "resources.gpus"},
 		{`{"name": "job", "image": "i", "entrypoint": ["t"], "labels": {"a": 1}}`, "labels.a"},
 		{`{"name": "job", "image": "i", "entrypoint": ["t"], "env": []}`, "env"},
@@ -113,7 +117,9 @@ func TestRenderOptionsFromJSON(t *testing.T) {
 			t.Errorf("%s: got %v, want a RenderError on %q", tc.in, err, tc.field)
 		}
 	}
-	o, err := RenderOptionsFromJSON([]byte(`{"name": "job", "image": "i", "command": [], "resources": {"limits": {"cpu": 2}}}`))
+	// A number is written as Python's str() writes it (as Elastic(requests=...) does).
+	o, err := RenderOptionsFromJSON([]byte(`{"name": "job", "image": "i", "command": [], ` +
+		`"resources": {"limits": {"cpu": 2, "memory": 1e-7}, "requests": {"cpu": 2.0}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +128,8 @@ func TestRenderOptionsFromJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := job.Spec.PyTorchReplicaSpecs[ReplicaWorker].Template.Spec.Containers[0]
-	if c.Command == nil || len(c.Command) != 0 || c.Args != nil || c.Resources.Limits["cpu"] != "2" {
+	if c.Command == nil || len(c.Command) != 0 || c.Args != nil || c.Resources.Limits["cpu"] != "2" ||
+		c.Resources.Limits["memory"] != "1e-07" || c.Resources.Requests["cpu"] != "2.0" {
 		t.Errorf("container %+v", c)
 	}
 }

@@ -18,6 +18,12 @@ type enumText struct {
 	text   string
 }
 
+// suffixPower is a quantity suffix and the power (of 2 or 10) it stands for.
+type suffixPower struct {
+	suffix string
+	power  int
+}
+
 func lookup(pairs []strPair, key string) string {
 	for _, p := range pairs {
 		if p.key == key {

@@ -24,13 +24,17 @@ var Rules = []Rule{
 	{"elastic.rdzv_port.range", "rdzv_port is in 0..65535 (0 = runtime's choice)"},
 	{"elastic.local_ranks_filter.range", "local_ranks_filter entries are >= 0, unique and < nproc_per_node"},
 	{"elastic.signals.known", "signals_to_handle holds unique known signal names (SIGTERM, ...)"},
+	{"task.not_empty", "the task sets at least one field: its binary form is not empty (an empty file, {} or null is no task)"},
 	{"replicas.non_negative", "a replica count is >= 0"},
+	{"replicas.workers_required", "without an elastic config, the worker count is not 0 (the job has at least 1 worker)"},
+	{"replicas.image.format", "a replica image, when set, has no whitespace"},
 	{"replicas.worker_matches_max", "with an elastic config, the worker count is 0 or max_replicas"},
 	{"replicas.master_count", "the master replica spec is absent or has exactly 1 replica"},
 	{"replicas.deprecated_conflict", "when `common` is set, the deprecated replica fields are unset or equal"},
 	{"resources.entry", "a resource entry names a known resource and has a non-empty value"},
+	{"resources.quantity", "a resource value is a Kubernetes quantity without spaces, >= 0, a whole number for GPU; a request is <= its limit, and equal to it for GPU (elastic_idl._resources has the grammar)"},
 	{"run_policy.non_negative", "run policy seconds and backoff limit are >= 0"},
-	{"launch.elastic_required", "a launch (local or in a pod) needs an elastic config"},
+	{"launch.elastic_required", "a launch (run, torchrun, the pod) needs an elastic config; a limit of launching, not of validity"},
 	{"env.rdzv_conf", "PET_RDZV_CONF is a comma-separated list of key=value"},
 }
 
@@ -93,6 +97,9 @@ const envNamePattern = "^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 // A Python regular expression of the reference (duration).
 const durationPattern = "^-?\\d+(\\.\\d{1,9})?s$"
 
+// A Python regular expression of the reference (quantity).
+const quantityPattern = "(?P<sign>[+-]?)(?P<number>[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?"
+
 // ElasticConfig Durations rendered into rdzvConf, in order (elastic_idl._spec.rdzv_configs_of).
 var rdzvTimeoutFields = []string{"join_timeout", "last_call_timeout", "close_timeout", "read_timeout"}
 
@@ -135,7 +142,7 @@ var podEntrypoint = []string{"python", "-m", "elastic_idl.pod"}
 // elastic_idl._kubeflow.RESERVED_ENV
 var reservedEnv = []string{"ELASTIC_IDL_TASK", "ELASTIC_IDL_TASK_TYPE_VERSION", "MASTER_ADDR", "MASTER_PORT", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_MAX_RESTARTS", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "PET_RDZV_BACKEND", "PET_RDZV_CONF", "PET_RDZV_ENDPOINT", "PET_RDZV_ID", "PET_STANDALONE", "RANK", "WORLD_SIZE"}
 
-// elastic_idl._kubeflow.RESOURCE_NAMES
+// elastic_idl._resources.RESOURCE_NAMES
 var resourceNames = []enumText{
 	{1, "cpu"},
 	{2, "nvidia.com/gpu"},
@@ -143,6 +150,45 @@ var resourceNames = []enumText{
 	{4, "storage"},
 	{5, "ephemeral-storage"},
 }
+
+// elastic_idl._resources.BINARY_SUFFIXES: suffix -> power of 2.
+var binarySuffixes = []suffixPower{
+	{"Ki", 10},
+	{"Mi", 20},
+	{"Gi", 30},
+	{"Ti", 40},
+	{"Pi", 50},
+	{"Ei", 60},
+}
+
+// elastic_idl._resources.DECIMAL_SUFFIXES: suffix -> power of 10.
+var decimalSuffixes = []suffixPower{
+	{"n", -9},
+	{"u", -6},
+	{"m", -3},
+	{"", 0},
+	{"k", 3},
+	{"M", 6},
+	{"G", 9},
+	{"T", 12},
+	{"P", 15},
+	{"E", 18},
+}
+
+// elastic_idl._resources.EXPONENT_MIN
+const quantityExponentMin = -2147483648
+
+// elastic_idl._resources.EXPONENT_MAX
+const quantityExponentMax = 2147483647
+
+// elastic_idl._resources.NANO, as a power of 10.
+const nanoExponent = -9
+
+// elastic_idl._resources.BINARY_CAP, as decimal text.
+const binaryCap = "9223372036854775807"
+
+// elastic_idl._resources.HUGEPAGES_PREFIX
+const hugepagesPrefix = "hugepages-"
 
 // elastic_idl._kubeflow.RESTART_POLICIES
 var restartPolicies = []enumText{
@@ -380,6 +426,33 @@ const envStandalone = "PET_STANDALONE"
 
 // elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .WORLD_SIZE
 const envWorldSize = "WORLD_SIZE"
+
+// elastic_idl._codec.MAX_TASK_BYTES
+const maxTaskBytes = 1048576
+
+// elastic_idl._codec.MAX_NESTING
+const maxNesting = 100
+
+// elastic_idl._errors.MAX_ERROR_CHARS
+const maxErrorChars = 500
+
+// elastic_idl._errors.MAX_FIELD_CHARS
+const maxFieldChars = 120
+
+// elastic_idl._errors.MAX_VIOLATIONS_SHOWN
+const maxViolationsShown = 20
+
+// elastic_idl._errors.brief: reprlib's maxstring.
+const briefMaxString = 60
+
+// elastic_idl._errors.brief: reprlib's maxlist.
+const briefMaxList = 4
+
+// elastic_idl._errors.brief: reprlib's maxlong.
+const briefMaxLong = 40
+
+// Python's default limit of digits in int <-> str conversion (json.loads refuses longer integers).
+const pyMaxStrDigits = 4300
 
 // ContractVersion is the conformance protocol's version.
 const ContractVersion = 1

@@ -47,8 +47,9 @@ type check struct {
 
 type report struct{ out []Violation }
 
+// add reports a violation; its message is one bounded line, as the reference's.
 func (r *report) add(field, rule, format string, args ...any) {
-	r.out = append(r.out, Violation{Field: field, Rule: rule, Message: fmt.Sprintf(format, args...)})
+	r.out = append(r.out, Violation{Field: field, Rule: rule, Message: oneLine(fmt.Sprintf(format, args...), maxErrorChars)})
 }
 
 // onElastic runs a step only for an elastic task, on its config.
@@ -69,6 +70,12 @@ var durationFields = []string{
 
 // checks is the validation table. Order matters: it is the order of the violations.
 var checks = []check{
+	{[]string{"task.not_empty"}, func(v *taskView, r *report) {
+		if proto.Size(v.message) == 0 {
+			r.add("", "task.not_empty", "the task is empty (no field is set: an empty file, {} or null?); "+
+				"a task needs an elastic_config or worker replicas")
+		}
+	}},
 	{[]string{"elastic.min_replicas.min"}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {
 		if e.GetMinReplicas() < 1 {
 			r.add(ec+".min_replicas", "elastic.min_replicas.min", "must be >= 1, got %d", e.GetMinReplicas())
@@ -106,8 +113,8 @@ var checks = []check{
 		}
 		switch {
 		case !contains(knownBackends, backend):
-			r.add(ec+".rdzv_backend", "elastic.rdzv_backend.known", "%q is not one of %s",
-				e.GetRdzvBackend(), strings.Join(knownBackends, ", "))
+			r.add(ec+".rdzv_backend", "elastic.rdzv_backend.known", "%s is not one of %s",
+				brief(e.GetRdzvBackend()), strings.Join(knownBackends, ", "))
 		case backend == "static" && e.GetMinReplicas() != e.GetMaxReplicas():
 			r.add(ec+".rdzv_backend", "elastic.static.fixed_size",
 				"static needs min_replicas == max_replicas, got %d:%d", e.GetMinReplicas(), e.GetMaxReplicas())
@@ -146,16 +153,16 @@ var checks = []check{
 			key := opt.GetKey()
 			switch {
 			case key == "" || strings.ContainsAny(key, ",="):
-				r.add(f+".key", "elastic.rdzv_options.key", "bad key %q: non-empty, no ',' or '='", key)
+				r.add(f+".key", "elastic.rdzv_options.key", "bad key %s: non-empty, no ',' or '='", brief(key))
 			case lookup(typedRdzvKeys, key) != "":
 				r.add(f+".key", "elastic.rdzv_options.typed",
-					"%q has a typed field: set elastic_config.%s instead", key, lookup(typedRdzvKeys, key))
+					"%s has a typed field: set elastic_config.%s instead", brief(key), lookup(typedRdzvKeys, key))
 			case seen[key]:
-				r.add(f+".key", "elastic.rdzv_options.unique", "duplicate key %q", key)
+				r.add(f+".key", "elastic.rdzv_options.unique", "duplicate key %s", brief(key))
 			}
 			seen[key] = true
 			if strings.Contains(opt.GetValue(), ",") {
-				r.add(f+".value", "elastic.rdzv_options.value", "value %q contains ','", opt.GetValue())
+				r.add(f+".value", "elastic.rdzv_options.value", "value %s contains ','", brief(opt.GetValue()))
 			}
 		}
 	})},
@@ -169,14 +176,14 @@ var checks = []check{
 			bad = bad || c < 33 || c >= 127
 		}
 		if bad {
-			r.add(ec+".rdzv_id", "elastic.rdzv_id.format", "bad rdzv_id %q: %s", id, ruleText("elastic.rdzv_id.format"))
+			r.add(ec+".rdzv_id", "elastic.rdzv_id.format", "bad rdzv_id %s: %s", brief(id), ruleText("elastic.rdzv_id.format"))
 		}
 	})},
 	{[]string{"elastic.rdzv_host.format"}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {
 		host := e.GetRdzvHost()
 		if host != "" && (utf8.RuneCountInString(host) > 253 ||
 			strings.IndexFunc(host, func(c rune) bool { return isPySpace(c) || c == ',' || c == '/' }) >= 0) {
-			r.add(ec+".rdzv_host", "elastic.rdzv_host.format", "bad rdzv_host %q", host)
+			r.add(ec+".rdzv_host", "elastic.rdzv_host.format", "bad rdzv_host %s", brief(host))
 		}
 	})},
 	{[]string{"elastic.rdzv_port.range"}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {
@@ -194,20 +201,25 @@ var checks = []check{
 		}
 		if bad {
 			r.add(ec+".local_ranks_filter", "elastic.local_ranks_filter.range",
-				"%v: entries must be unique, >= 0 and < nproc_per_node", ranks)
+				"%s: entries must be unique, >= 0 and < nproc_per_node", briefList(ranks, func(n int32) string { return briefInt(int64(n)) }))
 		}
 	})},
 	{[]string{"elastic.signals.known"}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {
 		names := e.GetSignalsToHandle()
 		seen := map[string]bool{}
+		unknown := []string{}
 		bad := false
 		for _, n := range names {
-			bad = bad || !contains(signalNames, n) || seen[n]
+			if !contains(signalNames, n) {
+				unknown = append(unknown, n)
+			}
+			bad = bad || seen[n]
 			seen[n] = true
 		}
-		if bad {
+		if bad || len(unknown) > 0 {
 			r.add(ec+".signals_to_handle", "elastic.signals.known",
-				"%q: names must be unique signal names such as SIGTERM", names)
+				"%s: names must be unique signal names such as SIGTERM (unknown: %s)",
+				briefList(names, brief), briefList(unknown, brief))
 		}
 	})},
 	{replicaRules, func(v *taskView, r *report) { replicaChecks(v, &v.worker, false, r) }},
@@ -235,7 +247,7 @@ var checks = []check{
 			}
 			if old := spec.GetImage(); old != "" && old != c.GetImage() {
 				r.add(path+".image", "replicas.deprecated_conflict",
-					"deprecated image=%q differs from common.image=%q; common wins, so drop one", old, c.GetImage())
+					"deprecated image=%s differs from common.image=%s; common wins, so drop one", brief(old), brief(c.GetImage()))
 			}
 			if old := spec.GetRestartPolicy(); old != 0 && old != c.GetRestartPolicy() {
 				r.add(path+".restart_policy", "replicas.deprecated_conflict",
@@ -270,14 +282,24 @@ var checks = []check{
 }
 
 var replicaRules = []string{
-	"replicas.non_negative", ruleEnumKnown, "resources.entry", "replicas.master_count", "replicas.worker_matches_max",
+	"replicas.non_negative", "replicas.workers_required", "replicas.image.format", ruleEnumKnown, "resources.entry",
+	"resources.quantity", "replicas.master_count", "replicas.worker_matches_max",
 }
 
 func replicaChecks(v *taskView, rv *replicaView, isMaster bool, r *report) {
 	if rv.replicas < 0 {
 		r.add(rv.replicasPath, "replicas.non_negative", "must be >= 0, got %d", rv.replicas)
 	}
+	if !isMaster && v.elastic == nil && rv.replicas == 0 {
+		// The backend refuses such a job (upstream: "number of workers must be greater than 0").
+		r.add(rv.replicasPath, "replicas.workers_required",
+			"a task without an elastic config runs as Master + Workers and needs at least 1 worker; "+
+				"set the worker replicas, or an elastic_config")
+	}
 	if rv.specPath != "" {
+		if strings.IndexFunc(rv.image, isPySpace) >= 0 {
+			r.add(rv.specPath+".image", "replicas.image.format", "%s is not an image reference", brief(rv.image))
+		}
 		enumValue(r, rv.specPath+".restart_policy", restartPolicyEnum, rv.restart)
 		resourceChecks(rv.specPath+".resources", rv.resources, r)
 	}
@@ -311,6 +333,18 @@ func resourceChecks(path string, res *eidlcorev1.Resources, r *report) {
 				r.add(f+".value", "resources.entry", "empty quantity")
 			}
 		}
+	}
+	// As the API server checks them once the backend has rendered the pod (GPU -> nvidia.com/gpu).
+	named := func(entries []*eidlcorev1.Resources_ResourceEntry) []namedQuantity {
+		out := make([]namedQuantity, len(entries))
+		for i, e := range entries {
+			name, _ := enumTextOf(resourceNames, int32(e.GetName()))
+			out[i] = namedQuantity{name, e.GetValue()}
+		}
+		return out
+	}
+	for _, p := range quantityProblems(named(res.GetRequests()), named(res.GetLimits())) {
+		r.add(fmt.Sprintf("%s.%s[%d].value", path, p.kind, p.entry), "resources.quantity", "%s", p.message)
 	}
 }
 

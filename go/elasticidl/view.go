@@ -1,6 +1,8 @@
 package elasticidl
 
 import (
+	"google.golang.org/protobuf/proto"
+
 	eidlcorev1 "github.com/elastic-idl/elastic-idl/go/gen/elastic_idl/core/v1"
 	eidlkubeflowv1 "github.com/elastic-idl/elastic-idl/go/gen/elastic_idl/plugins/kubeflow/v1"
 	eidlpluginsv1 "github.com/elastic-idl/elastic-idl/go/gen/elastic_idl/plugins/v1"
@@ -23,6 +25,7 @@ type replicaView struct {
 }
 
 type taskView struct {
+	message   proto.Message // the task message, either shape
 	version   int
 	elastic   *eidlpluginsv1.ElasticConfig // nil: not an elastic task
 	worker    replicaView
@@ -34,6 +37,7 @@ type taskView struct {
 func (t *Task) view() *taskView {
 	if t.legacy != nil {
 		return &taskView{
+			message: t.legacy,
 			version: TaskTypeVersionLegacy,
 			elastic: t.legacy.GetElasticConfig(),
 			worker: replicaView{
@@ -43,6 +47,7 @@ func (t *Task) view() *taskView {
 	}
 	k := t.kf
 	v := &taskView{
+		message:   k,
 		version:   TaskTypeVersionKubeflow,
 		elastic:   k.GetElasticConfig(),
 		worker:    replicaOf(k.GetWorkerReplicas(), "worker_replicas", k.GetWorkerReplicas() != nil),

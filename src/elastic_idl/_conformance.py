@@ -531,11 +531,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "cases": [request_for(c) for c in cases if c.kind != "flytekit"],
             }
         else:
-            request = json.load(sys.stdin)
+            # The bytes, strictly UTF-8: a text stdin in the C locale would turn bad bytes into surrogates.
+            stream = getattr(sys.stdin, "buffer", sys.stdin)
+            raw = stream.read()
+            request = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
         if not isinstance(request, dict):
             raise ValueError("the request must be a JSON object")
         response = respond(request)
-    except (ValueError, KeyError, TypeError, OSError) as exc:
+    except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         sys.stderr.write(f"conformance: bad request: {type(exc).__name__}: {exc}\n")
         return 2
     sys.stdout.write(json.dumps(response, sort_keys=True, ensure_ascii=False) + "\n")

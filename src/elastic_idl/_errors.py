@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "MAX_ERROR_CHARS",
+    "MAX_FIELD_CHARS",
     "MAX_VIOLATIONS_SHOWN",
     "DecodeError",
     "ElasticIdlError",
@@ -24,6 +25,8 @@ __all__ = [
 #: The longest message an error or violation carries, in characters; longer text
 #: (echoed input, a long value) is cut, so an error stays short whatever the input.
 MAX_ERROR_CHARS = 500
+#: The longest field path a DecodeError carries (an unknown key is echoed in it).
+MAX_FIELD_CHARS = 120
 #: How many violations a ValidationError's message (and the CLI) lists; the rest are counted.
 MAX_VIOLATIONS_SHOWN = 20
 
@@ -79,7 +82,7 @@ class DecodeError(ElasticIdlError, ValueError):
         column: int | None = None,
         offset: int | None = None,
     ) -> None:
-        self.field = one_line(field, 120)
+        self.field = one_line(field, MAX_FIELD_CHARS)
         self.reason = one_line(reason)
         self.format = format
         self.line = line
