@@ -694,8 +694,10 @@ def test_entry_point_case_mode_and_usage() -> None:
     [
         b"[" * 100_000 + b"]" * 100_000,  # deeper than Python's recursion limit
         b'{"version": 1, "cases": [], "x": "\xff"}',  # not UTF-8 (the C locale's stdin would not notice)
+        b'{"version": 1, "cases": [{"name": "c", "input": {"format": "json", "data": "{}"}, '
+        b'"task_type_version": 1, "envs": [1]}]}',  # envs not a mapping: was an AttributeError traceback
     ],
-    ids=["deep", "not-utf8"],
+    ids=["deep", "not-utf8", "envs-not-a-mapping"],
 )
 def test_entry_point_refuses_deep_or_non_utf8_requests(request_bytes: bytes) -> None:
     proc = subprocess.run(

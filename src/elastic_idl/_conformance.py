@@ -353,12 +353,15 @@ def respond(request: Mapping[str, Any]) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for entry in request.get("cases", []):
         inp = entry["input"]
+        envs = entry.get("envs") or {}
+        if not isinstance(envs, Mapping) or not all(isinstance(e, Mapping) for e in envs.values()):
+            raise ValueError(f"case {entry.get('name')!r}: envs must map a name to a mapping of strings")
         results[entry["name"]] = evaluate(
             inp["data"],
             format=inp["format"],
             task_type_version=entry["task_type_version"],
             render=entry.get("render") or DEFAULT_RENDER,
-            envs=entry.get("envs") or {},
+            envs=envs,
         )
     return {
         "version": CONTRACT_VERSION,
