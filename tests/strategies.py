@@ -28,9 +28,9 @@ from typing import Any
 from google.protobuf.duration_pb2 import Duration
 from hypothesis import strategies as st
 
-from elastic_idl._messages import ElasticConfig, KubeflowTask, LegacyTask, Resources
-from elastic_idl._torchrun import FLAGS, TorchrunEntrypoint, to_torchrun
-from elastic_idl._validate import TYPED_RDZV_KEYS
+from elastic_idl._sdk.torchrun import FLAGS, TorchrunEntrypoint, to_torchrun
+from elastic_idl._task.messages import ElasticConfig, KubeflowTask, LegacyTask, Resources
+from elastic_idl._task.validate import TYPED_RDZV_KEYS
 
 INT32_MAX = 2**31 - 1
 BACKENDS = ("", "c10d", "etcd", "etcd-v2", "static")

@@ -24,10 +24,10 @@ from typing import Any
 
 import yaml
 
-from elastic_idl._codec import EncodeError, decode, encode, to_custom
 from elastic_idl._errors import DecodeError, ElasticIdlError, RenderError, ValidationError, Violation
-from elastic_idl._spec import to_launch_spec
-from elastic_idl._validate import violations
+from elastic_idl._launch.spec import to_launch_spec
+from elastic_idl._task.codec import EncodeError, decode, encode, to_custom
+from elastic_idl._task.validate import violations
 
 __all__ = [
     "CASE_FILE",
@@ -271,7 +271,7 @@ def outputs_of_task(
     - ``launch_spec``: ``LaunchSpec.as_dict()`` under no env (``none``), under each
       pod env of ``pod_env`` and under each named extra env; or the error.
     """
-    from elastic_idl._kubeflow import pod_env, render_pytorchjob
+    from elastic_idl._backend.pytorchjob import pod_env, render_pytorchjob
 
     out: dict[str, Any] = {}
     binary = encode(task, "binary")

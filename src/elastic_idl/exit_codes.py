@@ -57,7 +57,7 @@ def signal_exit_code(signum: int) -> int:
 
 def exit_code_of(exc: BaseException) -> int:
     """The exit code for an error a launch (or the steps before it) raised."""
-    from elastic_idl._launcher_failures import LaunchFailedError, LaunchInterruptedError, RendezvousIncompleteError
+    from elastic_idl._launch.failures import LaunchFailedError, LaunchInterruptedError, RendezvousIncompleteError
 
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.SIGINT

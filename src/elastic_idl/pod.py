@@ -57,13 +57,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from elastic_idl._codec import decode, format_of_path, from_custom, load_document, read_task_bytes
+from elastic_idl._backend.pytorchjob import TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._errors import DecodeError, ElasticIdlError, ValidationError, violation_lines
-from elastic_idl._kubeflow import TASK_ENV, TASK_TYPE_VERSION_ENV
-from elastic_idl._launcher_failures import check_writable, report_json
-from elastic_idl._launcher_worker import cwd_first_on_path
-from elastic_idl._messages import Task, task_class
-from elastic_idl._spec import DEFAULT_RUN_ID, to_launch_spec
+from elastic_idl._launch.failures import check_writable, report_json
+from elastic_idl._launch.spec import DEFAULT_RUN_ID, to_launch_spec
+from elastic_idl._launch.worker import cwd_first_on_path
+from elastic_idl._task.codec import decode, format_of_path, from_custom, load_document, read_task_bytes
+from elastic_idl._task.messages import Task, task_class
 from elastic_idl.exit_codes import EXIT_CODES_TEXT, ExitCode, exit_code_of
 
 __all__ = [
@@ -304,7 +304,7 @@ def _record_failure(exc: BaseException, args: argparse.Namespace, failure_path: 
     """Make sure a FailureReport exists at failure_path, then write the termination message."""
     if not Path(failure_path).is_file():
         # The launcher writes the full report itself; this covers errors before it could.
-        from elastic_idl._messages import FailureReport
+        from elastic_idl._task.messages import FailureReport
 
         report = FailureReport(run_id=run_id, summary=str(exc) or type(exc).__name__)
         try:
@@ -406,7 +406,7 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
     if endpoint:
         _log.info("elastic-idl pod: rendezvous endpoint overridden by %s: %s", RDZV_ENDPOINT_OVERRIDE_ENV, endpoint)
 
-    from elastic_idl._launcher import launch  # imports torch: only now
+    from elastic_idl._launch.launcher import launch  # imports torch: only now
 
     try:
         results = launch(

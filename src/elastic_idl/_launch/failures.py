@@ -24,7 +24,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from elastic_idl._errors import ElasticIdlError
-from elastic_idl._messages import FailureRecord, FailureReport
+from elastic_idl._task.messages import FailureRecord, FailureReport
 
 __all__ = [
     "FailureLog",

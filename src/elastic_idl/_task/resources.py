@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_UP, Context, Decimal
 from typing import NamedTuple
 
-from elastic_idl._messages import Resources
+from elastic_idl._task.messages import Resources
 
 __all__ = [
     "BINARY_SUFFIXES",

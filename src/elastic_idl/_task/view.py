@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from elastic_idl._messages import (
+from elastic_idl._task.messages import (
     ElasticConfig,
     LegacyTask,
     ReplicaSpec,

@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import Message
 
 from elastic_idl._errors import DecodeError, ElasticIdlError, brief, one_line
-from elastic_idl._messages import TASK_CLASSES, Task, as_task, task_class, task_type_version_of
+from elastic_idl._task.messages import TASK_CLASSES, Task, as_task, task_class, task_type_version_of
 
 __all__ = [
     "EXTENSION_FIELD_MIN",
@@ -999,7 +999,7 @@ def _to_dict(pb: Any, *, snake_case: bool = False) -> dict[str, Any]:
     try:
         out: dict[str, Any] = json_format.MessageToDict(pb, preserving_proto_field_name=snake_case)
     except (json_format.SerializeToJsonError, ValueError) as exc:
-        from elastic_idl._validate import violations
+        from elastic_idl._task.validate import violations
 
         bad = [v for v in violations(pb) if v.rule == "elastic.duration.valid"]
         field = bad[0].field if bad else ""

@@ -1,7 +1,7 @@
 """Everything that touches torch: the LaunchConfig builder and the elastic agent the launcher runs.
 
 The only module of elastic-idl that imports torch. Nothing imports it at
-package import time: :mod:`elastic_idl._launcher` imports it inside functions,
+package import time: :mod:`elastic_idl._launch.launcher` imports it inside functions,
 so ``import elastic_idl`` stays torch-free.
 
 What the agent changes compared with ``torch.distributed.launcher.api.launch_agent``:
@@ -13,7 +13,7 @@ What the agent changes compared with ``torch.distributed.launcher.api.launch_age
 - For a loopback endpoint the rendezvous store and the worker stores listen on
   the loopback address only (torch's TCPStore binds every interface).
 - Every failed worker of every attempt is reported to a
-  :class:`~elastic_idl._launcher_failures.FailureLog` before a restart wipes it.
+  :class:`~elastic_idl._launch.failures.FailureLog` before a restart wipes it.
 - Stopping workers for a restart honours ``shutdown_timeout`` (torch uses a fixed 30 s).
 - A rendezvous timeout says how many nodes joined out of how many were needed.
 - The exit barrier waits in 1 s slices, so a signal is handled within a second.
@@ -72,7 +72,7 @@ with warnings.catch_warnings():
     from torch.distributed.launcher.api import LaunchConfig
     from torch.numa.binding import AffinityMode, NumaOptions
 
-from elastic_idl._launcher_failures import (
+from elastic_idl._launch.failures import (
     FailureLog,
     LaunchFailedError,
     LaunchInterruptedError,
@@ -81,7 +81,7 @@ from elastic_idl._launcher_failures import (
     describe_attempt,
     user_traceback,
 )
-from elastic_idl._spec import LaunchSpec
+from elastic_idl._launch.spec import LaunchSpec
 
 __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT_S",
@@ -901,8 +901,9 @@ def run_agent(
 #: Where the launcher's own frames live: torch's ``@record`` wrapper and the worker bootstrap.
 _INTERNAL_CODE = (
     os.path.dirname(torch.__file__) + os.sep,
-    os.path.dirname(os.path.abspath(__file__)) + os.sep,
-    os.path.dirname(os.path.realpath(__file__)) + os.sep,
+    # the elastic_idl package (this file is in its _launch sub-package)
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+    os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep,
     os.path.dirname(runpy.__file__) + os.sep + "runpy.py",
 )
 

@@ -7,7 +7,7 @@ that plugin leaves out (``spec.nprocPerNode``, rdzv host/port/id/conf).
 of that job, so tests can start pods locally with exactly what a cluster gives them.
 
 Every Kubernetes key and env var name is a constant below, defined once
-(``PET_*`` names that the launch spec also reads live in :class:`elastic_idl._spec.ENV`).
+(``PET_*`` names that the launch spec also reads live in :class:`elastic_idl._launch.spec.ENV`).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from elastic_idl._codec import from_custom, to_custom
 from elastic_idl._errors import RenderError
-from elastic_idl._messages import TASK_CLASSES, Resources, as_pb2, task_class
-from elastic_idl._resources import RESOURCE_NAMES, quantity_problems
-from elastic_idl._spec import ENV, rdzv_configs_of
-from elastic_idl._validate import validate
-from elastic_idl._view import Replica, TaskView, view
+from elastic_idl._launch.spec import ENV, rdzv_configs_of
+from elastic_idl._task.codec import from_custom, to_custom
+from elastic_idl._task.messages import TASK_CLASSES, Resources, as_pb2, task_class
+from elastic_idl._task.resources import RESOURCE_NAMES, quantity_problems
+from elastic_idl._task.validate import validate
+from elastic_idl._task.view import Replica, TaskView, view
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 from elastic_idl.plugins.v1 import elastic_pb2
 

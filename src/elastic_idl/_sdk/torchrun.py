@@ -20,11 +20,19 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, NoReturn, cast
 
 from elastic_idl._errors import ElasticIdlError, ValidationError, Violation
-from elastic_idl._messages import ElasticConfig, Task
-from elastic_idl._sdk import _Problems, _task_of, duration_of, duration_text, parse_nnodes, parse_nproc, split_rdzv
-from elastic_idl._spec import _NPROC_POLICY, _NUMA, _START_METHOD, parse_rdzv_conf
-from elastic_idl._validate import TYPED_RDZV_KEYS, violations
-from elastic_idl._view import DEFAULT_RDZV_BACKEND, view
+from elastic_idl._launch.spec import _NPROC_POLICY, _NUMA, _START_METHOD, parse_rdzv_conf
+from elastic_idl._sdk.elastic import (
+    _Problems,
+    _task_of,
+    duration_of,
+    duration_text,
+    parse_nnodes,
+    parse_nproc,
+    split_rdzv,
+)
+from elastic_idl._task.messages import ElasticConfig, Task
+from elastic_idl._task.validate import TYPED_RDZV_KEYS, violations
+from elastic_idl._task.view import DEFAULT_RDZV_BACKEND, view
 from elastic_idl.exit_codes import EXIT_CODES_TEXT
 
 __all__ = [

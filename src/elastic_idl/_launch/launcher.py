@@ -1,7 +1,7 @@
 """The local elastic launcher: ``launch(task, entrypoint, *args)`` and ``to_launch_config``.
 
 Data flow: task (+ pod env) -> :func:`~elastic_idl.to_launch_spec` (pure) ->
-torch ``LaunchConfig`` (:mod:`elastic_idl._torch`) -> an elastic agent for this
+torch ``LaunchConfig`` (:mod:`elastic_idl._launch.agent`) -> an elastic agent for this
 node, with workers started the fast and safe way, restarts that work, and one
 typed error with every failure when the job fails.
 
@@ -11,7 +11,7 @@ Start methods (``ElasticConfig.start_method``, default ``forkserver``):
 
 - ``forkserver``: workers are forked from a *warm fork server*, a copy of the
   launcher made once torch is imported and before any thread exists
-  (:mod:`elastic_idl._launcher_zygote`). Workers start with torch loaded, the
+  (:mod:`elastic_idl._launch.forkserver`). Workers start with torch loaded, the
   entrypoint is not pickled (closures work), and nothing unsafe is inherited.
   If the launcher already runs threads or initialised CUDA, a regular fork
   server is started instead, with torch preloaded (slower, still safe), and
@@ -40,7 +40,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from elastic_idl._errors import ElasticIdlError, ValidationError
-from elastic_idl._launcher_failures import (
+from elastic_idl._launch.failures import (
     FailureLog,
     LaunchFailedError,
     LaunchInterruptedError,
@@ -48,7 +48,16 @@ from elastic_idl._launcher_failures import (
     check_writable,
     save_report,
 )
-from elastic_idl._launcher_worker import (
+from elastic_idl._launch.forkserver import Zygote, cpython_forkserver, fork_hazard, thread_count
+from elastic_idl._launch.spec import (
+    DEFAULT_RUN_ID,
+    ENV,
+    LaunchSpec,
+    override_violations,
+    split_endpoint,
+    to_launch_spec,
+)
+from elastic_idl._launch.worker import (
     KIND_CALLABLE,
     KIND_MODULE,
     KIND_SCRIPT,
@@ -57,8 +66,6 @@ from elastic_idl._launcher_worker import (
     stash,
     unstash,
 )
-from elastic_idl._launcher_zygote import Zygote, cpython_forkserver, fork_hazard, thread_count
-from elastic_idl._spec import DEFAULT_RUN_ID, ENV, LaunchSpec, override_violations, split_endpoint, to_launch_spec
 
 if TYPE_CHECKING:
     from torch.distributed.launcher.api import LaunchConfig
@@ -75,7 +82,7 @@ __all__ = [
 _log = logging.getLogger("elastic_idl")
 
 #: Modules a regular (cold) fork server imports once, so its workers start warm.
-_COLD_FORKSERVER_PRELOAD = ["__main__", "torch", "torch.distributed", "elastic_idl._launcher_worker"]
+_COLD_FORKSERVER_PRELOAD = ["__main__", "torch", "torch.distributed", "elastic_idl._launch.worker"]
 
 
 def to_launch_config(
@@ -106,9 +113,9 @@ def to_launch_config(
         ValueError: The nproc policy cannot be resolved here ("gpu" without CUDA).
     """
     spec = to_launch_spec(task, env=env, run_id=run_id, rdzv_endpoint=rdzv_endpoint, start_method=start_method)
-    from elastic_idl import _torch
+    from elastic_idl._launch import agent
 
-    return _torch.build_launch_config(spec)
+    return agent.build_launch_config(spec)
 
 
 def _entrypoint(entrypoint: Any, args: tuple[Any, ...], module: bool) -> WorkerMain:
@@ -140,7 +147,7 @@ def _find_module(name: str) -> None:
     ``python -m`` puts the working directory first on ``sys.path``; a launcher started
     as a console script (``elastic-idl``) or from a script elsewhere has the script's
     directory there instead. The workers run the module the same way
-    (:mod:`elastic_idl._launcher_worker`). Finding ``pkg.mod`` imports ``pkg``, as
+    (:mod:`elastic_idl._launch.worker`). Finding ``pkg.mod`` imports ``pkg``, as
     ``python -m`` does.
 
     Raises:
@@ -382,18 +389,18 @@ def launch(
         reason = _resolve(host)
         if reason:
             raise HostNotFoundError(host, spec.rdzv_endpoint, reason)
-    from elastic_idl import _torch  # imports torch: from here on the launch has started
+    from elastic_idl._launch import agent  # imports torch: from here on the launch has started
 
-    loopback = _torch.is_loopback(host)
+    loopback = agent.is_loopback(host)
     if spec.run_id == DEFAULT_RUN_ID and spec.rdzv_endpoint.endswith(":0") and spec.max_nodes == 1:
         # A private store on a fresh port: like torchrun --standalone, a random id.
         spec = _replace(spec, run_id=uuid.uuid4().hex)
-    nproc = _torch.resolve_nproc(spec)
+    nproc = agent.resolve_nproc(spec)
     log = FailureLog(run_id=spec.run_id, role=spec.role)
 
     env_updates: dict[str, str] = {"TORCHELASTIC_SIGNALS_TO_HANDLE": spec.signals_to_handle}
-    if _torch.FRESH_STORE_PER_ROUND:
-        env_updates[_torch.DISABLE_SHARED_STORE_ENV] = "1"
+    if agent.FRESH_STORE_PER_ROUND:
+        env_updates[agent.DISABLE_SHARED_STORE_ENV] = "1"
     if "OMP_NUM_THREADS" not in os.environ and nproc > 1:
         env_updates["OMP_NUM_THREADS"] = "1"  # torchrun's default: no oversubscription
     if loopback and "GLOO_SOCKET_IFNAME" not in os.environ:
@@ -409,26 +416,26 @@ def launch(
                 else stack.enter_context(tempfile.TemporaryDirectory(prefix="elastic-idl-"))
             )
             stack.enter_context(_scoped_environ(env_updates))
-            stack.enter_context(_torch.scoped_signal_handlers(spec.signals_to_handle))
+            stack.enter_context(agent.scoped_signal_handlers(spec.signals_to_handle))
             if in_pod:
                 _wait_for_host(spec, host, log)
             worker_main, method = _prepare_start(spec.start_method, main, stack)
-            config = _torch.build_launch_config(
+            config = agent.build_launch_config(
                 spec,
                 nproc_per_node=nproc,
                 start_method=method,
                 log_dir=root,
                 local_addr=_local_addr(host) if loopback and not spec.local_addr else spec.local_addr,
             )
-            values = _torch.run_agent(
+            values = agent.run_agent(
                 config,
                 worker_main,
                 failure_log=log,
                 loopback=loopback,
                 on_endpoint=lambda ep: _log.info("elastic-idl: rendezvous %s at %s", spec.run_id, ep),
             )
-    except _torch.SignalException as exc:  # a signal before or after the agent ran: nothing to stop
-        error = _torch.interrupted_error(exc.sigval, None, log)
+    except agent.SignalException as exc:  # a signal before or after the agent ran: nothing to stop
+        error = agent.interrupted_error(exc.sigval, None, log)
         save_report(error.report, failure_path)
         raise error from None
     except LaunchFailedError as exc:

@@ -1,7 +1,7 @@
 """Task (+ pod env) -> LaunchSpec, a typed, torch-free description of one node's launch.
 
 Pure: the environment is an argument, never read here. The thin step that builds
-torch's ``LaunchConfig`` lives in ``elastic_idl._torch``, the one module that imports torch.
+torch's ``LaunchConfig`` lives in ``elastic_idl._launch.agent``, the one module that imports torch.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from types import MappingProxyType
 from typing import Any
 
 from elastic_idl._errors import ValidationError, Violation
-from elastic_idl._validate import MAX_RDZV_ID_LEN, RULES, violations
-from elastic_idl._view import view
+from elastic_idl._task.validate import MAX_RDZV_ID_LEN, RULES, violations
+from elastic_idl._task.view import view
 from elastic_idl.plugins.v1 import elastic_pb2
 
 __all__ = [

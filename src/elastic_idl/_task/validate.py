@@ -9,9 +9,9 @@ from typing import Any
 from google.protobuf.duration_pb2 import Duration
 
 from elastic_idl._errors import ValidationError, Violation, brief
-from elastic_idl._messages import ElasticConfig, Resources, as_task
-from elastic_idl._resources import RESOURCE_NAMES, quantity_problems
-from elastic_idl._view import Replica, TaskView, view
+from elastic_idl._task.messages import ElasticConfig, Resources, as_task
+from elastic_idl._task.resources import RESOURCE_NAMES, quantity_problems
+from elastic_idl._task.view import Replica, TaskView, view
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 from elastic_idl.plugins.v1 import elastic_pb2
 
@@ -65,7 +65,7 @@ RULES: dict[str, str] = {
     "replicas.deprecated_conflict": "when `common` is set, the deprecated replica fields are unset or equal",
     "resources.entry": "a resource entry names a known resource and has a non-empty value",
     "resources.quantity": "a resource value is a Kubernetes quantity without spaces, >= 0, a whole number for GPU; "
-    "a request is <= its limit, and equal to it for GPU (elastic_idl._resources has the grammar)",
+    "a request is <= its limit, and equal to it for GPU (elastic_idl._task.resources has the grammar)",
     "run_policy.non_negative": "run policy seconds and backoff limit are >= 0",
     "launch.elastic_required": "a launch (run, torchrun, the pod) needs an elastic config; a limit of launching, not of validity",
     "env.rdzv_conf": "PET_RDZV_CONF is a comma-separated list of key=value",

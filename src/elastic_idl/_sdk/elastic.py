@@ -20,13 +20,13 @@ from typing import Any, NamedTuple, cast
 
 from google.protobuf.duration_pb2 import Duration
 
-from elastic_idl import _codec
 from elastic_idl._errors import DecodeError, ValidationError, Violation
-from elastic_idl._messages import ElasticConfig, KubeflowTask, Resources, Task
-from elastic_idl._messages import RunPolicy as RunPolicyMessage
-from elastic_idl._spec import _NPROC_POLICY, _NUMA, _START_METHOD, rdzv_configs_of
-from elastic_idl._validate import TYPED_RDZV_KEYS, violations
-from elastic_idl._view import DEFAULT_RDZV_BACKEND, view
+from elastic_idl._launch.spec import _NPROC_POLICY, _NUMA, _START_METHOD, rdzv_configs_of
+from elastic_idl._task import codec
+from elastic_idl._task.messages import ElasticConfig, KubeflowTask, Resources, Task
+from elastic_idl._task.messages import RunPolicy as RunPolicyMessage
+from elastic_idl._task.validate import TYPED_RDZV_KEYS, violations
+from elastic_idl._task.view import DEFAULT_RDZV_BACKEND, view
 
 __all__ = [
     "DYNAMIC_BACKENDS",
@@ -721,7 +721,7 @@ class Elastic:
         """
         if self._standalone:
             return CustomTemplate(None, STANDALONE_TASK_TYPE, TASK_TYPE_VERSION)
-        custom = _codec.to_custom(self._task, upstream=upstream, allow_loss=allow_loss)
+        custom = codec.to_custom(self._task, upstream=upstream, allow_loss=allow_loss)
         return CustomTemplate(custom, TASK_TYPE, TASK_TYPE_VERSION)
 
     @classmethod
@@ -835,4 +835,4 @@ def from_custom(
         )
     if custom is None:
         raise DecodeError("", "a pytorch task template needs a custom dict, got None", format="custom")
-    return _codec.from_custom(custom, task_type_version=task_type_version)
+    return codec.from_custom(custom, task_type_version=task_type_version)
