@@ -59,3 +59,14 @@ def test_the_import_graph_has_no_cycles() -> None:
     for v in sorted(graph):
         visit(v)
     assert cycles == []
+
+
+def test_every_error_type_lives_in_errors() -> None:
+    bad = [
+        f"{name}:{n.lineno}: {n.name}"
+        for name, tree in MODULES.items()
+        if name != "elastic_idl._errors"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ClassDef) and not n.name.startswith("_") and n.name.endswith(("Error", "Warning"))
+    ]
+    assert bad == []

@@ -513,7 +513,7 @@ def test_the_cli_and_the_pod_share_one_exit_code_table(monkeypatch: pytest.Monke
 
     from elastic_idl import cli as cli_module
     from elastic_idl import pod
-    from elastic_idl._launch.failures import LaunchInterruptedError, RendezvousIncompleteError
+    from elastic_idl._errors import LaunchInterruptedError, RendezvousIncompleteError
     from elastic_idl.exit_codes import ExitCode
 
     assert pod.ExitCode is ExitCode

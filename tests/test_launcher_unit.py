@@ -256,7 +256,8 @@ def test_a_report_that_cannot_be_written_never_replaces_the_launch_error(
 
 
 def test_launch_checks_files_and_the_endpoint_before_anything_starts(tmp_path: Path) -> None:
-    from elastic_idl._launch.launcher import HostNotFoundError, launch
+    from elastic_idl._errors import HostNotFoundError
+    from elastic_idl._launch.launcher import launch
 
     script = tmp_path / "t.py"
     script.write_text("")
@@ -299,8 +300,8 @@ def test_node_rank_fits_the_backend() -> None:
 
 
 def test_a_pod_waits_for_the_rendezvous_host_within_join_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    from elastic_idl._errors import RendezvousIncompleteError
     from elastic_idl._launch import launcher as _launcher
-    from elastic_idl._launch.failures import RendezvousIncompleteError
     from elastic_idl._launch.spec import to_launch_spec
 
     answers = iter(["Name or service not known", "Name or service not known", ""])

@@ -269,7 +269,7 @@ def _report() -> Any:
 
 
 def _failures() -> Any:
-    return pytest.importorskip("elastic_idl._launch.failures")
+    return pytest.importorskip("elastic_idl._errors")
 
 
 def test_job_failure_exits_3_with_report_and_termination_log(fake: FakeLauncher, tmp_path: Path, capsys: Any) -> None:

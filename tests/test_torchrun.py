@@ -753,7 +753,7 @@ def test_a_command_line_as_one_string_is_a_type_error_that_says_what_to_pass() -
 
 
 def test_what_torchruns_parser_rejects_is_a_usage_error() -> None:
-    from elastic_idl._sdk.torchrun import TorchrunUsageError
+    from elastic_idl._errors import TorchrunUsageError
 
     for argv, env in (([], {}), (["--bogus", "t.py"], {}), (["-h"], {}), (["t.py"], {"PET_MAX_RESTARTS": "x"})):
         with pytest.raises(TorchrunUsageError):

@@ -20,18 +20,23 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # formats
     "FORMATS": "_task.codec",
-    "EncodeError": "_task.codec",
-    "SkewError": "_task.codec",
-    "SkewWarning": "_task.codec",
     "decode": "_task.codec",
     "detect_format": "_task.codec",
     "encode": "_task.codec",
     "extension_fields": "_task.codec",
     "to_custom": "_task.codec",
-    # errors
+    # errors (all in one module)
     "DecodeError": "_errors",
     "ElasticIdlError": "_errors",
+    "EncodeError": "_errors",
+    "LaunchFailedError": "_errors",
+    "LaunchInterruptedError": "_errors",
     "RenderError": "_errors",
+    "RendezvousIncompleteError": "_errors",
+    "SkewError": "_errors",
+    "SkewWarning": "_errors",
+    "TorchrunError": "_errors",
+    "UnsupportedFlagError": "_errors",
     "UnsupportedVersionError": "_errors",
     "ValidationError": "_errors",
     "Violation": "_errors",
@@ -58,9 +63,6 @@ _EXPORTS: dict[str, str] = {
     "launch": "_launch.launcher",
     # pod entrypoint
     "pod_main": "pod",
-    "LaunchFailedError": "_launch.launcher",
-    "LaunchInterruptedError": "_launch.launcher",
-    "RendezvousIncompleteError": "_launch.launcher",
     # backend side
     "render_pytorchjob": "_backend.pytorchjob",
     "pod_env": "_backend.pytorchjob",
@@ -74,8 +76,6 @@ _EXPORTS: dict[str, str] = {
     "from_torchrun": "_sdk.torchrun",
     "to_torchrun": "_sdk.torchrun",
     "TorchrunEntrypoint": "_sdk.torchrun",
-    "TorchrunError": "_sdk.torchrun",
-    "UnsupportedFlagError": "_sdk.torchrun",
 }
 
 __all__ = [
@@ -151,32 +151,25 @@ if TYPE_CHECKING:
     from elastic_idl._errors import (
         DecodeError,
         ElasticIdlError,
+        EncodeError,
+        LaunchFailedError,
+        LaunchInterruptedError,
         RenderError,
+        RendezvousIncompleteError,
+        SkewError,
+        SkewWarning,
+        TorchrunError,
+        UnsupportedFlagError,
         UnsupportedVersionError,
         ValidationError,
         Violation,
     )
-    from elastic_idl._launch.launcher import (
-        LaunchFailedError,
-        LaunchInterruptedError,
-        RendezvousIncompleteError,
-        launch,
-        to_launch_config,
-    )
+    from elastic_idl._launch.launcher import launch, to_launch_config
     from elastic_idl._launch.spec import EnvDecision, LaunchSpec, to_launch_spec
     from elastic_idl._sdk.elastic import CleanPodPolicy, CustomTemplate, Elastic, RestartPolicy, RunPolicy, from_custom
-    from elastic_idl._sdk.torchrun import (
-        TorchrunEntrypoint,
-        TorchrunError,
-        UnsupportedFlagError,
-        from_torchrun,
-        to_torchrun,
-    )
+    from elastic_idl._sdk.torchrun import TorchrunEntrypoint, from_torchrun, to_torchrun
     from elastic_idl._task.codec import (
         FORMATS,
-        EncodeError,
-        SkewError,
-        SkewWarning,
         decode,
         detect_format,
         encode,

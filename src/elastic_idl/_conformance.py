@@ -24,9 +24,17 @@ from typing import Any
 
 import yaml
 
-from elastic_idl._errors import DecodeError, ElasticIdlError, RenderError, ValidationError, Violation
+from elastic_idl._errors import (
+    CaseError,
+    DecodeError,
+    ElasticIdlError,
+    EncodeError,
+    RenderError,
+    ValidationError,
+    Violation,
+)
 from elastic_idl._launch.spec import to_launch_spec
-from elastic_idl._task.codec import EncodeError, decode, encode, to_custom
+from elastic_idl._task.codec import decode, encode, to_custom
 from elastic_idl._task.validate import violations
 
 __all__ = [
@@ -93,10 +101,6 @@ _CASE_KEYS = {"kind", "description", "task_type_version", "render", "envs", "fly
 _PINNED_INDICES = (0, 1)
 #: Order of replica types in pod_env / launch_spec keys.
 _REPLICA_ORDER = ("Master", "Worker")
-
-
-class CaseError(ValueError):
-    """A case folder is malformed (unknown key, missing input, bad kind)."""
 
 
 @dataclass(frozen=True)

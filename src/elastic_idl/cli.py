@@ -19,7 +19,14 @@ from typing import Any
 import yaml
 
 from elastic_idl import __version__
-from elastic_idl._errors import ElasticIdlError, ValidationError, violation_lines
+from elastic_idl._errors import (
+    ElasticIdlError,
+    LaunchInterruptedError,
+    TorchrunUsageError,
+    UnsupportedFlagError,
+    ValidationError,
+    violation_lines,
+)
 from elastic_idl._launch.spec import to_launch_spec
 from elastic_idl._task.codec import FORMATS, MAX_TASK_BYTES, decode, encode, format_of_path, read_task_bytes, to_custom
 from elastic_idl._task.messages import Task
@@ -178,7 +185,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_torchrun(args: argparse.Namespace) -> int:
-    from elastic_idl._sdk.torchrun import TorchrunUsageError, UnsupportedFlagError, parse_torchrun, torchrun_help
+    from elastic_idl._sdk.torchrun import parse_torchrun, torchrun_help
 
     try:
         # torchrun's own env fallbacks (PET_*) are applied here; the command line wins.
@@ -358,9 +365,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line, file=sys.stderr)
         return EXIT_INVALID
     except (ElasticIdlError, ValueError) as exc:
-        from elastic_idl._launch.failures import LaunchInterruptedError
-        from elastic_idl._sdk.torchrun import TorchrunUsageError
-
         if isinstance(exc, TorchrunUsageError):
             print("usage: elastic-idl torchrun [torchrun flags] SCRIPT [ARGS...] (see --help)", file=sys.stderr)
             print(f"elastic-idl torchrun: error: {exc}", file=sys.stderr)

@@ -72,11 +72,9 @@ with warnings.catch_warnings():
     from torch.distributed.launcher.api import LaunchConfig
     from torch.numa.binding import AffinityMode, NumaOptions
 
+from elastic_idl._errors import LaunchFailedError, LaunchInterruptedError, RendezvousIncompleteError
 from elastic_idl._launch.failures import (
     FailureLog,
-    LaunchFailedError,
-    LaunchInterruptedError,
-    RendezvousIncompleteError,
     WorkerExit,
     describe_attempt,
     user_traceback,

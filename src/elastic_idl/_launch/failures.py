@@ -23,14 +23,10 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from elastic_idl._errors import ElasticIdlError
 from elastic_idl._task.messages import FailureRecord, FailureReport
 
 __all__ = [
     "FailureLog",
-    "LaunchFailedError",
-    "LaunchInterruptedError",
-    "RendezvousIncompleteError",
     "WorkerExit",
     "check_writable",
     "describe_attempt",
@@ -42,52 +38,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("elastic_idl")
-
-
-class LaunchFailedError(ElasticIdlError, RuntimeError):
-    """A launch failed for good: the one exception :func:`elastic_idl.launch` raises.
-
-    Attributes:
-        report: The ``FailureReport`` message (also written as JSON when the launch
-            was given a ``failure_path``).
-        failures: ``report.failures`` as a tuple of ``FailureRecord``, root cause first.
-    """
-
-    def __init__(self, message: str, report: Any) -> None:
-        super().__init__(message)
-        self.report = report
-        self.failures: tuple[Any, ...] = tuple(report.failures)
-
-
-class RendezvousIncompleteError(LaunchFailedError):
-    """Not enough nodes joined the rendezvous within its join timeout.
-
-    Attributes:
-        joined: How many nodes were seen in the rendezvous (this one included);
-            -1 when the backend cannot tell.
-        needed: The minimum number of nodes (min_nodes).
-        timeout_s: The join timeout that ran out, in seconds.
-    """
-
-    def __init__(self, message: str, report: Any, *, joined: int, needed: int, timeout_s: float) -> None:
-        super().__init__(message, report)
-        self.joined = joined
-        self.needed = needed
-        self.timeout_s = timeout_s
-
-
-class LaunchInterruptedError(LaunchFailedError):
-    """The launcher got a termination signal (SIGTERM, SIGINT, ...) and stopped every worker.
-
-    Attributes:
-        signal: The signal number received.
-        stopped_pids: Worker processes that were running and have been stopped.
-    """
-
-    def __init__(self, message: str, report: Any, *, signum: int, stopped_pids: Sequence[int]) -> None:
-        super().__init__(message, report)
-        self.signal = signum
-        self.stopped_pids = tuple(stopped_pids)
 
 
 @dataclass(frozen=True)

@@ -39,12 +39,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from elastic_idl._errors import ElasticIdlError, ValidationError
-from elastic_idl._launch.failures import (
-    FailureLog,
+from elastic_idl._errors import (
+    HostNotFoundError,
     LaunchFailedError,
     LaunchInterruptedError,
     RendezvousIncompleteError,
+    ValidationError,
+)
+from elastic_idl._launch.failures import (
+    FailureLog,
     check_writable,
     save_report,
 )
@@ -71,7 +74,6 @@ if TYPE_CHECKING:
     from torch.distributed.launcher.api import LaunchConfig
 
 __all__ = [
-    "HostNotFoundError",
     "LaunchFailedError",
     "LaunchInterruptedError",
     "RendezvousIncompleteError",
@@ -169,23 +171,6 @@ def _find_module(name: str) -> None:
         raise ModuleNotFoundError(
             f"no module named {name!r} to launch (looked in {cwd} first, as python -m does, then sys.path)",
             name=name,
-        )
-
-
-class HostNotFoundError(ElasticIdlError, ValueError):
-    """The rendezvous host of a local launch does not resolve.
-
-    Attributes:
-        host: The host name that did not resolve.
-        endpoint: The whole rendezvous endpoint.
-    """
-
-    def __init__(self, host: str, endpoint: str, reason: str) -> None:
-        self.host = host
-        self.endpoint = endpoint
-        super().__init__(
-            f"rdzv_endpoint: the host {host!r} of {endpoint!r} does not resolve ({reason}); "
-            "a one-machine launch can use 127.0.0.1"
         )
 
 

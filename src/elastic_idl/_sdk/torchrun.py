@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NoReturn, cast
 
-from elastic_idl._errors import ElasticIdlError, ValidationError, Violation
+from elastic_idl._errors import TorchrunError, TorchrunUsageError, UnsupportedFlagError, ValidationError, Violation
 from elastic_idl._launch.spec import _NPROC_POLICY, _NUMA, _START_METHOD, parse_rdzv_conf
 from elastic_idl._sdk.elastic import (
     _Problems,
@@ -39,9 +39,6 @@ __all__ = [
     "FLAGS",
     "NodeSettings",
     "TorchrunEntrypoint",
-    "TorchrunError",
-    "TorchrunUsageError",
-    "UnsupportedFlagError",
     "from_torchrun",
     "parse_torchrun",
     "to_torchrun",
@@ -63,31 +60,6 @@ _HOST_RE = re.compile(r"^[\w\.:-]+$")  # torch's parse_rendezvous_endpoint
 _STD_VALUE_RE = re.compile(r"^[0123]$")  # torch's Std.from_str
 _STD_MAPPING_RE = re.compile(r"^(\d:[0123],)*(\d:[0123])$")
 _UNSET: Any = object()
-
-
-class TorchrunError(ElasticIdlError, ValueError):
-    """A torchrun command line (or its ``PET_*`` env) could not be turned into a task, or back.
-
-    Attributes:
-        flag: The flag at fault in its dash spelling ("--nnodes"), or "training_script".
-        reason: What is wrong; names the env variable when the value came from one.
-    """
-
-    def __init__(self, flag: str, reason: str) -> None:
-        self.flag = flag
-        self.reason = reason
-        super().__init__(f"{flag}: {reason}")
-
-
-class UnsupportedFlagError(TorchrunError):
-    """A torchrun flag (or value) the schema cannot hold, so converting would drop it."""
-
-
-class TorchrunUsageError(TorchrunError):
-    """A command line torchrun's own parser rejects (no script, an unknown flag, a bad type, -h).
-
-    torchrun exits 2 (argparse's usage error) on these; ``elastic-idl torchrun`` does too.
-    """
 
 
 def _float_text(text: str) -> str:

@@ -11,7 +11,7 @@ import codecs
 import json
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, BinaryIO, Literal
 
 import yaml
@@ -20,7 +20,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import Message
 
-from elastic_idl._errors import DecodeError, ElasticIdlError, brief, one_line
+from elastic_idl._errors import DecodeError, EncodeError, SkewError, SkewWarning, brief
 from elastic_idl._task.messages import TASK_CLASSES, Task, as_task, task_class, task_type_version_of
 
 __all__ = [
@@ -30,9 +30,6 @@ __all__ = [
     "MAX_NESTING",
     "MAX_TASK_BYTES",
     "MAX_YAML_ALIAS_NODES",
-    "EncodeError",
-    "SkewError",
-    "SkewWarning",
     "decode",
     "detect_format",
     "encode",
@@ -67,39 +64,6 @@ _INT_TYPES = {
     FieldDescriptor.TYPE_FIXED64: (0, 2**64 - 1),
 }
 _DURATION_RE = re.compile(r"^-?\d+(\.\d{1,9})?s$")
-
-
-class SkewError(ElasticIdlError, ValueError):
-    """Emitting for an upstream-only reader would drop extension fields that are set.
-
-    Attributes:
-        fields: Paths of the extension fields that upstream would lose.
-    """
-
-    def __init__(self, fields: Sequence[str]) -> None:
-        self.fields = tuple(fields)
-        super().__init__(
-            "upstream readers do not know these fields and would lose them: "
-            + ", ".join(self.fields)
-            + " (clear them, or pass allow_loss=True to drop them with a warning)"
-        )
-
-
-class EncodeError(ElasticIdlError, ValueError):
-    """A message holds a value its JSON/YAML form cannot express (e.g. an invalid Duration).
-
-    Attributes:
-        field: Dotted path of the offending field ("" when unknown).
-    """
-
-    def __init__(self, field: str, reason: str) -> None:
-        self.field = field
-        reason = one_line(reason)
-        super().__init__(f"{field}: {reason}" if field else reason)
-
-
-class SkewWarning(UserWarning):
-    """Extension fields were dropped to emit the upstream-only form (allow_loss=True)."""
 
 
 # --------------------------------------------------------------------------- limits and hints
