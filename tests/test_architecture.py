@@ -7,11 +7,70 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parent.parent / "src" / "elastic_idl"
 MODULES = {
     ".".join(p.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__"): ast.parse(p.read_text())
     for p in sorted(SRC.rglob("*.py"))
 }
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, kinds)
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+
+
+def _written(value: object) -> list[str]:
+    return [
+        f"{name}:{node.lineno}"
+        for name, tree in MODULES.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and type(node.value) is type(value)
+        and node.value == value
+        and id(node) not in _docstrings(tree)
+    ]
+
+
+@pytest.mark.parametrize(
+    "fact",
+    [
+        "join_timeout",
+        "last_call_timeout",
+        "close_timeout",
+        "read_timeout",
+        "c10d",
+        "127.0.0.1",
+        "SIGTERM",
+        29400,
+        23456,
+        315_576_000_000,
+    ],
+)
+def test_a_fact_is_written_once(fact: object) -> None:
+    assert len(_written(fact)) == 1, _written(fact)
+
+
+def test_the_int32_limit_is_written_once() -> None:
+    found = [
+        f"{name}:{n.lineno}"
+        for name, tree in MODULES.items()
+        for n in ast.walk(tree)
+        if isinstance(n, ast.BinOp)
+        and isinstance(n.op, ast.Pow)
+        and isinstance(n.left, ast.Constant)
+        and isinstance(n.right, ast.Constant)
+        and (n.left.value, n.right.value) == (2, 31)
+    ]
+    assert len(found) == 1, found
 
 
 def _imports(tree: ast.Module) -> Iterator[tuple[int, str, str | None, str | None]]:
@@ -31,6 +90,32 @@ def _imports(tree: ast.Module) -> Iterator[tuple[int, str, str | None, str | Non
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, "absolute imports only"
             yield from ((node.lineno, node.module or "", a.name, a.asname) for a in node.names)
+
+
+def test_no_module_imports_a_private_name_of_another_module() -> None:
+    bad = []
+    for module, tree in MODULES.items():
+        aliases: dict[str, str] = {}  # local name -> our module it is bound to
+        for line, target, name, asname in _imports(tree):
+            full = target if name is None else f"{target}.{name}"
+            if not target.startswith("elastic_idl"):
+                continue
+            if full in MODULES:
+                local = asname or name
+                if local:
+                    aliases[local] = full  # importing a (private) module is fine
+            elif name is not None and name.startswith("_") and not name.startswith("__"):
+                bad.append(f"{module}:{line}: from {target} import {name}")
+        bad += [  # a private name reached through an imported module counts too
+            f"{module}:{n.lineno}: {aliases[n.value.id]}.{n.attr}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name)
+            and n.value.id in aliases
+            and n.attr.startswith("_")
+            and not n.attr.startswith("__")
+        ]
+    assert bad == []
 
 
 def test_the_import_graph_has_no_cycles() -> None:

@@ -559,7 +559,8 @@ LAUNCH_CASES = sorted(n for n in TASK_CASES if any("error" not in d for d in EXP
 def test_launch_config(name: str) -> None:
     """Every pinned LaunchSpec becomes a torch LaunchConfig (ei.to_launch_config) with exactly those fields."""
     # elastic_idl._launch.agent first: it silences torch's import-time NumPy warning before torch loads.
-    from elastic_idl._launch.agent import DEFAULT_SHUTDOWN_TIMEOUT_S, resolve_nproc
+    from elastic_idl._launch.agent import resolve_nproc
+    from elastic_idl._task.names import DEFAULT_SHUTDOWN_TIMEOUT_S
 
     torch = sys.modules["torch"]
     Std = sys.modules["torch.distributed.elastic.multiprocessing.api"].Std

@@ -23,8 +23,8 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 
 import elastic_idl as ei
-from elastic_idl._launch.spec import DEFAULT_START_METHOD
 from elastic_idl._sdk.elastic import Elastic, from_custom
+from elastic_idl._task.names import DEFAULT_START_METHOD
 
 #: Our extension fields (ElasticConfig numbers >= 100), by JSON name.
 EXTENSIONS = {f.json_name for f in ei.ElasticConfig.DESCRIPTOR.fields if f.number >= 100}

@@ -18,7 +18,8 @@ from google.protobuf import json_format
 
 import elastic_idl as ei
 from elastic_idl import pod
-from elastic_idl._backend.pytorchjob import pod_env, render_pytorchjob
+from elastic_idl._backend.operator import pod_env
+from elastic_idl._backend.pytorchjob import render_pytorchjob
 from elastic_idl._task.messages import FailureReport, KubeflowTask, LegacyTask
 
 CUSTOM = {

@@ -33,7 +33,8 @@ from typing import Any
 import pytest
 
 import elastic_idl as ei
-from elastic_idl._backend.pytorchjob import pod_env, render_pytorchjob
+from elastic_idl._backend.operator import pod_env
+from elastic_idl._backend.pytorchjob import render_pytorchjob
 from elastic_idl.pod import EXIT_JOB_FAILED, FAILURE_PATH_ENV, OUTPUT_ENV, RDZV_ENDPOINT_OVERRIDE_ENV
 
 pytest.importorskip("torch")

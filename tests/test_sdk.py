@@ -15,15 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import elastic_idl as ei
-from elastic_idl._sdk.elastic import (
-    SDK_RULES,
-    CleanPodPolicy,
-    CustomTemplate,
-    Elastic,
-    RestartPolicy,
-    RunPolicy,
-    from_custom,
-)
+from elastic_idl._sdk.arguments import RunPolicy
+from elastic_idl._sdk.elastic import SDK_RULES, CustomTemplate, Elastic, from_custom
+from elastic_idl._task.enums import CleanPodPolicy, RestartPolicy
 from elastic_idl._task.messages import KubeflowTask, LegacyTask, Resources
 from elastic_idl._task.messages import RunPolicy as RunPolicyMessage
 from elastic_idl._task.view import view

@@ -674,7 +674,8 @@ def test_task_means_what_torchrun_would_run(
     run = _torch_run_module()
     from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
-    from elastic_idl._launch.agent import DEFAULT_SHUTDOWN_TIMEOUT_S, resolve_nproc
+    from elastic_idl._launch.agent import resolve_nproc
+    from elastic_idl._task.names import DEFAULT_SHUTDOWN_TIMEOUT_S
 
     argv, env, _, _ = case
     task, _ = from_torchrun(argv, env)

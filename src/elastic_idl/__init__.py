@@ -52,7 +52,7 @@ _EXPORTS: dict[str, str] = {
     "RULES": "_task.validate",
     "validate": "_task.validate",
     "violations": "_task.validate",
-    "DEFAULT_RDZV_BACKEND": "_task.view",
+    "DEFAULT_RDZV_BACKEND": "_task.names",
     "TaskView": "_task.view",
     "view": "_task.view",
     # launch
@@ -65,13 +65,13 @@ _EXPORTS: dict[str, str] = {
     "pod_main": "pod",
     # backend side
     "render_pytorchjob": "_backend.pytorchjob",
-    "pod_env": "_backend.pytorchjob",
+    "pod_env": "_backend.operator",
     # SDK side
     "Elastic": "_sdk.elastic",
-    "CleanPodPolicy": "_sdk.elastic",
+    "CleanPodPolicy": "_task.enums",
     "CustomTemplate": "_sdk.elastic",
-    "RestartPolicy": "_sdk.elastic",
-    "RunPolicy": "_sdk.elastic",
+    "RestartPolicy": "_task.enums",
+    "RunPolicy": "_sdk.arguments",
     "from_custom": "_sdk.elastic",
     "from_torchrun": "_sdk.torchrun",
     "to_torchrun": "_sdk.torchrun",
@@ -147,7 +147,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from elastic_idl._backend.pytorchjob import pod_env, render_pytorchjob
+    from elastic_idl._backend.operator import pod_env
+    from elastic_idl._backend.pytorchjob import render_pytorchjob
     from elastic_idl._errors import (
         DecodeError,
         ElasticIdlError,
@@ -166,7 +167,8 @@ if TYPE_CHECKING:
     )
     from elastic_idl._launch.launcher import launch, to_launch_config
     from elastic_idl._launch.spec import EnvDecision, LaunchSpec, to_launch_spec
-    from elastic_idl._sdk.elastic import CleanPodPolicy, CustomTemplate, Elastic, RestartPolicy, RunPolicy, from_custom
+    from elastic_idl._sdk.arguments import RunPolicy
+    from elastic_idl._sdk.elastic import CustomTemplate, Elastic, from_custom
     from elastic_idl._sdk.torchrun import TorchrunEntrypoint, from_torchrun, to_torchrun
     from elastic_idl._task.codec import (
         FORMATS,
@@ -176,6 +178,7 @@ if TYPE_CHECKING:
         extension_fields,
         to_custom,
     )
+    from elastic_idl._task.enums import CleanPodPolicy, RestartPolicy
     from elastic_idl._task.messages import (
         ElasticConfig,
         FailureRecord,
@@ -185,6 +188,7 @@ if TYPE_CHECKING:
         Task,
         as_pb2,
     )
+    from elastic_idl._task.names import DEFAULT_RDZV_BACKEND
     from elastic_idl._task.validate import RULES, validate, violations
-    from elastic_idl._task.view import DEFAULT_RDZV_BACKEND, TaskView, view
+    from elastic_idl._task.view import TaskView, view
     from elastic_idl.pod import pod_main

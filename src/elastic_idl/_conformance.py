@@ -275,7 +275,8 @@ def outputs_of_task(
     - ``launch_spec``: ``LaunchSpec.as_dict()`` under no env (``none``), under each
       pod env of ``pod_env`` and under each named extra env; or the error.
     """
-    from elastic_idl._backend.pytorchjob import pod_env, render_pytorchjob
+    from elastic_idl._backend.operator import pod_env
+    from elastic_idl._backend.pytorchjob import render_pytorchjob
 
     out: dict[str, Any] = {}
     binary = encode(task, "binary")

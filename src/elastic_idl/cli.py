@@ -149,7 +149,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
-    from elastic_idl._backend.pytorchjob import pod_env
+    from elastic_idl._backend.operator import pod_env
 
     # The entrypoint does not change the env; a placeholder keeps the render valid.
     env = pod_env(_render(args, _entrypoint(args) or ["train.py"]), args.replica_type, args.replica)

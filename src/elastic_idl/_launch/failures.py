@@ -34,6 +34,7 @@ __all__ = [
     "report_json",
     "save_report",
     "user_traceback",
+    "write_atomic",
     "write_report",
 ]
 
@@ -188,13 +189,18 @@ def check_writable(path: str | os.PathLike[str], what: str) -> None:
         raise type(exc)(exc.errno, f"cannot write the {what}: {exc.strerror or exc}", str(target)) from None
 
 
-def write_report(report: Any, path: str | os.PathLike[str]) -> None:
-    """Write a FailureReport as JSON (protobuf's JSON mapping, zero values kept), atomically."""
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` (parents made) through a temp file and a rename: a reader sees all or nothing."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.time_ns()}.tmp")
-    tmp.write_text(report_json(report))
+    tmp.write_text(text)
     os.replace(tmp, target)
+
+
+def write_report(report: Any, path: str | os.PathLike[str]) -> None:
+    """Write a FailureReport as JSON (protobuf's JSON mapping, zero values kept), atomically."""
+    write_atomic(path, report_json(report))
 
 
 def save_report(report: Any, path: str | os.PathLike[str] | None) -> None:

@@ -52,14 +52,7 @@ from elastic_idl._launch.failures import (
     save_report,
 )
 from elastic_idl._launch.forkserver import Zygote, cpython_forkserver, fork_hazard, thread_count
-from elastic_idl._launch.spec import (
-    DEFAULT_RUN_ID,
-    ENV,
-    LaunchSpec,
-    override_violations,
-    split_endpoint,
-    to_launch_spec,
-)
+from elastic_idl._launch.spec import LaunchSpec, override_violations, split_endpoint, to_launch_spec
 from elastic_idl._launch.worker import (
     KIND_CALLABLE,
     KIND_MODULE,
@@ -69,6 +62,15 @@ from elastic_idl._launch.worker import (
     stash,
     unstash,
 )
+from elastic_idl._task.names import (
+    DEFAULT_JOIN_TIMEOUT_S,
+    DEFAULT_RUN_ID,
+    ENV,
+    JOIN_TIMEOUT,
+    LOOPBACK_HOST,
+    is_loopback,
+)
+from elastic_idl._task.view import seconds_number
 
 if TYPE_CHECKING:
     from torch.distributed.launcher.api import LaunchConfig
@@ -193,27 +195,23 @@ def _wait_for_host(spec: LaunchSpec, host: str, log: FailureLog) -> None:
     The operator's ``<job>-worker-0`` service name may not resolve yet while pods start.
     Waits in 1 s slices so that a signal is handled at once.
     """
-    join_timeout = float(spec.rdzv_configs.get("join_timeout", 600))
+    join_timeout = float(spec.rdzv_configs.get(JOIN_TIMEOUT, DEFAULT_JOIN_TIMEOUT_S))
     deadline = time.monotonic() + join_timeout
     reason = _resolve(host)
     if not reason:
         return
-    _log.info("elastic-idl: waiting up to %ss for %s to resolve (%s)", _num(join_timeout), host, reason)
+    _log.info("elastic-idl: waiting up to %ss for %s to resolve (%s)", seconds_number(join_timeout), host, reason)
     while reason:
         if time.monotonic() >= deadline:
             summary = (
                 f"rendezvous {spec.run_id!r} at {spec.rdzv_endpoint}: the host {host!r} did not resolve within "
-                f"join_timeout={_num(join_timeout)}s ({reason})"
+                f"join_timeout={seconds_number(join_timeout)}s ({reason})"
             )
             raise RendezvousIncompleteError(
                 summary, log.report(summary), joined=0, needed=spec.min_nodes, timeout_s=join_timeout
             )
         time.sleep(min(_RESOLVE_RETRY_S, max(0.0, deadline - time.monotonic())))
         reason = _resolve(host)
-
-
-def _num(x: float) -> int | float:
-    return int(x) if float(x).is_integer() else x
 
 
 def _overrides(spec: LaunchSpec, *, node_rank: int | None, local_addr: str | None) -> LaunchSpec:
@@ -376,7 +374,7 @@ def launch(
             raise HostNotFoundError(host, spec.rdzv_endpoint, reason)
     from elastic_idl._launch import agent  # imports torch: from here on the launch has started
 
-    loopback = agent.is_loopback(host)
+    loopback = is_loopback(host)
     if spec.run_id == DEFAULT_RUN_ID and spec.rdzv_endpoint.endswith(":0") and spec.max_nodes == 1:
         # A private store on a fresh port: like torchrun --standalone, a random id.
         spec = _replace(spec, run_id=uuid.uuid4().hex)
@@ -433,7 +431,7 @@ def launch(
 
 def _local_addr(host: str) -> str:
     """The address a loopback launch advertises for this node (and binds its stores to)."""
-    return "127.0.0.1" if host in ("localhost", "") else host
+    return LOOPBACK_HOST if host in ("localhost", "") else host
 
 
 def _replace(spec: LaunchSpec, **changes: Any) -> LaunchSpec:

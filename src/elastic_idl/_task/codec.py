@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 
 from elastic_idl._errors import DecodeError, EncodeError, SkewError, SkewWarning, brief
 from elastic_idl._task.messages import TASK_CLASSES, Task, as_task, task_class, task_type_version_of
+from elastic_idl._task.names import INT32
 
 __all__ = [
     "EXTENSION_FIELD_MIN",
@@ -50,11 +51,10 @@ EXTENSION_FIELD_MIN = 100
 #: First line of a textproto file: names the message the file holds.
 TEXTPROTO_HEADER = "# proto-message: "
 
-_INT32 = (-(2**31), 2**31 - 1)
 _INT_TYPES = {
-    FieldDescriptor.TYPE_INT32: _INT32,
-    FieldDescriptor.TYPE_SINT32: _INT32,
-    FieldDescriptor.TYPE_SFIXED32: _INT32,
+    FieldDescriptor.TYPE_INT32: INT32,
+    FieldDescriptor.TYPE_SINT32: INT32,
+    FieldDescriptor.TYPE_SFIXED32: INT32,
     FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
     FieldDescriptor.TYPE_FIXED32: (0, 2**32 - 1),
     FieldDescriptor.TYPE_INT64: (-(2**63), 2**63 - 1),
@@ -869,7 +869,7 @@ def _check_value(f: FieldDescriptor, value: Any, path: str, fmt: str) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             # A number: kept even when the schema does not define it (proto3 enums are open);
             # validation reports it as enum.known.
-            return _integer(value, path, fmt, *_INT32)
+            return _integer(value, path, fmt, *INT32)
         raise DecodeError(path, f"expected one of {', '.join(names)}, got {brief(value)}", format=fmt)
     if t in _INT_TYPES:
         return _integer(value, path, fmt, *_INT_TYPES[t])
