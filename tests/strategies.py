@@ -28,14 +28,14 @@ from typing import Any
 from google.protobuf.duration_pb2 import Duration
 from hypothesis import strategies as st
 
-from elastic_idl._messages import ElasticConfig, KubeflowTask, LegacyTask, Resources
-from elastic_idl._torchrun import FLAGS, TorchrunEntrypoint, to_torchrun
-from elastic_idl._validate import TYPED_RDZV_KEYS
+from elastic_idl._sdk.torchrun import FLAGS, TorchrunEntrypoint, to_torchrun
+from elastic_idl._task.messages import ElasticConfig, KubeflowTask, LegacyTask, Resources
+from elastic_idl._task.names import RDZV_TIMEOUTS
 
 INT32_MAX = 2**31 - 1
 BACKENDS = ("", "c10d", "etcd", "etcd-v2", "static")
 SIGNAL_NAMES = tuple(sorted(s.name for s in signal.Signals))
-TIMEOUT_FIELDS = tuple(TYPED_RDZV_KEYS.values())
+TIMEOUT_FIELDS = RDZV_TIMEOUTS
 RESOURCE_NAMES = (Resources.CPU, Resources.GPU, Resources.MEMORY, Resources.STORAGE, Resources.EPHEMERAL_STORAGE)
 
 # ---------------------------------------------------------------- small pieces
@@ -74,7 +74,7 @@ def option_keys(*, torchrun: bool = False) -> st.SearchStrategy[str]:
         st.sampled_from(["is_host", "heartbeat_timeout", "keep_alive_interval", "store_type", "timeout"]),
         st.text(_OPTION_KEY_CHARS, min_size=1, max_size=8),
     )
-    return keys.filter(lambda k: k not in TYPED_RDZV_KEYS and (not torchrun or k != "rank"))
+    return keys.filter(lambda k: k not in RDZV_TIMEOUTS and (not torchrun or k != "rank"))
 
 
 def option_values(*, torchrun: bool = False) -> st.SearchStrategy[str]:

@@ -513,7 +513,7 @@ def test_the_cli_and_the_pod_share_one_exit_code_table(monkeypatch: pytest.Monke
 
     from elastic_idl import cli as cli_module
     from elastic_idl import pod
-    from elastic_idl._launcher_failures import LaunchInterruptedError, RendezvousIncompleteError
+    from elastic_idl._errors import LaunchInterruptedError, RendezvousIncompleteError
     from elastic_idl.exit_codes import ExitCode
 
     assert pod.ExitCode is ExitCode
@@ -528,9 +528,9 @@ def test_the_cli_and_the_pod_share_one_exit_code_table(monkeypatch: pytest.Monke
         def raising(*args: Any, error: BaseException = error, **kwargs: Any) -> None:
             raise error
 
-        fake = types.ModuleType("elastic_idl._launcher")
+        fake = types.ModuleType("elastic_idl._launch.launcher")
         fake.launch = raising  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "elastic_idl._launcher", fake)
+        monkeypatch.setitem(sys.modules, "elastic_idl._launch.launcher", fake)
         assert cli_module.main(["run", str(DEMO), "--", "t.py"]) == code
         monkeypatch.setenv("ELASTIC_IDL_TASK", json.dumps(ei.to_custom(ei.decode(DEMO.read_bytes()))))
         paths = ["--output", str(tmp_path / "r.json"), "--failure-path", str(tmp_path / "f.json")]

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import elastic_idl as ei
-from elastic_idl._codec import MAX_NESTING, MAX_TASK_BYTES, MAX_YAML_ALIAS_NODES, format_of_path, read_task_bytes
 from elastic_idl._errors import MAX_ERROR_CHARS
-from elastic_idl._messages import KubeflowTask, LegacyTask
+from elastic_idl._task.codec import MAX_NESTING, MAX_TASK_BYTES, MAX_YAML_ALIAS_NODES, format_of_path, read_task_bytes
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
 
 FLYTEKIT_HEX = "0a020803220e0a04633130641001180320042802"
 FLYTEKIT_CUSTOM = {

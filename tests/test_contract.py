@@ -42,6 +42,7 @@ import elastic_idl as ei
 import elastic_idl.betterproto.plugins.kubeflow.v1 as bp_kubeflow
 import elastic_idl.betterproto.plugins.v1 as bp_legacy
 from elastic_idl import _conformance as conf
+from elastic_idl._errors import CaseError
 
 REPO = Path(__file__).resolve().parent.parent
 CONTRACT = REPO / "contract"
@@ -226,11 +227,11 @@ def test_runner_rejects_broken_folders(tmp_path: Path) -> None:
     (lying / "case.yaml").write_text((lying / "case.yaml").read_text().replace("kind: invalid", "kind: valid"))
     assert "a valid case breaks no rule" in folder_problems(conf.load_case(lying))
     (tmp_path / "no_case").mkdir()
-    with pytest.raises(conf.CaseError, match=r"no case\.yaml"):
+    with pytest.raises(CaseError, match=r"no case\.yaml"):
         conf.load_case(tmp_path / "no_case")
     unknown_key = copy("v0_empty")
     (unknown_key / "case.yaml").write_text((unknown_key / "case.yaml").read_text() + "expected: {}\n")
-    with pytest.raises(conf.CaseError, match="unknown keys"):
+    with pytest.raises(CaseError, match="unknown keys"):
         conf.load_case(unknown_key)
 
 
@@ -557,8 +558,9 @@ LAUNCH_CASES = sorted(n for n in TASK_CASES if any("error" not in d for d in EXP
 @pytest.mark.parametrize("name", LAUNCH_CASES)
 def test_launch_config(name: str) -> None:
     """Every pinned LaunchSpec becomes a torch LaunchConfig (ei.to_launch_config) with exactly those fields."""
-    # elastic_idl._torch first: it silences torch's import-time NumPy warning before torch loads.
-    from elastic_idl._torch import DEFAULT_SHUTDOWN_TIMEOUT_S, resolve_nproc
+    # elastic_idl._launch.agent first: it silences torch's import-time NumPy warning before torch loads.
+    from elastic_idl._launch.agent import resolve_nproc
+    from elastic_idl._task.names import DEFAULT_SHUTDOWN_TIMEOUT_S
 
     torch = sys.modules["torch"]
     Std = sys.modules["torch.distributed.elastic.multiprocessing.api"].Std

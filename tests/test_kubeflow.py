@@ -9,19 +9,12 @@ from typing import Any
 import pytest
 
 import elastic_idl as ei
+from elastic_idl._backend.operator import pod_env
+from elastic_idl._backend.pytorchjob import CONTAINER_NAME, DEFAULT_PORT, POD_ENTRYPOINT, PORT_NAME, render_pytorchjob
 from elastic_idl._errors import RenderError
-from elastic_idl._kubeflow import (
-    CONTAINER_NAME,
-    DEFAULT_PORT,
-    POD_ENTRYPOINT,
-    PORT_NAME,
-    TASK_ENV,
-    TASK_TYPE_VERSION_ENV,
-    pod_env,
-    render_pytorchjob,
-)
-from elastic_idl._messages import KubeflowTask, LegacyTask
-from elastic_idl._sdk import Elastic
+from elastic_idl._sdk.elastic import Elastic
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
+from elastic_idl._task.names import TASK_ENV, TASK_TYPE_VERSION_ENV
 
 # flytekit 1.16's custom for Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2) (REFERENCE §2).
 FLYTEKIT_CUSTOM: dict[str, Any] = {

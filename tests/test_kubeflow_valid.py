@@ -32,8 +32,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import elastic_idl as ei
-from elastic_idl._kubeflow import pod_env, render_pytorchjob
-from elastic_idl._messages import KubeflowTask, LegacyTask
+from elastic_idl._backend.operator import pod_env
+from elastic_idl._backend.pytorchjob import render_pytorchjob
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "pytorchjob"

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
-from elastic_idl._launcher import (
+from elastic_idl._launch.forkserver import thread_count
+from elastic_idl._launch.launcher import (
     LaunchFailedError,
     RendezvousIncompleteError,
     launch,
 )
-from elastic_idl._launcher_zygote import thread_count
-from elastic_idl._messages import KubeflowTask, LegacyTask
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
 
 WORKERS = Path(__file__).resolve().parent / "workers"
 sys.path.insert(0, str(WORKERS))
@@ -299,7 +299,7 @@ def test_a_module_in_the_working_directory_launches_from_a_script_elsewhere(tmp_
     driver = elsewhere / "driver.py"  # python puts elsewhere/, not work/, first on sys.path
     driver.write_text(
         "import elastic_idl as ei\n"
-        "from elastic_idl._messages import LegacyTask\n"
+        "from elastic_idl._task.messages import LegacyTask\n"
         "t = LegacyTask()\n"
         "e = t.elastic_config\n"
         "e.min_replicas = e.max_replicas = 1\n"

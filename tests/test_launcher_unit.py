@@ -16,11 +16,11 @@ import pytest
 from google.protobuf import json_format
 
 import elastic_idl as ei
-from elastic_idl._launcher import _entrypoint
-from elastic_idl._launcher_failures import FailureLog, WorkerExit, write_report
-from elastic_idl._launcher_worker import KIND_CALLABLE, KIND_MODULE, KIND_SCRIPT, WorkerMain, _substitute
-from elastic_idl._launcher_zygote import Zygote, cpython_forkserver, fork_hazard
-from elastic_idl._messages import FailureReport
+from elastic_idl._launch.failures import FailureLog, WorkerExit, write_report
+from elastic_idl._launch.forkserver import Zygote, cpython_forkserver, fork_hazard
+from elastic_idl._launch.launcher import _entrypoint
+from elastic_idl._launch.worker import KIND_CALLABLE, KIND_MODULE, KIND_SCRIPT, WorkerMain, _substitute
+from elastic_idl._task.messages import FailureReport
 
 WORKERS = Path(__file__).resolve().parent / "workers"
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "demo.yaml"
@@ -164,7 +164,7 @@ def _python(code: str) -> str:
 
 
 def test_importing_the_launcher_does_not_import_torch() -> None:
-    code = "import sys, elastic_idl._launcher; print('torch' in sys.modules)"
+    code = "import sys, elastic_idl._launch.launcher; print('torch' in sys.modules)"
     assert _python(code) == "False"
 
 
@@ -173,7 +173,7 @@ def test_logging_a_worker_failure_does_not_import_torch_dynamo() -> None:
     # the launcher pre-formats such records, which is what makes restarts cheap.
     code = """
 import logging, sys
-import elastic_idl._torch as t
+import elastic_idl._launch.agent as t
 from torch._logging._internal import TorchLogsFormatter
 logger = logging.getLogger("torch.distributed.elastic.multiprocessing.api")
 handler = logging.StreamHandler(sys.stderr)
@@ -193,7 +193,7 @@ print("torch._dynamo" in sys.modules)
 
 
 def _legacy(backend: str = "c10d", nodes: int = 1) -> Any:
-    from elastic_idl._messages import LegacyTask
+    from elastic_idl._task.messages import LegacyTask
 
     t = LegacyTask()
     e = t.elastic_config
@@ -214,7 +214,7 @@ def test_report_json_always_has_rank_local_rank_and_attempt(tmp_path: Path) -> N
 
 
 def test_the_zero_value_option_follows_the_installed_protobuf(monkeypatch: pytest.MonkeyPatch) -> None:
-    from elastic_idl import _launcher_failures as lf
+    from elastic_idl._launch import failures as lf
 
     def old(message: Any, including_default_value_fields: bool = False, indent: int = 2) -> str:
         return ""  # protobuf 4.21's spelling
@@ -229,7 +229,7 @@ def test_the_zero_value_option_follows_the_installed_protobuf(monkeypatch: pytes
 
 
 def test_the_attempt_line_puts_the_first_failure_first_and_marks_the_others(tmp_path: Path) -> None:
-    from elastic_idl._launcher_failures import describe_attempt
+    from elastic_idl._launch.failures import describe_attempt
 
     log = FailureLog(run_id="r", role="default", node="n0")
     late = _error_file(tmp_path / "0.json", "RuntimeError: Connection closed by peer", "tb0", 2_000_000_000)
@@ -244,7 +244,7 @@ def test_the_attempt_line_puts_the_first_failure_first_and_marks_the_others(tmp_
 def test_a_report_that_cannot_be_written_never_replaces_the_launch_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from elastic_idl._launcher_failures import check_writable, save_report
+    from elastic_idl._launch.failures import check_writable, save_report
 
     with pytest.raises(OSError, match="cannot write the failure report") as info:
         check_writable("/proc/nope/f.json", "failure report")
@@ -256,7 +256,8 @@ def test_a_report_that_cannot_be_written_never_replaces_the_launch_error(
 
 
 def test_launch_checks_files_and_the_endpoint_before_anything_starts(tmp_path: Path) -> None:
-    from elastic_idl._launcher import HostNotFoundError, launch
+    from elastic_idl._errors import HostNotFoundError
+    from elastic_idl._launch.launcher import launch
 
     script = tmp_path / "t.py"
     script.write_text("")
@@ -282,8 +283,8 @@ except ValueError:
 
 
 def test_node_rank_fits_the_backend() -> None:
-    from elastic_idl._launcher import _overrides
-    from elastic_idl._spec import to_launch_spec
+    from elastic_idl._launch.launcher import _overrides
+    from elastic_idl._launch.spec import to_launch_spec
 
     static = to_launch_spec(_legacy("static", nodes=2))
     assert _overrides(static, node_rank=None, local_addr=None).rdzv_configs["rank"] == 0  # torchrun's default
@@ -299,9 +300,9 @@ def test_node_rank_fits_the_backend() -> None:
 
 
 def test_a_pod_waits_for_the_rendezvous_host_within_join_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    from elastic_idl import _launcher
-    from elastic_idl._launcher_failures import RendezvousIncompleteError
-    from elastic_idl._spec import to_launch_spec
+    from elastic_idl._errors import RendezvousIncompleteError
+    from elastic_idl._launch import launcher as _launcher
+    from elastic_idl._launch.spec import to_launch_spec
 
     answers = iter(["Name or service not known", "Name or service not known", ""])
     monkeypatch.setattr(_launcher, "_resolve", lambda host: next(answers))
@@ -335,7 +336,7 @@ def test_modules_are_looked_up_in_the_working_directory_first(tmp_path: Path, mo
 def test_torchs_worker_tracebacks_are_logged_only_when_verbose() -> None:
     code = """
 import logging, sys
-from elastic_idl import _torch
+from elastic_idl._launch import agent as _torch
 flt = _torch._PlainTraceback()
 try:
     raise RuntimeError("x")
@@ -355,14 +356,14 @@ print(quiet, kept, loud)
 
 
 def test_the_root_cause_traceback_starts_at_the_users_code() -> None:
-    from elastic_idl._launcher_failures import user_traceback
+    from elastic_idl._launch.failures import user_traceback
 
     tb = (
         "Traceback (most recent call last):\n"
         '  File "/venv/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 367, in wrapper\n'
         "    return f(*args, **kwargs)\n"
         "           ^^^^^^^^^^^^^^^^^^\n"
-        '  File "/venv/elastic_idl/_launcher_worker.py", line 211, in __call__\n'
+        '  File "/venv/elastic_idl/_launch/worker.py", line 211, in __call__\n'
         "    _run_as_main(...)\n"
         '  File "<frozen runpy>", line 88, in _run_code\n'
         '  File "/home/me/train.py", line 5, in <module>\n'

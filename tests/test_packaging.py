@@ -122,7 +122,7 @@ from elastic_idl.plugins.kubeflow.v1 import pytorch_pb2
 from elastic_idl.plugins.v1 import elastic_pb2, failure_pb2
 from elastic_idl.plugins.v1 import pytorch_pb2 as legacy_pb2
 from elastic_idl.betterproto.plugins.kubeflow import v1 as bp_kubeflow
-import elastic_idl._validate
+import elastic_idl._task.validate
 
 checkout = sys.argv[1]
 assert not elastic_idl.__file__.startswith(checkout), elastic_idl.__file__
@@ -145,13 +145,13 @@ assert legacy_pb2.DistributedPyTorchTrainingTask(workers=2).SerializeToString() 
 failure_pb2.FailureReport(failures=[failure_pb2.FailureRecord(rank=1, exit_code=3)]).SerializeToString()
 
 # A FailureReport's JSON keeps zero values (rank 0, attempt 0): the option's name differs by protobuf version.
-from elastic_idl._launcher_failures import report_json
+from elastic_idl._launch.failures import report_json
 zero = json.loads(report_json(failure_pb2.FailureReport(failures=[failure_pb2.FailureRecord(exit_code=1)])))
 assert {k: zero["failures"][0][k] for k in ("rank", "localRank", "attempt")} == dict.fromkeys(
     ("rank", "localRank", "attempt"), 0
 ), zero
 
-validate = getattr(elastic_idl, "validate", elastic_idl._validate.validate)
+validate = getattr(elastic_idl, "validate", elastic_idl._task.validate.validate)
 validate(t)
 try:
     bad = pytorch_pb2.DistributedPyTorchTrainingTask()

@@ -18,8 +18,9 @@ from google.protobuf import json_format
 
 import elastic_idl as ei
 from elastic_idl import pod
-from elastic_idl._kubeflow import pod_env, render_pytorchjob
-from elastic_idl._messages import FailureReport, KubeflowTask, LegacyTask
+from elastic_idl._backend.operator import pod_env
+from elastic_idl._backend.pytorchjob import render_pytorchjob
+from elastic_idl._task.messages import FailureReport, KubeflowTask, LegacyTask
 
 CUSTOM = {
     "elasticConfig": {"maxReplicas": 2, "maxRestarts": 1, "minReplicas": 1, "nprocPerNode": 1, "rdzvBackend": "c10d"},
@@ -45,7 +46,7 @@ def operator_env(t: Any = None, version: int = 1, index: int = 0) -> dict[str, s
 
 
 class FakeLauncher:
-    """Stands in for elastic_idl._launcher: records the call, returns or raises what it is told."""
+    """Stands in for elastic_idl._launch.launcher: records the call, returns or raises what it is told."""
 
     def __init__(self, result: Any = None, error: BaseException | None = None, report: Any = None) -> None:
         self.calls: list[dict[str, Any]] = []
@@ -65,9 +66,9 @@ class FakeLauncher:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeLauncher:
     f = FakeLauncher()
-    module = types.ModuleType("elastic_idl._launcher")
+    module = types.ModuleType("elastic_idl._launch.launcher")
     module.launch = f.launch  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "elastic_idl._launcher", module)
+    monkeypatch.setitem(sys.modules, "elastic_idl._launch.launcher", module)
     return f
 
 
@@ -269,7 +270,7 @@ def _report() -> Any:
 
 
 def _failures() -> Any:
-    return pytest.importorskip("elastic_idl._launcher_failures")
+    return pytest.importorskip("elastic_idl._errors")
 
 
 def test_job_failure_exits_3_with_report_and_termination_log(fake: FakeLauncher, tmp_path: Path, capsys: Any) -> None:

@@ -15,18 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import elastic_idl as ei
-from elastic_idl._messages import KubeflowTask, LegacyTask, Resources
-from elastic_idl._messages import RunPolicy as RunPolicyMessage
-from elastic_idl._sdk import (
-    SDK_RULES,
-    CleanPodPolicy,
-    CustomTemplate,
-    Elastic,
-    RestartPolicy,
-    RunPolicy,
-    from_custom,
-)
-from elastic_idl._view import view
+from elastic_idl._sdk.arguments import RunPolicy
+from elastic_idl._sdk.elastic import SDK_RULES, CustomTemplate, Elastic, from_custom
+from elastic_idl._task.enums import CleanPodPolicy, RestartPolicy
+from elastic_idl._task.messages import KubeflowTask, LegacyTask, Resources
+from elastic_idl._task.messages import RunPolicy as RunPolicyMessage
+from elastic_idl._task.view import view
 from strategies import arbitrary_tasks, elastic_kwargs, valid_tasks
 
 #: REFERENCE §2: what flytekit 1.16 emits for Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2).
@@ -577,7 +571,7 @@ def test_to_task_is_a_copy() -> None:
 def test_no_torch_and_no_flytekit_import() -> None:
     code = (
         "import sys\n"
-        "from elastic_idl._sdk import Elastic, from_custom\n"
+        "from elastic_idl._sdk.elastic import Elastic, from_custom\n"
         "c = Elastic(nnodes='1:4', nproc_per_node='auto', start_method='fork')\n"
         "from_custom(c.to_custom().custom)\n"
         "Elastic.from_task(c.to_task())\n"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import elastic_idl as ei
-from elastic_idl._messages import KubeflowTask, LegacyTask
-from elastic_idl._spec import DEFAULT_MONITOR_INTERVAL_S, DEFAULT_START_METHOD
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
+from elastic_idl._task.names import DEFAULT_MONITOR_INTERVAL_S, DEFAULT_START_METHOD
 
 # What the Kubeflow training operator v1.9 injects into an elastic worker (REFERENCE §4).
 OPERATOR_ENV = {

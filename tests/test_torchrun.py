@@ -20,8 +20,7 @@ from google.protobuf.duration_pb2 import Duration
 from hypothesis import given, settings
 
 import elastic_idl as ei
-from elastic_idl._messages import KubeflowTask, LegacyTask
-from elastic_idl._torchrun import (
+from elastic_idl._sdk.torchrun import (
     FLAGS,
     TorchrunEntrypoint,
     TorchrunError,
@@ -31,6 +30,7 @@ from elastic_idl._torchrun import (
     from_torchrun,
     to_torchrun,
 )
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
 from strategies import raw_torchrun_command_lines, torchrun_command_lines, torchrun_entrypoints, torchrun_tasks
 
 
@@ -598,7 +598,7 @@ def test_argv_to_task_to_argv(case: tuple[list[str], dict[str, str], KubeflowTas
 
 
 def _torch_run_module() -> Any:
-    import elastic_idl._torch  # noqa: F401  (silences torch's import-time NumPy warning first)
+    import elastic_idl._launch.agent  # noqa: F401  (silences torch's import-time NumPy warning first)
 
     return pytest.importorskip("torch.distributed.run")
 
@@ -674,7 +674,8 @@ def test_task_means_what_torchrun_would_run(
     run = _torch_run_module()
     from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
-    from elastic_idl._torch import DEFAULT_SHUTDOWN_TIMEOUT_S, resolve_nproc
+    from elastic_idl._launch.agent import resolve_nproc
+    from elastic_idl._task.names import DEFAULT_SHUTDOWN_TIMEOUT_S
 
     argv, env, _, _ = case
     task, _ = from_torchrun(argv, env)
@@ -753,7 +754,7 @@ def test_a_command_line_as_one_string_is_a_type_error_that_says_what_to_pass() -
 
 
 def test_what_torchruns_parser_rejects_is_a_usage_error() -> None:
-    from elastic_idl._torchrun import TorchrunUsageError
+    from elastic_idl._errors import TorchrunUsageError
 
     for argv, env in (([], {}), (["--bogus", "t.py"], {}), (["-h"], {}), (["t.py"], {"PET_MAX_RESTARTS": "x"})):
         with pytest.raises(TorchrunUsageError):
@@ -765,7 +766,7 @@ def test_what_torchruns_parser_rejects_is_a_usage_error() -> None:
 
 
 def test_per_node_settings_are_launch_time_settings_of_the_drop_in() -> None:
-    from elastic_idl._torchrun import NodeSettings, parse_torchrun
+    from elastic_idl._sdk.torchrun import NodeSettings, parse_torchrun
 
     static = ["--nnodes=2", "--master-addr=10.0.0.1", "--master-port=29500"]
     task, _, node = parse_torchrun([*static, "--node-rank=1", "--local-addr=10.0.0.2", "--log-dir=/l", "t.py"])
@@ -783,7 +784,7 @@ def test_per_node_settings_are_launch_time_settings_of_the_drop_in() -> None:
 
 
 def test_node_rank_where_the_rendezvous_assigns_it() -> None:
-    from elastic_idl._torchrun import NodeSettings, parse_torchrun
+    from elastic_idl._sdk.torchrun import NodeSettings, parse_torchrun
 
     # An ambient PET_NODE_RANK (a non-elastic pod sets one) with torchrun's default one-node line:
     # ignored, as torchrun ignores it; the message no longer contradicts itself.
@@ -802,7 +803,7 @@ def test_per_rank_redirect_maps_say_what_to_use_instead() -> None:
 
 
 def test_the_help_lists_every_flag_by_status() -> None:
-    from elastic_idl._torchrun import torchrun_help
+    from elastic_idl._sdk.torchrun import torchrun_help
 
     text = torchrun_help()
     for f in FLAGS:

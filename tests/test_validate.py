@@ -11,8 +11,8 @@ from google.protobuf.duration_pb2 import Duration
 
 import elastic_idl as ei
 from elastic_idl._errors import MAX_ERROR_CHARS
-from elastic_idl._messages import KubeflowTask, LegacyTask
-from elastic_idl._validate import RULES
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
+from elastic_idl._task.validate import RULES
 
 
 def kubeflow(**elastic: Any) -> KubeflowTask:
@@ -303,7 +303,7 @@ def test_validate_ignores_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
 def test_validate_does_not_import_torch() -> None:
     import subprocess
 
-    code = "import sys, elastic_idl as ei; from elastic_idl._messages import KubeflowTask; ei.violations(KubeflowTask()); print('torch' in sys.modules)"
+    code = "import sys, elastic_idl as ei; from elastic_idl._task.messages import KubeflowTask; ei.violations(KubeflowTask()); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

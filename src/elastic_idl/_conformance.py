@@ -24,10 +24,18 @@ from typing import Any
 
 import yaml
 
-from elastic_idl._codec import EncodeError, decode, encode, to_custom
-from elastic_idl._errors import DecodeError, ElasticIdlError, RenderError, ValidationError, Violation
-from elastic_idl._spec import to_launch_spec
-from elastic_idl._validate import violations
+from elastic_idl._errors import (
+    CaseError,
+    DecodeError,
+    ElasticIdlError,
+    EncodeError,
+    RenderError,
+    ValidationError,
+    Violation,
+)
+from elastic_idl._launch.spec import to_launch_spec
+from elastic_idl._task.codec import decode, encode, to_custom
+from elastic_idl._task.validate import violations
 
 __all__ = [
     "CASE_FILE",
@@ -93,10 +101,6 @@ _CASE_KEYS = {"kind", "description", "task_type_version", "render", "envs", "fly
 _PINNED_INDICES = (0, 1)
 #: Order of replica types in pod_env / launch_spec keys.
 _REPLICA_ORDER = ("Master", "Worker")
-
-
-class CaseError(ValueError):
-    """A case folder is malformed (unknown key, missing input, bad kind)."""
 
 
 @dataclass(frozen=True)
@@ -271,7 +275,8 @@ def outputs_of_task(
     - ``launch_spec``: ``LaunchSpec.as_dict()`` under no env (``none``), under each
       pod env of ``pod_env`` and under each named extra env; or the error.
     """
-    from elastic_idl._kubeflow import pod_env, render_pytorchjob
+    from elastic_idl._backend.operator import pod_env
+    from elastic_idl._backend.pytorchjob import render_pytorchjob
 
     out: dict[str, Any] = {}
     binary = encode(task, "binary")

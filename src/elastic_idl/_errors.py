@@ -1,4 +1,8 @@
-"""The project's exception types. Every error a user can cause is one of these."""
+"""The project's exception and warning types, all of them. Every error a user can cause is one of these.
+
+The public ones are re-exported by ``elastic_idl``; the exit code each maps to is
+:mod:`elastic_idl.exit_codes`.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,26 @@ import re
 import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "MAX_ERROR_CHARS",
     "MAX_FIELD_CHARS",
     "MAX_VIOLATIONS_SHOWN",
+    "CaseError",
     "DecodeError",
     "ElasticIdlError",
+    "EncodeError",
+    "HostNotFoundError",
+    "LaunchFailedError",
+    "LaunchInterruptedError",
     "RenderError",
+    "RendezvousIncompleteError",
+    "SkewError",
+    "SkewWarning",
+    "TorchrunError",
+    "TorchrunUsageError",
+    "UnsupportedFlagError",
     "UnsupportedVersionError",
     "ValidationError",
     "Violation",
@@ -163,3 +179,140 @@ class RenderError(ElasticIdlError, ValueError):
         self.field = field
         self.reason = one_line(reason)
         super().__init__(f"{field}: {self.reason}")
+
+
+# --------------------------------------------------------------------------- formats (decode/encode)
+
+
+class SkewError(ElasticIdlError, ValueError):
+    """Emitting for an upstream-only reader would drop extension fields that are set.
+
+    Attributes:
+        fields: Paths of the extension fields that upstream would lose.
+    """
+
+    def __init__(self, fields: Sequence[str]) -> None:
+        self.fields = tuple(fields)
+        super().__init__(
+            "upstream readers do not know these fields and would lose them: "
+            + ", ".join(self.fields)
+            + " (clear them, or pass allow_loss=True to drop them with a warning)"
+        )
+
+
+class SkewWarning(UserWarning):
+    """Extension fields were dropped to emit the upstream-only form (allow_loss=True)."""
+
+
+class EncodeError(ElasticIdlError, ValueError):
+    """A message holds a value its JSON/YAML form cannot express (e.g. an invalid Duration).
+
+    Attributes:
+        field: Dotted path of the offending field ("" when unknown).
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        reason = one_line(reason)
+        super().__init__(f"{field}: {reason}" if field else reason)
+
+
+# --------------------------------------------------------------------------- torchrun command lines
+
+
+class TorchrunError(ElasticIdlError, ValueError):
+    """A torchrun command line (or its ``PET_*`` env) could not be turned into a task, or back.
+
+    Attributes:
+        flag: The flag at fault in its dash spelling ("--nnodes"), or "training_script".
+        reason: What is wrong; names the env variable when the value came from one.
+    """
+
+    def __init__(self, flag: str, reason: str) -> None:
+        self.flag = flag
+        self.reason = reason
+        super().__init__(f"{flag}: {reason}")
+
+
+class UnsupportedFlagError(TorchrunError):
+    """A torchrun flag (or value) the schema cannot hold, so converting would drop it."""
+
+
+class TorchrunUsageError(TorchrunError):
+    """A command line torchrun's own parser rejects (no script, an unknown flag, a bad type, -h).
+
+    torchrun exits 2 (argparse's usage error) on these; ``elastic-idl torchrun`` does too.
+    """
+
+
+# --------------------------------------------------------------------------- launches
+
+
+class LaunchFailedError(ElasticIdlError, RuntimeError):
+    """A launch failed for good: the one exception :func:`elastic_idl.launch` raises.
+
+    Attributes:
+        report: The ``FailureReport`` message (also written as JSON when the launch
+            was given a ``failure_path``).
+        failures: ``report.failures`` as a tuple of ``FailureRecord``, root cause first.
+    """
+
+    def __init__(self, message: str, report: Any) -> None:
+        super().__init__(message)
+        self.report = report
+        self.failures: tuple[Any, ...] = tuple(report.failures)
+
+
+class RendezvousIncompleteError(LaunchFailedError):
+    """Not enough nodes joined the rendezvous within its join timeout.
+
+    Attributes:
+        joined: How many nodes were seen in the rendezvous (this one included);
+            -1 when the backend cannot tell.
+        needed: The minimum number of nodes (min_nodes).
+        timeout_s: The join timeout that ran out, in seconds.
+    """
+
+    def __init__(self, message: str, report: Any, *, joined: int, needed: int, timeout_s: float) -> None:
+        super().__init__(message, report)
+        self.joined = joined
+        self.needed = needed
+        self.timeout_s = timeout_s
+
+
+class LaunchInterruptedError(LaunchFailedError):
+    """The launcher got a termination signal (SIGTERM, SIGINT, ...) and stopped every worker.
+
+    Attributes:
+        signal: The signal number received.
+        stopped_pids: Worker processes that were running and have been stopped.
+    """
+
+    def __init__(self, message: str, report: Any, *, signum: int, stopped_pids: Sequence[int]) -> None:
+        super().__init__(message, report)
+        self.signal = signum
+        self.stopped_pids = tuple(stopped_pids)
+
+
+class HostNotFoundError(ElasticIdlError, ValueError):
+    """The rendezvous host of a local launch does not resolve.
+
+    Attributes:
+        host: The host name that did not resolve.
+        endpoint: The whole rendezvous endpoint.
+    """
+
+    def __init__(self, host: str, endpoint: str, reason: str) -> None:
+        self.host = host
+        self.endpoint = endpoint
+        super().__init__(
+            f"rdzv_endpoint: the host {host!r} of {endpoint!r} does not resolve ({reason}); "
+            "a one-machine launch can use 127.0.0.1"
+        )
+
+
+# --------------------------------------------------------------------------- contract cases
+
+
+class CaseError(ValueError):
+    """A case folder is malformed (unknown key, missing input, bad kind)."""

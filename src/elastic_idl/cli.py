@@ -19,10 +19,17 @@ from typing import Any
 import yaml
 
 from elastic_idl import __version__
-from elastic_idl._codec import FORMATS, MAX_TASK_BYTES, decode, encode, format_of_path, read_task_bytes, to_custom
-from elastic_idl._errors import ElasticIdlError, ValidationError, violation_lines
-from elastic_idl._messages import Task
-from elastic_idl._spec import to_launch_spec
+from elastic_idl._errors import (
+    ElasticIdlError,
+    LaunchInterruptedError,
+    TorchrunUsageError,
+    UnsupportedFlagError,
+    ValidationError,
+    violation_lines,
+)
+from elastic_idl._launch.spec import to_launch_spec
+from elastic_idl._task.codec import FORMATS, MAX_TASK_BYTES, decode, encode, format_of_path, read_task_bytes, to_custom
+from elastic_idl._task.messages import Task
 from elastic_idl.exit_codes import EXIT_CODES_TEXT, ExitCode, exit_code_of
 
 EXIT_OK = ExitCode.OK
@@ -70,7 +77,7 @@ def _read(args: argparse.Namespace) -> Task:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from elastic_idl._validate import violations
+    from elastic_idl._task.validate import violations
 
     found = violations(_read(args))
     for line in violation_lines(found):
@@ -120,7 +127,7 @@ def _entrypoint(args: argparse.Namespace) -> list[str]:
 
 
 def _render(args: argparse.Namespace, entrypoint: list[str]) -> dict[str, Any]:
-    from elastic_idl._kubeflow import render_pytorchjob
+    from elastic_idl._backend.pytorchjob import render_pytorchjob
 
     job: dict[str, Any] = render_pytorchjob(
         _read(args),
@@ -142,7 +149,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
-    from elastic_idl._kubeflow import pod_env
+    from elastic_idl._backend.operator import pod_env
 
     # The entrypoint does not change the env; a placeholder keeps the render valid.
     env = pod_env(_render(args, _entrypoint(args) or ["train.py"]), args.replica_type, args.replica)
@@ -152,7 +159,7 @@ def _cmd_env(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from elastic_idl._launcher import launch
+    from elastic_idl._launch.launcher import launch
 
     command = list(args.tail)
     if not command or not command[0]:
@@ -178,7 +185,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_torchrun(args: argparse.Namespace) -> int:
-    from elastic_idl._torchrun import TorchrunUsageError, UnsupportedFlagError, parse_torchrun, torchrun_help
+    from elastic_idl._sdk.torchrun import parse_torchrun, torchrun_help
 
     try:
         # torchrun's own env fallbacks (PET_*) are applied here; the command line wins.
@@ -192,7 +199,7 @@ def _cmd_torchrun(args: argparse.Namespace) -> int:
         raise UnsupportedFlagError(
             "--no-python", "the drop-in runs Python scripts and modules only; use torchrun itself for other programs"
         )
-    from elastic_idl._launcher import launch
+    from elastic_idl._launch.launcher import launch
 
     launch(
         task,
@@ -358,9 +365,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line, file=sys.stderr)
         return EXIT_INVALID
     except (ElasticIdlError, ValueError) as exc:
-        from elastic_idl._launcher_failures import LaunchInterruptedError
-        from elastic_idl._torchrun import TorchrunUsageError
-
         if isinstance(exc, TorchrunUsageError):
             print("usage: elastic-idl torchrun [torchrun flags] SCRIPT [ARGS...] (see --help)", file=sys.stderr)
             print(f"elastic-idl torchrun: error: {exc}", file=sys.stderr)

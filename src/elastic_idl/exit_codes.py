@@ -15,13 +15,15 @@ code        meaning
 128 + N     stopped by signal N (130 SIGINT, 143 SIGTERM), as a shell reports it
 ==========  =================================================================
 
-Torch-free; imports nothing of the runtime until :func:`exit_code_of` is called.
+Torch-free; imports only the error types (:mod:`elastic_idl._errors`, stdlib only).
 """
 
 from __future__ import annotations
 
 import enum
 import signal
+
+from elastic_idl._errors import LaunchFailedError, LaunchInterruptedError, RendezvousIncompleteError
 
 __all__ = ["EXIT_CODES_TEXT", "SIGNAL_BASE", "ExitCode", "exit_code_of", "signal_exit_code"]
 
@@ -57,8 +59,6 @@ def signal_exit_code(signum: int) -> int:
 
 def exit_code_of(exc: BaseException) -> int:
     """The exit code for an error a launch (or the steps before it) raised."""
-    from elastic_idl._launcher_failures import LaunchFailedError, LaunchInterruptedError, RendezvousIncompleteError
-
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.SIGINT
     if isinstance(exc, LaunchInterruptedError):

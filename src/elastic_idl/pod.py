@@ -52,18 +52,17 @@ import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from elastic_idl._codec import decode, format_of_path, from_custom, load_document, read_task_bytes
 from elastic_idl._errors import DecodeError, ElasticIdlError, ValidationError, violation_lines
-from elastic_idl._kubeflow import TASK_ENV, TASK_TYPE_VERSION_ENV
-from elastic_idl._launcher_failures import check_writable, report_json
-from elastic_idl._launcher_worker import cwd_first_on_path
-from elastic_idl._messages import Task, task_class
-from elastic_idl._spec import DEFAULT_RUN_ID, to_launch_spec
+from elastic_idl._launch.failures import check_writable, report_json, write_atomic
+from elastic_idl._launch.spec import to_launch_spec
+from elastic_idl._launch.worker import cwd_first_on_path
+from elastic_idl._task.codec import decode, format_of_path, from_custom, load_document, read_task_bytes
+from elastic_idl._task.messages import Task, task_class
+from elastic_idl._task.names import DEFAULT_RUN_ID, TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl.exit_codes import EXIT_CODES_TEXT, ExitCode, exit_code_of
 
 __all__ = [
@@ -272,14 +271,6 @@ def _callable(target: str) -> Callable[..., Any]:
     return obj  # type: ignore[no-any-return]
 
 
-def _write_atomic(path: str, text: str) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.time_ns()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, target)
-
-
 def _result_json(run_id: str, value: Any) -> str:
     return json.dumps({"run_id": run_id, "rank": 0, "return_value": value}, default=repr, sort_keys=True) + "\n"
 
@@ -304,11 +295,11 @@ def _record_failure(exc: BaseException, args: argparse.Namespace, failure_path: 
     """Make sure a FailureReport exists at failure_path, then write the termination message."""
     if not Path(failure_path).is_file():
         # The launcher writes the full report itself; this covers errors before it could.
-        from elastic_idl._messages import FailureReport
+        from elastic_idl._task.messages import FailureReport
 
         report = FailureReport(run_id=run_id, summary=str(exc) or type(exc).__name__)
         try:
-            _write_atomic(failure_path, report_json(report))
+            write_atomic(failure_path, report_json(report))
         except OSError as err:
             _log.warning("elastic-idl pod: cannot write the failure report to %s: %s", failure_path, err)
     log = args.termination_log
@@ -406,7 +397,7 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
     if endpoint:
         _log.info("elastic-idl pod: rendezvous endpoint overridden by %s: %s", RDZV_ENDPOINT_OVERRIDE_ENV, endpoint)
 
-    from elastic_idl._launcher import launch  # imports torch: only now
+    from elastic_idl._launch.launcher import launch  # imports torch: only now
 
     try:
         results = launch(
@@ -445,7 +436,7 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
     if not isinstance(results, Mapping):
         raise TypeError(f"launch(return_all=True) returned {type(results).__name__}, expected a mapping of rank")
     if 0 in results:
-        _write_atomic(output, _result_json(run_id, results[0]))
+        write_atomic(output, _result_json(run_id, results[0]))
         _log.info("elastic-idl pod: this pod ran global rank 0; result written to %s", output)
     else:
         _log.info("elastic-idl pod: no global rank 0 here (ranks %s); no outputs, like IgnoreOutputs", sorted(results))

@@ -19,21 +19,41 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NoReturn, cast
 
-from elastic_idl._errors import ElasticIdlError, ValidationError, Violation
-from elastic_idl._messages import ElasticConfig, Task
-from elastic_idl._sdk import _Problems, _task_of, duration_of, duration_text, parse_nnodes, parse_nproc, split_rdzv
-from elastic_idl._spec import _NPROC_POLICY, _NUMA, _START_METHOD, parse_rdzv_conf
-from elastic_idl._validate import TYPED_RDZV_KEYS, violations
-from elastic_idl._view import DEFAULT_RDZV_BACKEND, view
+from elastic_idl._errors import TorchrunError, TorchrunUsageError, UnsupportedFlagError, ValidationError, Violation
+from elastic_idl._sdk.arguments import (
+    Problems,
+    duration_of,
+    duration_text,
+    parse_nnodes,
+    parse_nproc,
+    split_rdzv,
+    task_of,
+)
+from elastic_idl._task.enums import NPROC_POLICY, NUMA_BINDING, START_METHOD
+from elastic_idl._task.messages import ElasticConfig, Task
+from elastic_idl._task.names import (
+    C10D,
+    DEFAULT_MASTER_PORT,
+    DEFAULT_PORTS,
+    DEFAULT_RDZV_BACKEND,
+    DEFAULT_SIGNALS,
+    INT32,
+    LOOPBACK_HOST,
+    PET_PREFIX,
+    RDZV_TIMEOUTS,
+    SHUTDOWN_TIMEOUT,
+    STATIC,
+    format_rdzv_conf,
+    parse_rdzv_conf,
+)
+from elastic_idl._task.validate import violations
+from elastic_idl._task.view import view
 from elastic_idl.exit_codes import EXIT_CODES_TEXT
 
 __all__ = [
     "FLAGS",
     "NodeSettings",
     "TorchrunEntrypoint",
-    "TorchrunError",
-    "TorchrunUsageError",
-    "UnsupportedFlagError",
     "from_torchrun",
     "parse_torchrun",
     "to_torchrun",
@@ -42,44 +62,10 @@ __all__ = [
 
 _log = logging.getLogger("elastic_idl")
 
-#: Prefix of torchrun's env fallbacks: ``PET_<DEST>`` (e.g. PET_NPROC_PER_NODE).
-ENV_PREFIX = "PET_"
-#: Port torch's c10d rendezvous uses when the endpoint has none.
-C10D_DEFAULT_PORT = 29400
-#: Port torch's etcd rendezvous backends use when the endpoint has none.
-ETCD_DEFAULT_PORT = 2379
-#: torchrun's --master-port when neither the flag nor PET_MASTER_PORT gives one.
-DEFAULT_MASTER_PORT = 29500
-_DEFAULT_PORTS = {"c10d": C10D_DEFAULT_PORT, "etcd": ETCD_DEFAULT_PORT, "etcd-v2": ETCD_DEFAULT_PORT}
 _HOST_RE = re.compile(r"^[\w\.:-]+$")  # torch's parse_rendezvous_endpoint
 _STD_VALUE_RE = re.compile(r"^[0123]$")  # torch's Std.from_str
 _STD_MAPPING_RE = re.compile(r"^(\d:[0123],)*(\d:[0123])$")
 _UNSET: Any = object()
-
-
-class TorchrunError(ElasticIdlError, ValueError):
-    """A torchrun command line (or its ``PET_*`` env) could not be turned into a task, or back.
-
-    Attributes:
-        flag: The flag at fault in its dash spelling ("--nnodes"), or "training_script".
-        reason: What is wrong; names the env variable when the value came from one.
-    """
-
-    def __init__(self, flag: str, reason: str) -> None:
-        self.flag = flag
-        self.reason = reason
-        super().__init__(f"{flag}: {reason}")
-
-
-class UnsupportedFlagError(TorchrunError):
-    """A torchrun flag (or value) the schema cannot hold, so converting would drop it."""
-
-
-class TorchrunUsageError(TorchrunError):
-    """A command line torchrun's own parser rejects (no script, an unknown flag, a bad type, -h).
-
-    torchrun exits 2 (argparse's usage error) on these; ``elastic-idl torchrun`` does too.
-    """
 
 
 def _float_text(text: str) -> str:
@@ -111,7 +97,7 @@ class _Flag(NamedTuple):
 
     @property
     def env_var(self) -> str | None:
-        return None if self.kind == "plain" else ENV_PREFIX + self.dest.upper()
+        return None if self.kind == "plain" else PET_PREFIX + self.dest.upper()
 
 
 def _f(
@@ -131,7 +117,7 @@ def _f(
 FLAGS: tuple[_Flag, ...] = (
     _f(("--nnodes",), "env", "1:1", "covered", "min_replicas / max_replicas"),
     _f(("--nproc-per-node", "--nproc_per_node"), "env", "1", "covered", "nproc_per_node, or nproc_policy auto/cpu/gpu"),
-    _f(("--rdzv-backend", "--rdzv_backend"), "env", "static", "covered", "rdzv_backend"),
+    _f(("--rdzv-backend", "--rdzv_backend"), "env", STATIC, "covered", "rdzv_backend"),
     _f(("--rdzv-endpoint", "--rdzv_endpoint"), "env", "", "covered", "rdzv_host / rdzv_port"),
     _f(("--rdzv-id", "--rdzv_id"), "env", "none", "covered", "rdzv_id"),
     _f(("--rdzv-conf", "--rdzv_conf"), "env", "", "covered", "join/last_call/close/read_timeout, rdzv_options"),
@@ -144,7 +130,7 @@ FLAGS: tuple[_Flag, ...] = (
         "spawn",
         "covered",
         "start_method",
-        choices=("spawn", "fork", "forkserver"),
+        choices=START_METHOD.names,
     ),
     _f(
         ("--event-log-handler", "--event_log_handler"),
@@ -188,7 +174,7 @@ FLAGS: tuple[_Flag, ...] = (
     _f(
         ("--master-addr", "--master_addr"),
         "env",
-        "127.0.0.1",
+        LOOPBACK_HOST,
         "covered",
         "static backend without --rdzv-endpoint: rdzv_host; refused elsewhere (torchrun ignores it)",
     ),
@@ -208,12 +194,12 @@ FLAGS: tuple[_Flag, ...] = (
         None,
         "covered",
         "numa_binding",
-        choices=("node", "socket", "exclusive", "core-complex"),
+        choices=NUMA_BINDING.names,
     ),
     _f(
         ("--signals-to-handle", "--signals_to_handle"),
         "env",
-        "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+        DEFAULT_SIGNALS,
         "covered",
         "signals_to_handle",
     ),
@@ -376,8 +362,8 @@ def _endpoint(text: str, backend: str, flag: str) -> tuple[str, int]:
         if not re.match(r"^[0-9]{1,5}$", port_text) or int(port_text) >= 2**16:
             raise TorchrunError(flag, f"the port of {text!r} must be an integer between 0 and 65535")
         port = int(port_text)
-    elif backend in _DEFAULT_PORTS:
-        port = _DEFAULT_PORTS[backend]
+    elif backend in DEFAULT_PORTS:
+        port = DEFAULT_PORTS[backend]
     else:
         raise TorchrunError(flag, f"{text!r} has no port, and the {backend} backend has no default port")
     if not _HOST_RE.match(host):
@@ -520,11 +506,11 @@ def _convert(
     config.max_restarts = _int32(v["max_restarts"].value, "max_restarts")
 
     conf = _rdzv_conf(v["rdzv_conf"].value, flag("rdzv_conf"))
-    if backend == "static" and "rank" in conf:
+    if backend == STATIC and "rank" in conf:
         raise UnsupportedFlagError(
             flag("rdzv_conf"), "torchrun overwrites 'rank' with --node-rank for the static backend; drop it"
         )
-    for key in TYPED_RDZV_KEYS:
+    for key in RDZV_TIMEOUTS:
         if key in conf:
             try:  # torch reads these with int(): "1.5" or "10s" fail at rendezvous time
                 int(conf[key])
@@ -532,7 +518,7 @@ def _convert(
                 raise TorchrunError(
                     flag("rdzv_conf"), f"{key}={conf[key]!r} is not a whole number of seconds"
                 ) from None
-    problems = _Problems()
+    problems = Problems()
     split_rdzv(conf.items(), config, flag("rdzv_conf"), problems)
     for name in ("monitor_interval", "shutdown_timeout"):
         if v[name].source != "default":
@@ -545,12 +531,12 @@ def _convert(
 
     if v["start_method"].source != "default":
         method = v["start_method"].value
-        if method not in _START_METHODS:  # an env value: argparse checks choices on the command line only
+        if method not in START_METHOD.number:  # an env value: argparse checks choices on the command line only
             raise TorchrunError(
                 flag("start_method"),
                 f"{v['start_method'].where(_BY_DEST['start_method'])} is not one of spawn, fork, forkserver",
             )
-        config.start_method = cast(Any, _START_METHODS[method])
+        config.start_method = cast(Any, START_METHOD.number[method])
     if v["role"].source != "default":
         config.role = v["role"].value
     for name in ("redirects", "tee"):
@@ -575,7 +561,7 @@ def _convert(
                 flag("local_ranks_filter"), f"{ranks_text!r} is not a comma-separated list of integers"
             ) from None
     if v["numa_binding"].value is not None:
-        config.numa_binding = cast(Any, _NUMA_BINDINGS[v["numa_binding"].value])
+        config.numa_binding = cast(Any, NUMA_BINDING.number[v["numa_binding"].value])
     if v["signals_to_handle"].source != "default":
         names = [s.strip() for s in v["signals_to_handle"].value.split(",")]
         if not all(names):
@@ -583,7 +569,7 @@ def _convert(
         config.signals_to_handle.extend(names)
     config.virtual_local_rank = v["virtual_local_rank"].value
 
-    task = _task_of(config, None, None)
+    task = task_of(config, None, None)
     found = violations(task)
     if found:
         raise ValidationError(found)
@@ -600,7 +586,7 @@ def _convert(
 def _node_rank(v: _Value, backend: str, nodes: int) -> int | None:
     """The node rank a static rendezvous needs; None for other backends (they assign it)."""
     f = _BY_DEST["node_rank"]
-    if backend == "static":
+    if backend == STATIC:
         if not 0 <= v.value < nodes:
             raise TorchrunError(_flag_name(f), f"{v.where(f)} is not in 0..{nodes - 1} (--nnodes is {nodes})")
         return None if v.source == "default" else int(v.value)
@@ -618,7 +604,7 @@ def _node_rank(v: _Value, backend: str, nodes: int) -> int | None:
 
 
 def _int32(value: int, argument: str) -> int:
-    if not -(2**31) <= value <= 2**31 - 1:
+    if not INT32[0] <= value <= INT32[1]:
         raise TorchrunError(_flag_name(_BY_DEST[argument]), f"{value} does not fit the message (int32)")
     return value
 
@@ -628,25 +614,25 @@ def _rendezvous(v: dict[str, _Value], max_nodes: int) -> tuple[str, str, int, st
     names = ("rdzv_backend", "rdzv_endpoint", "rdzv_id")
     backend, endpoint, rdzv_id = (v[n].value for n in names)
     master_addr, master_port = v["master_addr"], v["master_port"]
-    implicit = backend == "static" and not endpoint and master_port.value is None and max_nodes == 1
+    implicit = backend == STATIC and not endpoint and master_port.value is None and max_nodes == 1
     if v["standalone"].value or implicit:
         # torchrun: c10d on localhost:0 with a random id, ignoring any other rendezvous setting.
         # In the task: c10d, endpoint and id left to the runtime (a local launch: 127.0.0.1, a free port).
         why = "--standalone" if v["standalone"].value else "a one-node static rendezvous without --master-port"
         for n in names:
-            harmless = (implicit and n != "rdzv_id") or (n == "rdzv_backend" and v[n].value == "c10d")
+            harmless = (implicit and n != "rdzv_id") or (n == "rdzv_backend" and v[n].value == C10D)
             if v[n].source == "argv" and not harmless:
                 _refuse(_BY_DEST[n], v[n], f"torchrun ignores it with {why} (a local c10d rendezvous); drop one")
         if master_addr.source == "argv" and master_addr.value != _BY_DEST["master_addr"].default:
             _refuse(_BY_DEST["master_addr"], master_addr, f"torchrun ignores it with {why}")
-        return "c10d", "", 0, ""
-    if backend == "static" and not endpoint:
+        return C10D, "", 0, ""
+    if backend == STATIC and not endpoint:
         endpoint = f"{master_addr.value}:{DEFAULT_MASTER_PORT if master_port.value is None else master_port.value}"
         flag = "--master-addr"
     else:
-        for n, default in (("master_addr", "127.0.0.1"), ("master_port", None)):
+        for n, default in (("master_addr", LOOPBACK_HOST), ("master_port", None)):
             if v[n].value != default:
-                why = "an explicit --rdzv-endpoint" if backend == "static" else f"the {backend} backend"
+                why = "an explicit --rdzv-endpoint" if backend == STATIC else f"the {backend} backend"
                 _refuse(
                     _BY_DEST[n],
                     v[n],
@@ -655,10 +641,6 @@ def _rendezvous(v: dict[str, _Value], max_nodes: int) -> tuple[str, str, int, st
         flag = "--rdzv-endpoint"
     host, port = _endpoint(endpoint, backend, flag) if endpoint.strip() else ("", 0)
     return backend, host, port, "" if v["rdzv_id"].source == "default" else rdzv_id
-
-
-_START_METHODS = {name: number for number, name in _START_METHOD.items()}
-_NUMA_BINDINGS = {name: number for number, name in _NUMA.items()}
 
 
 def _whole_seconds(e: ElasticConfig, name: str, flag: str) -> str:
@@ -717,7 +699,7 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
     lo, hi = e.min_replicas, e.max_replicas
     out = [
         f"--nnodes={lo}" if lo == hi else f"--nnodes={lo}:{hi}",
-        f"--nproc-per-node={_NPROC_POLICY.get(e.nproc_policy) or e.nproc_per_node}",
+        f"--nproc-per-node={NPROC_POLICY.text.get(e.nproc_policy) or e.nproc_per_node}",
         f"--rdzv-backend={backend}",
     ]
     host, port = e.rdzv_host, e.rdzv_port
@@ -727,29 +709,29 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
         out.append(f"--rdzv-endpoint={f'[{host}]' if ':' in host else host}:{port}")
     elif port:
         raise TorchrunError("--rdzv-endpoint", f"elastic_config.rdzv_port is {port} but rdzv_host is empty")
-    elif backend == "static":
+    elif backend == STATIC:
         raise TorchrunError(
             "--rdzv-endpoint",
             "the static backend needs rdzv_host on a torchrun command line (torchrun would pick its own)",
         )
     if e.rdzv_id:
         out.append(f"--rdzv-id={e.rdzv_id}")
-    conf = [f"{key}={_whole_seconds(e, key, '--rdzv-conf')}" for key in TYPED_RDZV_KEYS if e.HasField(cast(Any, key))]
+    conf = [(key, _whole_seconds(e, key, "--rdzv-conf")) for key in RDZV_TIMEOUTS if e.HasField(cast(Any, key))]
     for opt in e.rdzv_options:
         if opt.key.strip() != opt.key or not opt.value.strip() or opt.value.strip() != opt.value:
             raise TorchrunError(
                 "--rdzv-conf", f"torch strips keys and values and needs a value: {opt.key!r}={opt.value!r}"
             )
-        if backend == "static" and opt.key == "rank":
+        if backend == STATIC and opt.key == "rank":
             raise TorchrunError("--rdzv-conf", "torchrun overwrites 'rank' for the static backend")
-        conf.append(f"{opt.key}={opt.value}")
+        conf.append((opt.key, opt.value))
     if conf:
-        out.append(f"--rdzv-conf={','.join(conf)}")
+        out.append(f"--rdzv-conf={format_rdzv_conf(conf)}")
     out.append(f"--max-restarts={e.max_restarts}")
     if e.HasField("monitor_interval"):
         out.append(f"--monitor-interval={duration_text(e.monitor_interval)}")
     if e.start_method:
-        out.append(f"--start-method={_START_METHOD[e.start_method]}")
+        out.append(f"--start-method={START_METHOD.text[e.start_method]}")
     if e.role:
         out.append(f"--role={e.role}")
     if e.redirects:
@@ -759,11 +741,11 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
     if e.local_ranks_filter:
         out.append(f"--local-ranks-filter={','.join(map(str, e.local_ranks_filter))}")
     if e.numa_binding:
-        out.append(f"--numa-binding={_NUMA[e.numa_binding]}")
+        out.append(f"--numa-binding={NUMA_BINDING.text[e.numa_binding]}")
     if e.signals_to_handle:
         out.append(f"--signals-to-handle={','.join(e.signals_to_handle)}")
-    if e.HasField("shutdown_timeout"):
-        out.append(f"--shutdown-timeout={_whole_seconds(e, 'shutdown_timeout', '--shutdown-timeout')}")
+    if e.HasField(SHUTDOWN_TIMEOUT):
+        out.append(f"--shutdown-timeout={_whole_seconds(e, SHUTDOWN_TIMEOUT, '--shutdown-timeout')}")
     if e.virtual_local_rank:
         out.append("--virtual-local-rank")
     if ep.module:

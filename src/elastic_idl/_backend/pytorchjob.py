@@ -1,13 +1,13 @@
-"""Backend side: task -> Kubeflow ``PyTorchJob`` (kubeflow.org/v1) and the env its pods get. Pure.
+"""Backend side: task -> Kubeflow ``PyTorchJob`` (kubeflow.org/v1). Pure.
 
 :func:`render_pytorchjob` does what flytepropeller's pytorch plugin does
 (``flyteplugins/go/tasks/plugins/k8s/kfoperators/pytorch``), plus the fields
 that plugin leaves out (``spec.nprocPerNode``, rdzv host/port/id/conf).
-:func:`pod_env` is the env the training operator (v1.9) injects into one pod
-of that job, so tests can start pods locally with exactly what a cluster gives them.
+The env the training operator injects into the job's pods is
+:func:`elastic_idl._backend.operator.pod_env`.
 
-Every Kubernetes key and env var name is a constant below, defined once
-(``PET_*`` names that the launch spec also reads live in :class:`elastic_idl._spec.ENV`).
+Every Kubernetes key is a constant below, defined once; env var names live in
+:mod:`elastic_idl._task.names` (``ENV``, ``OPERATOR_ENV``, ``TASK_ENV``).
 """
 
 from __future__ import annotations
@@ -17,26 +17,29 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from elastic_idl._codec import from_custom, to_custom
 from elastic_idl._errors import RenderError
-from elastic_idl._messages import TASK_CLASSES, Resources, as_pb2, task_class
-from elastic_idl._resources import RESOURCE_NAMES, quantity_problems
-from elastic_idl._spec import ENV, rdzv_configs_of
-from elastic_idl._validate import validate
-from elastic_idl._view import Replica, TaskView, view
+from elastic_idl._task.codec import from_custom, to_custom
+from elastic_idl._task.enums import CLEAN_POD_POLICY, K8S_RESOURCE, NPROC_POLICY, RESTART_POLICY
+from elastic_idl._task.messages import TASK_CLASSES, Resources, as_pb2, task_class
+from elastic_idl._task.names import ENV, OPERATOR_ENV, TASK_ENV, TASK_TYPE_VERSION_ENV
+from elastic_idl._task.resources import quantity_problems
+from elastic_idl._task.validate import validate
+from elastic_idl._task.view import Replica, TaskView, rdzv_configs, view
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 from elastic_idl.plugins.v1 import elastic_pb2
 
 __all__ = [
     "CONTAINER_NAME",
+    "DEFAULT_NPROC",
     "DEFAULT_PORT",
-    "OPERATOR_ENV",
+    "MASTER",
     "POD_ENTRYPOINT",
     "PORT_NAME",
-    "TASK_ENV",
+    "RESERVED_ENV",
+    "WORKER",
     "K",
-    "pod_env",
     "render_pytorchjob",
+    "replica_name",
 ]
 
 
@@ -109,25 +112,6 @@ DEFAULT_NPROC = "auto"
 #: Container command that runs the pod entrypoint (``python -m elastic_idl.pod``).
 POD_ENTRYPOINT: tuple[str, ...] = ("python", "-m", "elastic_idl.pod")
 
-#: Env var of the rendered container that carries the task: its custom dict as compact JSON.
-TASK_ENV = "ELASTIC_IDL_TASK"
-#: Env var of the rendered container that carries the task_type_version (0 or 1).
-TASK_TYPE_VERSION_ENV = "ELASTIC_IDL_TASK_TYPE_VERSION"
-
-
-class OPERATOR_ENV:
-    """Env names the operator injects that the launch spec does not read (see also ENV)."""
-
-    PYTHONUNBUFFERED = ENV.PYTHONUNBUFFERED
-    MASTER_ADDR = "MASTER_ADDR"
-    MASTER_PORT = "MASTER_PORT"
-    PET_MASTER_ADDR = "PET_MASTER_ADDR"
-    PET_MASTER_PORT = "PET_MASTER_PORT"
-    WORLD_SIZE = "WORLD_SIZE"
-    RANK = "RANK"
-    PET_NODE_RANK = "PET_NODE_RANK"
-
-
 #: Env names a caller may not set on the container: the operator or the renderer owns them.
 RESERVED_ENV = frozenset(
     {
@@ -150,22 +134,6 @@ RESERVED_ENV = frozenset(
         TASK_TYPE_VERSION_ENV,
     }
 )
-
-RESTART_POLICIES: dict[int, str] = {
-    common_pb2.RESTART_POLICY_NEVER: "Never",
-    common_pb2.RESTART_POLICY_ON_FAILURE: "OnFailure",
-    common_pb2.RESTART_POLICY_ALWAYS: "Always",
-}
-CLEAN_POD_POLICIES: dict[int, str] = {
-    common_pb2.CLEANPOD_POLICY_NONE: "None",
-    common_pb2.CLEANPOD_POLICY_RUNNING: "Running",
-    common_pb2.CLEANPOD_POLICY_ALL: "All",
-}
-NPROC_POLICIES: dict[int, str] = {
-    elastic_pb2.NPROC_POLICY_AUTO: "auto",
-    elastic_pb2.NPROC_POLICY_CPU: "cpu",
-    elastic_pb2.NPROC_POLICY_GPU: "gpu",
-}
 
 #: Kubernetes name limits. The operator names pods and their (headless) Services
 #: ``<job>-<type>-<index>``; a Service name is a DNS-1035 label, so that must fit too.
@@ -325,7 +293,7 @@ def _k8s_resources(field: str, res: Mapping[str, Any] | None) -> dict[str, dict[
 def _replica_resources(res: Resources) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for kind in (K.REQUESTS, K.LIMITS):
-        entries = {RESOURCE_NAMES[e.name]: e.value for e in getattr(res, kind)}
+        entries = {K8S_RESOURCE.text[e.name]: e.value for e in getattr(res, kind)}
         if entries:
             out[kind] = dict(sorted(entries.items()))
     return out
@@ -358,7 +326,7 @@ def _coerce_task(task: Any, task_type_version: Any) -> Any:
 
 
 def _nproc(e: elastic_pb2.ElasticConfig) -> str:
-    return NPROC_POLICIES.get(e.nproc_policy) or str(e.nproc_per_node)
+    return NPROC_POLICY.text.get(e.nproc_policy) or str(e.nproc_per_node)
 
 
 def _elastic_policy(t: TaskView) -> dict[str, Any]:
@@ -376,7 +344,7 @@ def _elastic_policy(t: TaskView) -> dict[str, Any]:
     if e.rdzv_id:
         policy[K.RDZV_ID] = e.rdzv_id
     policy[K.MAX_RESTARTS] = int(e.max_restarts)
-    conf = rdzv_configs_of(e)
+    conf = rdzv_configs(e)
     if conf:
         policy[K.RDZV_CONF] = [{K.KEY: key, K.VALUE: str(value)} for key, value in conf.items()]
     return policy
@@ -388,7 +356,7 @@ def _run_policy(t: TaskView) -> dict[str, Any]:
         # Upstream always sends a RunPolicy struct, empty when the task has none (the
         # operator then defaults cleanPodPolicy to None); the SDK models require the key.
         return {}
-    out: dict[str, Any] = {K.CLEAN_POD_POLICY: CLEAN_POD_POLICIES[rp.clean_pod_policy]}
+    out: dict[str, Any] = {K.CLEAN_POD_POLICY: CLEAN_POD_POLICY.text[rp.clean_pod_policy]}
     # Zero means "unset" in the message (proto3), so it is left out like upstream's ParseRunPolicy.
     if rp.ttl_seconds_after_finished:
         out[K.TTL_SECONDS] = int(rp.ttl_seconds_after_finished)
@@ -436,7 +404,7 @@ def _replica_spec(
     restart = replica.restart_policy if replica is not None else common_pb2.RESTART_POLICY_NEVER
     return {
         K.REPLICAS: replicas,
-        K.RESTART_POLICY: RESTART_POLICIES[restart],
+        K.RESTART_POLICY: RESTART_POLICY.text[restart],
         K.TEMPLATE: template,
     }
 
@@ -597,133 +565,3 @@ def render_pytorchjob(
     if job_annotations:
         metadata[K.ANNOTATIONS] = dict(job_annotations)
     return {K.API_VERSION: API_VERSION, K.KIND: KIND, K.METADATA: metadata, K.SPEC: spec}
-
-
-# --------------------------------------------------------------------------- pod env
-
-
-def _get(obj: Any, path: str, *keys: str) -> Any:
-    cur = obj
-    walked = path
-    for key in keys:
-        if not isinstance(cur, Mapping):
-            raise RenderError(walked, f"expected an object, got {type(cur).__name__}")
-        cur = cur.get(key)
-        walked = f"{walked}.{key}" if walked else key
-    return cur
-
-
-def _port_of(job: Mapping[str, Any], rtype: str) -> int:
-    """The ``pytorchjob-port`` of the ``pytorch`` container; the operator defaults it to 23456."""
-    containers = _get(job, "", K.SPEC, K.REPLICA_SPECS, rtype, K.TEMPLATE, K.SPEC, K.CONTAINERS) or []
-    for c in containers:
-        if isinstance(c, Mapping) and c.get(K.NAME) == CONTAINER_NAME:
-            for p in c.get(K.PORTS) or []:
-                if isinstance(p, Mapping) and p.get(K.NAME) == PORT_NAME:
-                    return int(p[K.CONTAINER_PORT])
-    return DEFAULT_PORT
-
-
-def _nproc_int(nproc: str) -> int:
-    # The operator's getNprocPerNodeInt: 1 unless the string is a number.
-    try:
-        return int(nproc)
-    except ValueError:
-        return 1
-
-
-def pod_env(job: Mapping[str, Any], replica_type: str, index: int) -> dict[str, str]:
-    """The env the Kubeflow training operator (v1.9) injects into one pod of ``job``.
-
-    Pure. The container's own env (``ELASTIC_IDL_TASK``, ...) is not included: it
-    is in the job. Follows the operator's ``setPodEnv`` and its defaulting:
-
-    - every pod: ``PYTHONUNBUFFERED=1``;
-    - elastic job (``spec.elasticPolicy``): ``PET_RDZV_ENDPOINT`` =
-      ``<rdzvHost or <job>-worker-0>:<rdzvPort or the Worker's pytorchjob-port (23456)>``,
-      ``PET_RDZV_BACKEND`` (default c10d), ``PET_NNODES=<min>:<max>`` (the Worker
-      replica count when neither is set; one alone stands for both),
-      ``PET_NPROC_PER_NODE=<spec.nprocPerNode, default auto>``, and when set
-      ``PET_MAX_RESTARTS``, ``PET_RDZV_ID``, ``PET_RDZV_CONF=k=v,k=v``;
-    - job with a Master: ``MASTER_ADDR``/``PET_MASTER_ADDR`` = ``<job>-master-0``,
-      ``MASTER_PORT``/``PET_MASTER_PORT`` = the Master's pytorchjob-port,
-      ``WORLD_SIZE`` = total replicas x nprocPerNode (1 when not a number),
-      ``RANK``/``PET_NODE_RANK`` = index (+1 for a Worker), ``PET_NPROC_PER_NODE``,
-      and, when not elastic, ``PET_NNODES`` = total replicas.
-
-    Raises:
-        RenderError: Unknown replica type, index out of range, a malformed job, or
-            ``elasticPolicy.standalone`` (the operator would inject ``PET_STANDALONE``,
-            which crashes torchrun 2.13).
-    """
-    specs = _get(job, "", K.SPEC, K.REPLICA_SPECS)
-    if not isinstance(specs, Mapping) or not specs:
-        raise RenderError("spec.pytorchReplicaSpecs", "the job has no replica specs")
-    if replica_type not in specs:
-        raise RenderError(
-            "replica_type", f"{replica_type!r} is not a replica type of this job (it has {', '.join(sorted(specs))})"
-        )
-    counts: dict[str, int] = {}
-    for rtype, rspec in specs.items():
-        count = _get(rspec, f"spec.pytorchReplicaSpecs.{rtype}", K.REPLICAS)
-        counts[rtype] = 1 if count is None else int(count)  # the operator defaults replicas to 1
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < counts[replica_type]:
-        raise RenderError("index", f"{index!r} is out of range for {replica_type} (0..{counts[replica_type] - 1})")
-    job_name = _get(job, "", K.METADATA, K.NAME)
-    if not isinstance(job_name, str) or not job_name:
-        raise RenderError("metadata.name", "the job has no name")
-    spec = job[K.SPEC]
-    elastic = spec.get(K.ELASTIC_POLICY)
-    nproc = spec.get(K.NPROC_PER_NODE)
-    if nproc is None and isinstance(elastic, Mapping) and elastic.get(K.DEPRECATED_NPROC) is not None:
-        nproc = str(elastic[K.DEPRECATED_NPROC])  # the operator's defaulting copies the deprecated field
-    nproc = str(nproc) if nproc is not None else DEFAULT_NPROC
-    total = sum(counts.values())
-
-    env: dict[str, str] = {OPERATOR_ENV.PYTHONUNBUFFERED: "1"}
-    if MASTER in specs:
-        master_port = str(_port_of(job, MASTER))
-        master_addr = replica_name(job_name, MASTER, 0)
-        rank = index + 1 if replica_type == WORKER else index
-        env[OPERATOR_ENV.MASTER_PORT] = master_port
-        env[OPERATOR_ENV.PET_MASTER_PORT] = master_port
-        env[OPERATOR_ENV.MASTER_ADDR] = master_addr
-        env[OPERATOR_ENV.PET_MASTER_ADDR] = master_addr
-        env[OPERATOR_ENV.WORLD_SIZE] = str(total * _nproc_int(nproc))
-        env[OPERATOR_ENV.RANK] = str(rank)
-        env[ENV.NPROC_PER_NODE] = nproc
-        env[OPERATOR_ENV.PET_NODE_RANK] = str(rank)
-    if elastic is None:
-        env[ENV.NNODES] = str(total)
-        return env
-    if not isinstance(elastic, Mapping):
-        raise RenderError("spec.elasticPolicy", f"expected an object, got {type(elastic).__name__}")
-    if elastic.get(K.STANDALONE):
-        raise RenderError(
-            "spec.elasticPolicy.standalone",
-            "the operator would inject PET_STANDALONE='', which crashes torchrun 2.13; remove it",
-        )
-    host = elastic.get(K.RDZV_HOST)
-    host = str(host) if host is not None else replica_name(job_name, WORKER, 0)
-    port = elastic.get(K.RDZV_PORT)
-    port = int(port) if port is not None else _port_of(job, WORKER)
-    env[ENV.RDZV_ENDPOINT] = f"{host}:{port}"
-    backend = elastic.get(K.RDZV_BACKEND)
-    env[ENV.RDZV_BACKEND] = str(backend) if backend is not None else "c10d"
-    lo: Any = elastic.get(K.MIN_REPLICAS)
-    hi: Any = elastic.get(K.MAX_REPLICAS)
-    if lo is None and hi is None:
-        env[ENV.NNODES] = str(counts.get(WORKER, 0))
-    else:
-        # The operator's defaulting: only min -> max = min; only max -> min = max.
-        lo, hi = (hi if lo is None else lo), (lo if hi is None else hi)
-        env[ENV.NNODES] = f"{int(lo)}:{int(hi)}"
-    if elastic.get(K.MAX_RESTARTS) is not None:
-        env[ENV.MAX_RESTARTS] = str(int(elastic[K.MAX_RESTARTS]))
-    env[ENV.NPROC_PER_NODE] = nproc
-    if elastic.get(K.RDZV_ID) is not None:
-        env[ENV.RDZV_ID] = str(elastic[K.RDZV_ID])
-    conf = elastic.get(K.RDZV_CONF)
-    if conf:
-        env[ENV.RDZV_CONF] = ",".join(f"{c[K.KEY]}={c[K.VALUE]}" for c in conf)
-    return env

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from elastic_idl._messages import (
+from elastic_idl._task.messages import (
     ElasticConfig,
     LegacyTask,
     ReplicaSpec,
@@ -13,13 +13,9 @@ from elastic_idl._messages import (
     RunPolicy,
     as_task,
 )
+from elastic_idl._task.names import DEFAULT_RDZV_BACKEND, RDZV_TIMEOUTS
 
-__all__ = ["DEFAULT_RDZV_BACKEND", "Replica", "TaskView", "view"]
-
-#: What an empty ElasticConfig.rdzv_backend means. Upstream flytekit always writes
-#: "c10d" and the Kubeflow operator assumes it when rdzvBackend is unset, so an
-#: empty backend is c10d everywhere in elastic-idl (never torch's "etcd" default).
-DEFAULT_RDZV_BACKEND = "c10d"
+__all__ = ["Replica", "TaskView", "duration_seconds", "rdzv_configs", "seconds_number", "view"]
 
 
 @dataclass(frozen=True)
@@ -123,3 +119,24 @@ def view(task: Any) -> TaskView:
         master=(_replica(task.master_replicas, "master_replicas", True) if task.HasField("master_replicas") else None),
         run_policy=task.run_policy if task.HasField("run_policy") else None,
     )
+
+
+def duration_seconds(d: Any) -> float:
+    """A Duration as a float number of seconds."""
+    return float(d.seconds) + float(d.nanos) / 1e9
+
+
+def seconds_number(x: float) -> int | float:
+    """A number of seconds as an int when it is whole (``900``, not ``900.0``), else as is."""
+    return int(x) if float(x).is_integer() else x
+
+
+def rdzv_configs(e: ElasticConfig) -> dict[str, Any]:
+    """The rendezvous options a message states: typed timeouts (seconds), then the extras in order."""
+    out: dict[str, Any] = {}
+    for name in RDZV_TIMEOUTS:
+        if e.HasField(cast(Any, name)):
+            out[name] = seconds_number(duration_seconds(getattr(e, name)))
+    for opt in e.rdzv_options:
+        out[opt.key] = opt.value
+    return out

@@ -27,14 +27,23 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["KIND_CALLABLE", "KIND_MODULE", "KIND_SCRIPT", "WorkerMain", "cwd_first_on_path", "stash", "unstash"]
+from elastic_idl._task.names import AGENT_SIGNALS
+
+__all__ = [
+    "KIND_CALLABLE",
+    "KIND_MODULE",
+    "KIND_SCRIPT",
+    "WorkerMain",
+    "cwd_first_on_path",
+    "set_parent_death_signal",
+    "stash",
+    "unstash",
+]
 
 KIND_CALLABLE = "callable"
 KIND_SCRIPT = "script"
 KIND_MODULE = "module"
 
-#: Signals the agent may have installed a handler for (torch's list and the common extras).
-_AGENT_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 #: Linux prctl option: the signal this process gets when its parent (thread) dies.
 _PR_SET_PDEATHSIG = 1
 
@@ -79,7 +88,7 @@ def _reset_signals() -> None:
     collective then ignores SIGTERM and is only SIGKILLed after torch's fixed 30 s
     grace period. With the default disposition SIGTERM ends it at once.
     """
-    names = set(_AGENT_SIGNALS)
+    names = set(AGENT_SIGNALS)
     names.update(s.strip() for s in os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "").split(",") if s.strip())
     for name in sorted(names):
         sig = getattr(signal, name, None)
@@ -91,6 +100,15 @@ def _reset_signals() -> None:
             pass
 
 
+def set_parent_death_signal(sig: int) -> bool:
+    """Ask Linux to send ``sig`` to this process when its parent (thread) dies; False when libc cannot."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        return False
+    return True
+
+
 def _die_with_parent() -> None:
     """Ask Linux to SIGKILL this worker when its parent (agent or fork server) dies.
 
@@ -100,10 +118,7 @@ def _die_with_parent() -> None:
     if not sys.platform.startswith("linux"):
         return
     parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+    if not set_parent_death_signal(int(signal.SIGKILL)):
         return
     if os.getppid() != parent or parent == 1:  # the parent died before prctl: we are already orphaned
         os._exit(1)

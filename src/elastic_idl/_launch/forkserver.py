@@ -19,7 +19,6 @@ Torch-free: it reads ``sys.modules`` to check CUDA but never imports torch.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import multiprocessing.forkserver as _fs
 import os
@@ -33,11 +32,12 @@ from collections.abc import Iterator
 from multiprocessing import connection, util
 from typing import Any
 
+from elastic_idl._launch.worker import set_parent_death_signal
+from elastic_idl._task.names import AGENT_SIGNALS
+
 __all__ = ["Zygote", "cpython_forkserver", "fork_hazard", "thread_count"]
 
 _log = logging.getLogger("elastic_idl")
-
-_PR_SET_PDEATHSIG = 1
 
 
 def thread_count() -> int:
@@ -66,13 +66,6 @@ def fork_hazard() -> str | None:
 def cpython_forkserver() -> Any:
     """CPython's forkserver singleton (its private state is not in the type stubs)."""
     return _fs._forkserver
-
-
-def _set_pdeathsig(sig: int) -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
-    except (OSError, AttributeError):  # pragma: no cover
-        pass
 
 
 class Zygote:
@@ -108,12 +101,12 @@ class Zygote:
             code = 0
             try:
                 os.close(alive_w)
-                _set_pdeathsig(int(signal.SIGKILL))
+                set_parent_death_signal(int(signal.SIGKILL))
                 if os.getppid() != parent:
                     os._exit(0)
-                for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"):
-                    signal.signal(getattr(signal, name), signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+                for name in AGENT_SIGNALS:
+                    sig = getattr(signal, name)
+                    signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
                 # Children must never talk to a fork server the launcher had.
                 fs = cpython_forkserver()
                 fs._forkserver_pid = fs._forkserver_address = fs._forkserver_alive_fd = None

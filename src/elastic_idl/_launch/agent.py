@@ -1,7 +1,7 @@
 """Everything that touches torch: the LaunchConfig builder and the elastic agent the launcher runs.
 
 The only module of elastic-idl that imports torch. Nothing imports it at
-package import time: :mod:`elastic_idl._launcher` imports it inside functions,
+package import time: :mod:`elastic_idl._launch.launcher` imports it inside functions,
 so ``import elastic_idl`` stays torch-free.
 
 What the agent changes compared with ``torch.distributed.launcher.api.launch_agent``:
@@ -13,7 +13,7 @@ What the agent changes compared with ``torch.distributed.launcher.api.launch_age
 - For a loopback endpoint the rendezvous store and the worker stores listen on
   the loopback address only (torch's TCPStore binds every interface).
 - Every failed worker of every attempt is reported to a
-  :class:`~elastic_idl._launcher_failures.FailureLog` before a restart wipes it.
+  :class:`~elastic_idl._launch.failures.FailureLog` before a restart wipes it.
 - Stopping workers for a restart honours ``shutdown_timeout`` (torch uses a fixed 30 s).
 - A rendezvous timeout says how many nodes joined out of how many were needed.
 - The exit barrier waits in 1 s slices, so a signal is handled within a second.
@@ -26,7 +26,6 @@ What the agent changes compared with ``torch.distributed.launcher.api.launch_age
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 import math
 import os
@@ -72,26 +71,33 @@ with warnings.catch_warnings():
     from torch.distributed.launcher.api import LaunchConfig
     from torch.numa.binding import AffinityMode, NumaOptions
 
-from elastic_idl._launcher_failures import (
+from elastic_idl._errors import LaunchFailedError, LaunchInterruptedError, RendezvousIncompleteError
+from elastic_idl._launch.failures import (
     FailureLog,
-    LaunchFailedError,
-    LaunchInterruptedError,
-    RendezvousIncompleteError,
     WorkerExit,
     describe_attempt,
     user_traceback,
 )
-from elastic_idl._spec import LaunchSpec
+from elastic_idl._launch.spec import LaunchSpec
+from elastic_idl._task.names import (
+    C10D,
+    DEFAULT_JOIN_TIMEOUT_S,
+    DEFAULT_PORTS,
+    DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_SHUTDOWN_TIMEOUT_S,
+    JOIN_TIMEOUT,
+    RDZV_TIMEOUTS,
+    READ_TIMEOUT,
+    bind_host,
+)
 
 __all__ = [
-    "DEFAULT_SHUTDOWN_TIMEOUT_S",
     "DISABLE_SHARED_STORE_ENV",
     "FreshStoreHandler",
     "LazyLogsSpecs",
     "SignalException",
     "build_launch_config",
     "interrupted_error",
-    "is_loopback",
     "resolve_nproc",
     "run_agent",
     "scoped_signal_handlers",
@@ -99,12 +105,6 @@ __all__ = [
 
 _log = logging.getLogger("elastic_idl")
 
-#: torch's own default when neither the message nor TORCH_ELASTIC_SHUTDOWN_TIMEOUT says (seconds).
-DEFAULT_SHUTDOWN_TIMEOUT_S = 30
-#: torch's c10d defaults (seconds), used in messages when the config leaves them unset.
-DEFAULT_JOIN_TIMEOUT_S = 600
-DEFAULT_READ_TIMEOUT_S = 60
-DEFAULT_CLOSE_TIMEOUT_S = 30
 #: torch's opt-out of its shared rendezvous store; the launcher sets it to "1" (see FreshStoreHandler).
 DISABLE_SHARED_STORE_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 #: Key, in the per-round rendezvous store, under which node rank 0 publishes its worker store port.
@@ -113,9 +113,7 @@ _WORKER_STORE_KEY = "elastic_idl/worker_store"
 #: "before" runs, to measure torch's stock behaviour with everything else equal.
 FRESH_STORE_PER_ROUND = True
 
-_RDZV_SECONDS_KEYS = frozenset(
-    {"join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "heartbeat_timeout", "timeout"}
-)
+_RDZV_SECONDS_KEYS = frozenset({*RDZV_TIMEOUTS, "heartbeat_timeout", "timeout"})
 
 
 def resolve_nproc(spec: LaunchSpec) -> int:
@@ -242,17 +240,6 @@ def build_launch_config(
     )
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine's loopback interface."""
-    host = host.strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _wait_for_key(store: dist.Store, key: str, timeout_s: float) -> bool:
     """Wait until ``key`` exists, in slices of at most 1 s so that signal handlers run; False on timeout."""
     deadline = time.monotonic() + timeout_s
@@ -270,11 +257,11 @@ def _wait_for_key(store: dist.Store, key: str, timeout_s: float) -> bool:
 def _listen_socket(host: str, port: int) -> socket.socket:
     """A listening TCP socket on (host, port); port 0 picks a free one. Raises OSError."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    bind_host = "127.0.0.1" if host == "localhost" else host.strip("[]")
+    address = bind_host(host)
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((bind_host, port))
+        sock.bind((address, port))
         sock.listen(512)
     except OSError:
         sock.close()
@@ -470,10 +457,10 @@ def _make_handler(params: RendezvousParameters, *, loopback: bool) -> tuple[Rend
     A c10d rendezvous on a loopback endpoint gets its store from here, bound to
     the loopback address (port 0 = a free port); otherwise torch's registry builds it.
     """
-    read_timeout = params.get_as_int("read_timeout", DEFAULT_READ_TIMEOUT_S) or DEFAULT_READ_TIMEOUT_S
+    read_timeout = params.get_as_int(READ_TIMEOUT, DEFAULT_READ_TIMEOUT_S) or DEFAULT_READ_TIMEOUT_S
     endpoint = params.endpoint
-    if params.backend == "c10d" and loopback and params.get("store_type", "tcp").strip().lower() == "tcp":
-        host, port = parse_rendezvous_endpoint(params.endpoint, default_port=29400)
+    if params.backend == C10D and loopback and params.get("store_type", "tcp").strip().lower() == "tcp":
+        host, port = parse_rendezvous_endpoint(params.endpoint, default_port=DEFAULT_PORTS[C10D])
         is_host = params.get_as_bool("is_host")
         store: dist.Store | None = None
         if is_host is not False:
@@ -788,8 +775,8 @@ def run_agent(
         local_addr=config.local_addr,
         **configs,
     )
-    join_timeout = params.get_as_int("join_timeout", DEFAULT_JOIN_TIMEOUT_S) or DEFAULT_JOIN_TIMEOUT_S
-    read_timeout = params.get_as_int("read_timeout", DEFAULT_READ_TIMEOUT_S) or DEFAULT_READ_TIMEOUT_S
+    join_timeout = params.get_as_int(JOIN_TIMEOUT, DEFAULT_JOIN_TIMEOUT_S) or DEFAULT_JOIN_TIMEOUT_S
+    read_timeout = params.get_as_int(READ_TIMEOUT, DEFAULT_READ_TIMEOUT_S) or DEFAULT_READ_TIMEOUT_S
     endpoint = config.rdzv_endpoint
     attempts_cap = config.max_restarts + 1
     agent: _Agent | None = None
@@ -806,7 +793,7 @@ def run_agent(
         handler, endpoint = _make_handler(params, loopback=loopback)
         if on_endpoint is not None:
             on_endpoint(endpoint)
-        if FRESH_STORE_PER_ROUND and params.backend == "c10d":
+        if FRESH_STORE_PER_ROUND and params.backend == C10D:
             handler = FreshStoreHandler(
                 handler, bind_host=config.local_addr if loopback else None, read_timeout_s=read_timeout
             )
@@ -901,8 +888,9 @@ def run_agent(
 #: Where the launcher's own frames live: torch's ``@record`` wrapper and the worker bootstrap.
 _INTERNAL_CODE = (
     os.path.dirname(torch.__file__) + os.sep,
-    os.path.dirname(os.path.abspath(__file__)) + os.sep,
-    os.path.dirname(os.path.realpath(__file__)) + os.sep,
+    # the elastic_idl package (this file is in its _launch sub-package)
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+    os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep,
     os.path.dirname(runpy.__file__) + os.sep + "runpy.py",
 )
 

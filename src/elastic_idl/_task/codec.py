@@ -11,7 +11,7 @@ import codecs
 import json
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, BinaryIO, Literal
 
 import yaml
@@ -20,8 +20,9 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import Message
 
-from elastic_idl._errors import DecodeError, ElasticIdlError, brief, one_line
-from elastic_idl._messages import TASK_CLASSES, Task, as_task, task_class, task_type_version_of
+from elastic_idl._errors import DecodeError, EncodeError, SkewError, SkewWarning, brief
+from elastic_idl._task.messages import TASK_CLASSES, Task, as_task, task_class, task_type_version_of
+from elastic_idl._task.names import INT32
 
 __all__ = [
     "EXTENSION_FIELD_MIN",
@@ -30,9 +31,6 @@ __all__ = [
     "MAX_NESTING",
     "MAX_TASK_BYTES",
     "MAX_YAML_ALIAS_NODES",
-    "EncodeError",
-    "SkewError",
-    "SkewWarning",
     "decode",
     "detect_format",
     "encode",
@@ -53,11 +51,10 @@ EXTENSION_FIELD_MIN = 100
 #: First line of a textproto file: names the message the file holds.
 TEXTPROTO_HEADER = "# proto-message: "
 
-_INT32 = (-(2**31), 2**31 - 1)
 _INT_TYPES = {
-    FieldDescriptor.TYPE_INT32: _INT32,
-    FieldDescriptor.TYPE_SINT32: _INT32,
-    FieldDescriptor.TYPE_SFIXED32: _INT32,
+    FieldDescriptor.TYPE_INT32: INT32,
+    FieldDescriptor.TYPE_SINT32: INT32,
+    FieldDescriptor.TYPE_SFIXED32: INT32,
     FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
     FieldDescriptor.TYPE_FIXED32: (0, 2**32 - 1),
     FieldDescriptor.TYPE_INT64: (-(2**63), 2**63 - 1),
@@ -67,39 +64,6 @@ _INT_TYPES = {
     FieldDescriptor.TYPE_FIXED64: (0, 2**64 - 1),
 }
 _DURATION_RE = re.compile(r"^-?\d+(\.\d{1,9})?s$")
-
-
-class SkewError(ElasticIdlError, ValueError):
-    """Emitting for an upstream-only reader would drop extension fields that are set.
-
-    Attributes:
-        fields: Paths of the extension fields that upstream would lose.
-    """
-
-    def __init__(self, fields: Sequence[str]) -> None:
-        self.fields = tuple(fields)
-        super().__init__(
-            "upstream readers do not know these fields and would lose them: "
-            + ", ".join(self.fields)
-            + " (clear them, or pass allow_loss=True to drop them with a warning)"
-        )
-
-
-class EncodeError(ElasticIdlError, ValueError):
-    """A message holds a value its JSON/YAML form cannot express (e.g. an invalid Duration).
-
-    Attributes:
-        field: Dotted path of the offending field ("" when unknown).
-    """
-
-    def __init__(self, field: str, reason: str) -> None:
-        self.field = field
-        reason = one_line(reason)
-        super().__init__(f"{field}: {reason}" if field else reason)
-
-
-class SkewWarning(UserWarning):
-    """Extension fields were dropped to emit the upstream-only form (allow_loss=True)."""
 
 
 # --------------------------------------------------------------------------- limits and hints
@@ -905,7 +869,7 @@ def _check_value(f: FieldDescriptor, value: Any, path: str, fmt: str) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             # A number: kept even when the schema does not define it (proto3 enums are open);
             # validation reports it as enum.known.
-            return _integer(value, path, fmt, *_INT32)
+            return _integer(value, path, fmt, *INT32)
         raise DecodeError(path, f"expected one of {', '.join(names)}, got {brief(value)}", format=fmt)
     if t in _INT_TYPES:
         return _integer(value, path, fmt, *_INT_TYPES[t])
@@ -999,7 +963,7 @@ def _to_dict(pb: Any, *, snake_case: bool = False) -> dict[str, Any]:
     try:
         out: dict[str, Any] = json_format.MessageToDict(pb, preserving_proto_field_name=snake_case)
     except (json_format.SerializeToJsonError, ValueError) as exc:
-        from elastic_idl._validate import violations
+        from elastic_idl._task.validate import violations
 
         bad = [v for v in violations(pb) if v.rule == "elastic.duration.valid"]
         field = bad[0].field if bad else ""

@@ -1,7 +1,7 @@
 """Task (+ pod env) -> LaunchSpec, a typed, torch-free description of one node's launch.
 
 Pure: the environment is an argument, never read here. The thin step that builds
-torch's ``LaunchConfig`` lives in ``elastic_idl._torch``, the one module that imports torch.
+torch's ``LaunchConfig`` lives in ``elastic_idl._launch.agent``, the one module that imports torch.
 """
 
 from __future__ import annotations
@@ -14,15 +14,22 @@ from types import MappingProxyType
 from typing import Any
 
 from elastic_idl._errors import ValidationError, Violation
-from elastic_idl._validate import MAX_RDZV_ID_LEN, RULES, violations
-from elastic_idl._view import view
-from elastic_idl.plugins.v1 import elastic_pb2
+from elastic_idl._task.enums import NPROC_POLICY, NUMA_BINDING, START_METHOD, STD_STREAMS
+from elastic_idl._task.names import (
+    DEFAULT_LOCAL_HOST,
+    DEFAULT_MONITOR_INTERVAL_S,
+    DEFAULT_ROLE,
+    DEFAULT_RUN_ID,
+    DEFAULT_SIGNALS,
+    DEFAULT_START_METHOD,
+    ENV,
+    MAX_RDZV_NAME_LEN,
+    parse_rdzv_conf,
+)
+from elastic_idl._task.validate import RULES, violations
+from elastic_idl._task.view import duration_seconds, rdzv_configs, view
 
 __all__ = [
-    "DEFAULT_LOCAL_HOST",
-    "DEFAULT_MONITOR_INTERVAL_S",
-    "DEFAULT_START_METHOD",
-    "ENV",
     "EnvDecision",
     "LaunchSpec",
     "override_violations",
@@ -31,50 +38,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("elastic_idl")
-
-
-class ENV:
-    """Names of the environment variables the Kubeflow operator injects (REFERENCE §4)."""
-
-    RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
-    RDZV_BACKEND = "PET_RDZV_BACKEND"
-    RDZV_ID = "PET_RDZV_ID"
-    RDZV_CONF = "PET_RDZV_CONF"
-    NNODES = "PET_NNODES"
-    NPROC_PER_NODE = "PET_NPROC_PER_NODE"
-    MAX_RESTARTS = "PET_MAX_RESTARTS"
-    STANDALONE = "PET_STANDALONE"
-    PYTHONUNBUFFERED = "PYTHONUNBUFFERED"
-
-
-#: Host of a local launch when neither the message nor the env names one: loopback only.
-DEFAULT_LOCAL_HOST = "127.0.0.1"
-#: Agent health-check interval when the message leaves it unset (torch's own default).
-DEFAULT_MONITOR_INTERVAL_S = 0.1
-#: torch start method used when the message leaves it unset. See the README, "Start methods".
-DEFAULT_START_METHOD = "forkserver"
-#: Role when the message leaves it unset (torchrun's default; LaunchConfig's is "default_role").
-DEFAULT_ROLE = "default"
-#: run_id when nothing names one. torchrun uses "none"; a single local node may use anything.
-DEFAULT_RUN_ID = "none"
-
-_NPROC_POLICY = {
-    elastic_pb2.NPROC_POLICY_AUTO: "auto",
-    elastic_pb2.NPROC_POLICY_CPU: "cpu",
-    elastic_pb2.NPROC_POLICY_GPU: "gpu",
-}
-_START_METHOD = {
-    elastic_pb2.START_METHOD_SPAWN: "spawn",
-    elastic_pb2.START_METHOD_FORK: "fork",
-    elastic_pb2.START_METHOD_FORKSERVER: "forkserver",
-}
-_STD = {0: "0", 1: "1", 2: "2", 3: "3"}
-_NUMA = {
-    elastic_pb2.NUMA_BINDING_NODE: "node",
-    elastic_pb2.NUMA_BINDING_SOCKET: "socket",
-    elastic_pb2.NUMA_BINDING_EXCLUSIVE: "exclusive",
-    elastic_pb2.NUMA_BINDING_CORE_COMPLEX: "core-complex",
-}
 
 
 @dataclass(frozen=True)
@@ -127,7 +90,7 @@ class LaunchSpec:
     tee: str = "0"
     local_ranks_filter: tuple[int, ...] = ()
     numa_binding: str | None = None
-    signals_to_handle: str = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+    signals_to_handle: str = DEFAULT_SIGNALS
     shutdown_timeout: int | None = None
     virtual_local_rank: bool = False
     local_addr: str | None = None
@@ -158,41 +121,6 @@ class LaunchSpec:
         }
 
 
-def _seconds(d: Any) -> float:
-    return float(d.seconds) + float(d.nanos) / 1e9
-
-
-def _num(x: float) -> int | float:
-    return int(x) if float(x).is_integer() else x
-
-
-def parse_rdzv_conf(text: str, *, strict: bool = False) -> dict[str, str]:
-    """Parse "k=v,k=v" (torchrun --rdzv-conf / PET_RDZV_CONF) into a dict of strings; the last key wins.
-
-    Keys and values are stripped. ``strict`` applies torchrun's own rules (torch's
-    ``_parse_rendezvous_config``): no empty item and no empty value; otherwise empty
-    items are skipped and an empty value is kept.
-
-    Raises:
-        ValueError: An item is not ``key=value``.
-    """
-    out: dict[str, str] = {}
-    text = text.strip()
-    if not text:
-        return out
-    for item in text.split(","):
-        if not item.strip() and not strict:
-            continue
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not key or not sep:
-            raise ValueError(f"rdzv conf item {item!r} is not key=value")
-        if strict and not value:
-            raise ValueError(f"the rendezvous option {key!r} has no value")
-        out[key] = value
-    return out
-
-
 def split_endpoint(text: str) -> tuple[str, int | None]:
     """ "host:port", "host", "[v6]:port" or "[v6]" -> (host without brackets, port or None).
 
@@ -219,7 +147,7 @@ def split_endpoint(text: str) -> tuple[str, int | None]:
 def _host_problem(host: str) -> str:
     if not host:
         return "the host is empty"
-    if len(host) > 253 or any(c.isspace() or c in ",/" for c in host):
+    if len(host) > MAX_RDZV_NAME_LEN or any(c.isspace() or c in ",/" for c in host):
         return f"bad host {host!r}: {RULES['elastic.rdzv_host.format']}"
     return ""
 
@@ -258,38 +186,32 @@ def override_violations(
                     )
                 )
     if run_id is not None:
-        if not run_id or len(run_id) > MAX_RDZV_ID_LEN or not all(33 <= ord(c) < 127 for c in run_id) or "," in run_id:
+        if (
+            not run_id
+            or len(run_id) > MAX_RDZV_NAME_LEN
+            or not all(33 <= ord(c) < 127 for c in run_id)
+            or "," in run_id
+        ):
             out.append(
                 Violation(
                     names.get("run_id", "run_id"),
                     "elastic.rdzv_id.format",
                     f"bad run id {run_id!r}: non-empty printable ASCII without spaces or ',', "
-                    f"at most {MAX_RDZV_ID_LEN} chars",
+                    f"at most {MAX_RDZV_NAME_LEN} chars",
                 )
             )
     if local_addr is not None:
         problem = _host_problem(local_addr)
         if problem:
             out.append(Violation(names.get("local_addr", "local_addr"), "elastic.rdzv_host.format", problem))
-    if start_method is not None and start_method not in _START_METHOD.values():
+    if start_method is not None and start_method not in START_METHOD.number:
         out.append(
             Violation(
                 names.get("start_method", "start_method"),
                 "enum.known",
-                f"{start_method!r} is not a start method: use {', '.join(sorted(_START_METHOD.values()))}",
+                f"{start_method!r} is not a start method: use {', '.join(sorted(START_METHOD.names))}",
             )
         )
-    return out
-
-
-def rdzv_configs_of(e: elastic_pb2.ElasticConfig) -> dict[str, Any]:
-    """The rendezvous options a message states: typed timeouts (seconds), then the extras in order."""
-    out: dict[str, Any] = {}
-    for name in ("join_timeout", "last_call_timeout", "close_timeout", "read_timeout"):
-        if e.HasField(name):
-            out[name] = _num(_seconds(getattr(e, name)))
-    for opt in e.rdzv_options:
-        out[opt.key] = opt.value
     return out
 
 
@@ -383,11 +305,11 @@ def to_launch_spec(
     backend = t.effective_backend()
     decide("rdzv_backend", ENV.RDZV_BACKEND, backend, env_wins=False)
     decide("nnodes", ENV.NNODES, f"{e.min_replicas}:{e.max_replicas}", env_wins=False)
-    nproc_policy = _NPROC_POLICY.get(e.nproc_policy)
+    nproc_policy = NPROC_POLICY.text.get(e.nproc_policy)
     decide("nproc_per_node", ENV.NPROC_PER_NODE, nproc_policy or str(e.nproc_per_node), env_wins=False)
     decide("max_restarts", ENV.MAX_RESTARTS, str(e.max_restarts), env_wins=False)
 
-    configs = rdzv_configs_of(e)
+    configs = rdzv_configs(e)
     if ENV.RDZV_CONF in env:
         try:
             env_conf = parse_rdzv_conf(env[ENV.RDZV_CONF])
@@ -405,7 +327,7 @@ def to_launch_spec(
                 decisions.append(EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, "", value, "env"))
                 _log.info("elastic-idl: %s", decisions[-1])
 
-    method = start_method or _START_METHOD.get(e.start_method) or DEFAULT_START_METHOD
+    method = start_method or START_METHOD.text.get(e.start_method) or DEFAULT_START_METHOD
     return LaunchSpec(
         min_nodes=e.min_replicas,
         max_nodes=e.max_replicas,
@@ -417,14 +339,16 @@ def to_launch_spec(
         rdzv_backend=backend,
         rdzv_configs=MappingProxyType(configs),
         max_restarts=e.max_restarts,
-        monitor_interval=_seconds(e.monitor_interval) if e.HasField("monitor_interval") else DEFAULT_MONITOR_INTERVAL_S,
+        monitor_interval=duration_seconds(e.monitor_interval)
+        if e.HasField("monitor_interval")
+        else DEFAULT_MONITOR_INTERVAL_S,
         start_method=method,
-        redirects=_STD[e.redirects],
-        tee=_STD[e.tee],
+        redirects=STD_STREAMS.text[e.redirects],
+        tee=STD_STREAMS.text[e.tee],
         local_ranks_filter=tuple(e.local_ranks_filter),
-        numa_binding=_NUMA.get(e.numa_binding),
-        signals_to_handle=",".join(e.signals_to_handle) or "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
-        shutdown_timeout=math.ceil(_seconds(e.shutdown_timeout)) if e.HasField("shutdown_timeout") else None,
+        numa_binding=NUMA_BINDING.text.get(e.numa_binding),
+        signals_to_handle=",".join(e.signals_to_handle) or DEFAULT_SIGNALS,
+        shutdown_timeout=math.ceil(duration_seconds(e.shutdown_timeout)) if e.HasField("shutdown_timeout") else None,
         virtual_local_rank=e.virtual_local_rank,
         decisions=tuple(decisions),
     )

@@ -14,45 +14,56 @@ import enum
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, NamedTuple, cast
 
-from google.protobuf.duration_pb2 import Duration
-
-from elastic_idl import _codec
 from elastic_idl._errors import DecodeError, ValidationError, Violation
-from elastic_idl._messages import ElasticConfig, KubeflowTask, Resources, Task
-from elastic_idl._messages import RunPolicy as RunPolicyMessage
-from elastic_idl._spec import _NPROC_POLICY, _NUMA, _START_METHOD, rdzv_configs_of
-from elastic_idl._validate import TYPED_RDZV_KEYS, violations
-from elastic_idl._view import DEFAULT_RDZV_BACKEND, view
+from elastic_idl._sdk.arguments import (
+    Problems,
+    RunPolicy,
+    duration_of,
+    int32,
+    is_int,
+    parse_nnodes,
+    parse_nproc,
+    seconds_value,
+    split_rdzv,
+    task_of,
+)
+from elastic_idl._task import codec
+from elastic_idl._task.enums import (
+    NPROC_POLICY,
+    NUMA_BINDING,
+    SDK_RESOURCE,
+    START_METHOD,
+    STD_STREAMS,
+    CleanPodPolicy,
+    RestartPolicy,
+)
+from elastic_idl._task.messages import ElasticConfig, KubeflowTask, Task
+from elastic_idl._task.messages import RunPolicy as RunPolicyMessage
+from elastic_idl._task.names import (
+    DEFAULT_RDZV_BACKEND,
+    DYNAMIC_BACKENDS,
+    JOIN_TIMEOUT,
+    STANDALONE_TASK_TYPE,
+    TASK_TYPE,
+    TASK_TYPE_VERSION,
+)
+from elastic_idl._task.validate import violations
+from elastic_idl._task.view import rdzv_configs, view
 
 __all__ = [
-    "DYNAMIC_BACKENDS",
     "FLYTEKIT_RDZV_CONFIGS",
     "SDK_RULES",
-    "STANDALONE_TASK_TYPE",
-    "TASK_TYPE",
-    "TASK_TYPE_VERSION",
-    "CleanPodPolicy",
     "CustomTemplate",
     "Elastic",
-    "RestartPolicy",
-    "RunPolicy",
     "from_custom",
 ]
 
-#: Task type of a multi-node elastic task: the backend turns it into a PyTorchJob.
-TASK_TYPE = "pytorch"
-#: Task type of a single-node elastic task: a plain pod, no Kubeflow operator (as flytekit does).
-STANDALONE_TASK_TYPE = "python-task"
-#: task_type_version flytekit 1.16 writes for both task types (the kubeflow task shape).
-TASK_TYPE_VERSION = 1
 #: flytekit's default ``rdzv_configs`` (15 minutes, for pods that start at different times).
-FLYTEKIT_RDZV_CONFIGS: Mapping[str, int] = MappingProxyType({"timeout": 900, "join_timeout": 900})
-#: Backends built on torch's dynamic rendezvous: they read ``join_timeout`` and ignore ``timeout``.
-DYNAMIC_BACKENDS = ("c10d", "etcd-v2")
+FLYTEKIT_RDZV_CONFIGS: Mapping[str, int] = MappingProxyType({"timeout": 900, JOIN_TIMEOUT: 900})
 
 #: rule id -> what it requires, for the errors only ``Elastic(...)`` and ``Elastic.from_task`` raise.
 #: Every other violation they report is one of :data:`elastic_idl.RULES`, exactly as ``validate`` reports it.
@@ -64,29 +75,6 @@ SDK_RULES: dict[str, str] = {
     ),
     "sdk.expressible": "Elastic.from_task: the task holds nothing Elastic cannot say (an elastic config, "
     "one quantity per resource, no rdzv option 'timeout' under c10d/etcd-v2)",
-}
-
-_INT32_MAX = 2**31 - 1
-_MAX_DURATION_S = 315_576_000_000  # google.protobuf.Duration's range
-_START_METHODS = {name: number for number, name in _START_METHOD.items()}
-_NPROC_POLICIES = {name: number for number, name in _NPROC_POLICY.items()}
-_NUMA_BINDINGS = {name: number for number, name in _NUMA.items()}
-_STD_NAMES = {"none": 0, "out": 1, "err": 2, "all": 3, "0": 0, "1": 1, "2": 2, "3": 3}
-# (argument key, ResourceName) in flytekit's order (cpu, mem, gpu, ephemeral_storage), then storage.
-_RESOURCE_KEYS = {
-    "cpu": Resources.CPU,
-    "mem": Resources.MEMORY,
-    "memory": Resources.MEMORY,
-    "gpu": Resources.GPU,
-    "ephemeral_storage": Resources.EPHEMERAL_STORAGE,
-    "storage": Resources.STORAGE,
-}
-_RESOURCE_NAMES = {
-    Resources.CPU: "cpu",
-    Resources.MEMORY: "mem",
-    Resources.GPU: "gpu",
-    Resources.EPHEMERAL_STORAGE: "ephemeral_storage",
-    Resources.STORAGE: "storage",
 }
 
 
@@ -107,39 +95,6 @@ class FrozenDict(dict[str, Any]):
         return (type(self), (dict(self),))
 
 
-class CleanPodPolicy(enum.Enum):
-    """Which pods are deleted when the job finishes. Member names and values match flytekit's."""
-
-    NONE = 0
-    RUNNING = 1
-    ALL = 2
-
-
-class RestartPolicy(enum.Enum):
-    """What Kubernetes does when a worker container exits. Names and values match flytekit's."""
-
-    NEVER = 0
-    FAILURE = 1
-    ALWAYS = 2
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunPolicy:
-    """Job-level policy of the PyTorchJob, like flytekit's ``RunPolicy`` (``spec.runPolicy``).
-
-    Attributes:
-        clean_pod_policy: Which pods are deleted when the job finishes; None leaves it to the operator.
-        ttl_seconds_after_finished: Seconds before a finished job is deleted; None: never.
-        active_deadline_seconds: Seconds the job may run; None: no limit.
-        backoff_limit: Retries before the job is marked failed; None: the operator's default.
-    """
-
-    clean_pod_policy: CleanPodPolicy | None = None
-    ttl_seconds_after_finished: int | None = None
-    active_deadline_seconds: int | None = None
-    backoff_limit: int | None = None
-
-
 class CustomTemplate(NamedTuple):
     """What a Flyte SDK writes into the ``TaskTemplate`` for an elastic task.
 
@@ -154,145 +109,8 @@ class CustomTemplate(NamedTuple):
     task_type_version: int
 
 
-class _Problems:
-    """Collects argument violations, so one ValidationError names every bad argument."""
-
-    def __init__(self) -> None:
-        self.found: list[Violation] = []
-
-    def add(self, argument: str, message: str, rule: str = "sdk.argument") -> None:
-        v = Violation(argument, rule, message)
-        if v not in self.found:  # "nnodes" 2**31 is out of range twice (min and max): say it once
-            self.found.append(v)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _int32(value: object, argument: str, problems: _Problems) -> int:
-    """An int32 argument: an int, or its text as ``int()`` reads it (torchrun's reading), like ``nnodes="2"``."""
-    if isinstance(value, str):
-        try:
-            value = int(value)
-        except ValueError:
-            pass
-    if not _is_int(value):
-        problems.add(argument, f"expected an integer, got {type(value).__name__} {value!r}")
-        return 0
-    assert isinstance(value, int)
-    if not -(2**31) <= value <= _INT32_MAX:
-        problems.add(argument, f"{value} does not fit the message (int32)")
-        return 0
-    return value
-
-
-def duration_of(value: object, argument: str, problems: _Problems) -> Duration | None:
-    """A number of seconds (int, float, Decimal or numeric str) as an exact Duration, or a problem."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal, str)):
-        problems.add(argument, f"expected a number of seconds, got {type(value).__name__} {value!r}")
-        return None
-    try:
-        # str() of a float is its shortest repr, so 0.1 becomes exactly 0.1 s, not 0.1000000000000000055 s.
-        number = Decimal(value if isinstance(value, (Decimal, int)) else str(value).strip())
-    except InvalidOperation:
-        problems.add(argument, f"expected a number of seconds, got {value!r}")
-        return None
-    if not number.is_finite() or abs(number) > _MAX_DURATION_S:
-        problems.add(argument, f"{value!r} is not a finite number of seconds within ±{_MAX_DURATION_S}")
-        return None
-    nanos_total = int((number * 1_000_000_000).to_integral_value())
-    seconds, nanos = divmod(abs(nanos_total), 1_000_000_000)
-    sign = -1 if nanos_total < 0 else 1
-    return Duration(seconds=sign * seconds, nanos=sign * nanos)
-
-
-def seconds_value(d: Duration) -> int | float | Decimal:
-    """A Duration as the number of seconds ``duration_of`` reads back to it: an int when whole, else a
-    float when one is exact enough, else a Decimal (nanoseconds a float cannot hold)."""
-    if d.nanos == 0:
-        return int(d.seconds)
-    exact = Decimal(duration_text(d))
-    as_float = float(exact)
-    return as_float if duration_of(as_float, "", _Problems()) == d else exact
-
-
-def duration_text(d: Duration) -> str:
-    """A Duration as an exact decimal number of seconds: "0.1", "900", "1.000000001"."""
-    total = Decimal(d.seconds) + Decimal(d.nanos) / Decimal(1_000_000_000)
-    text = format(total, "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def parse_nnodes(value: object, argument: str = "nnodes") -> tuple[int, int, bool]:
-    """``N`` or ``"MIN:MAX"`` -> (min, max, given as one number), like torch's parse_min_max_nnodes.
-
-    Raises:
-        ValueError: Not an int, nor a string of one or two integers separated by ":".
-    """
-    if _is_int(value):
-        assert isinstance(value, int)
-        return value, value, True
-    if not isinstance(value, str):
-        raise ValueError(f'{argument}: expected N or "MIN:MAX", got {type(value).__name__} {value!r}')
-    parts = value.split(":")
-    try:
-        numbers = [int(p) for p in parts]
-    except ValueError:
-        raise ValueError(f'{argument}: {value!r} is not N or "MIN:MAX" (integers)') from None
-    if len(numbers) == 1:
-        return numbers[0], numbers[0], True
-    if len(numbers) == 2:
-        return numbers[0], numbers[1], False
-    raise ValueError(f'{argument}: {value!r} is not N or "MIN:MAX"')
-
-
-def parse_nproc(value: object, argument: str = "nproc_per_node") -> tuple[int, int]:
-    """An int, a decimal string, or "auto" / "cpu" / "gpu" -> (nproc_per_node, NprocPolicy number).
-
-    Raises:
-        ValueError: Anything else (torch's "xpu" and custom device names included: the schema has no policy for them).
-    """
-    if _is_int(value):
-        assert isinstance(value, int)
-        return value, 0
-    if isinstance(value, str):
-        if value in _NPROC_POLICIES:
-            return 0, _NPROC_POLICIES[value]
-        try:
-            return int(value), 0
-        except ValueError:
-            pass
-    raise ValueError(
-        f"{argument}: expected an integer or one of {', '.join(_NPROC_POLICIES)}, got {type(value).__name__} {value!r}"
-    )
-
-
-def split_rdzv(
-    items: Iterable[tuple[str, Any]],
-    config: ElasticConfig,
-    argument: str,
-    problems: _Problems,
-) -> None:
-    """Put rendezvous settings on ``config``: typed timeouts as Durations, every other key as an option."""
-    for key, value in items:
-        if key in TYPED_RDZV_KEYS:
-            d = duration_of(value, f"{argument}.{key}", problems)
-            if d is not None:
-                getattr(config, TYPED_RDZV_KEYS[key]).CopyFrom(d)
-            continue
-        if isinstance(value, bool):
-            text = "1" if value else "0"  # torch's get_as_bool reads "1"/"0"
-        elif isinstance(value, (str, int, float, Decimal)):
-            text = str(value)
-        else:
-            problems.add(f"{argument}.{key}", f"expected a string or a number, got {type(value).__name__} {value!r}")
-            continue
-        config.rdzv_options.add(key=key, value=text)
-
-
 def _enum_member(
-    value: object, enum_cls: type[enum.Enum], argument: str, aliases: Mapping[str, str], problems: _Problems
+    value: object, enum_cls: type[enum.Enum], argument: str, aliases: Mapping[str, str], problems: Problems
 ) -> Any:
     """Our enum member for ``value``: a member, flytekit's same-named member, a name (any case) or its number."""
     if value is None:
@@ -306,7 +124,7 @@ def _enum_member(
         key = aliases.get(value.lower().replace("-", "_"), value.upper())
         if key in enum_cls.__members__:
             return enum_cls[key]
-    if _is_int(value):
+    if is_int(value):
         try:
             return enum_cls(value)
         except ValueError:
@@ -315,7 +133,7 @@ def _enum_member(
     return None
 
 
-def _run_policy(value: object, problems: _Problems) -> RunPolicy | None:
+def _run_policy(value: object, problems: Problems) -> RunPolicy | None:
     """The run policy in its one normal form: what the message can tell apart (0 and NONE read as None)."""
     if value is None:
         return None
@@ -343,11 +161,11 @@ def _run_policy(value: object, problems: _Problems) -> RunPolicy | None:
     numbers: dict[str, int | None] = {}
     for n in names[1:]:
         v = get(n)
-        numbers[n] = None if v is None else _int32(v, f"run_policy.{n}", problems) or None  # 0 is unset on the wire
+        numbers[n] = None if v is None else int32(v, f"run_policy.{n}", problems) or None  # 0 is unset on the wire
     return RunPolicy(clean_pod_policy=clean if clean is not CleanPodPolicy.NONE else None, **numbers)
 
 
-def _resources(value: object, argument: str, problems: _Problems) -> Mapping[str, str] | None:
+def _resources(value: object, argument: str, problems: Problems) -> Mapping[str, str] | None:
     """Requests or limits as {"cpu": "2", "mem": "4Gi", ...} in canonical key names."""
     if value is None:
         return None
@@ -361,10 +179,10 @@ def _resources(value: object, argument: str, problems: _Problems) -> Mapping[str
         return None
     out: dict[str, str] = {}
     for key, quantity in pairs:
-        if not isinstance(key, str) or key not in _RESOURCE_KEYS:
-            problems.add(argument, f"unknown resource {key!r}; known: {', '.join(_RESOURCE_KEYS)}")
+        if not isinstance(key, str) or key not in SDK_RESOURCE.number:
+            problems.add(argument, f"unknown resource {key!r}; known: {', '.join(SDK_RESOURCE.number)}")
             continue
-        canonical = _RESOURCE_NAMES[_RESOURCE_KEYS[key]]
+        canonical = SDK_RESOURCE.text[SDK_RESOURCE.number[key]]
         if isinstance(quantity, bool) or not isinstance(quantity, (str, int, float)):
             problems.add(
                 f"{argument}.{key}",
@@ -378,7 +196,7 @@ def _resources(value: object, argument: str, problems: _Problems) -> Mapping[str
     return FrozenDict(out)
 
 
-def _strings(value: object, argument: str, problems: _Problems) -> tuple[str, ...]:
+def _strings(value: object, argument: str, problems: Problems) -> tuple[str, ...]:
     if isinstance(value, str):
         return tuple(s.strip() for s in value.split(",")) if value else ()
     if isinstance(value, Iterable) and all(isinstance(s, str) for s in value):
@@ -387,56 +205,24 @@ def _strings(value: object, argument: str, problems: _Problems) -> tuple[str, ..
     return ()
 
 
-def _ints(value: object, argument: str, problems: _Problems) -> tuple[int, ...]:
+def _ints(value: object, argument: str, problems: Problems) -> tuple[int, ...]:
     """int32s from a list (ints or their text) or a comma-separated string."""
     items: list[Any] | None = None
     if isinstance(value, str):
         items = value.split(",") if value else []
     elif isinstance(value, Iterable) and not isinstance(value, Mapping):
         items = list(value)
-    if items is None or not all(_is_int(i) or isinstance(i, str) for i in items):
+    if items is None or not all(is_int(i) or isinstance(i, str) for i in items):
         problems.add(argument, f"expected a list of integers or a comma-separated string, got {value!r}")
         return ()
-    return tuple(_int32(i, argument, problems) for i in items)
+    return tuple(int32(i, argument, problems) for i in items)
 
 
-def _str(value: object, argument: str, problems: _Problems) -> str:
+def _str(value: object, argument: str, problems: Problems) -> str:
     if isinstance(value, str):
         return value
     problems.add(argument, f"expected a string, got {type(value).__name__} {value!r}")
     return ""
-
-
-def _task_of(config: ElasticConfig, replica: Mapping[str, Any] | None, run_policy: RunPolicy | None) -> KubeflowTask:
-    """The kubeflow task flytekit emits for an elastic config (plus replica settings and run policy).
-
-    Worker replicas = max nodes, in the deprecated ``replicas`` field, as flytekit 1.16 writes
-    it. Replica settings go in the deprecated fields too, as flytekit's ``PyTorch`` task
-    writes them: every backend version reads those (new ones when ``common`` is unset).
-    """
-    task = KubeflowTask()
-    task.elastic_config.CopyFrom(config)
-    worker = task.worker_replicas
-    worker.replicas = config.max_replicas
-    if replica:
-        if replica.get("image"):
-            worker.image = replica["image"]
-        for kind in ("requests", "limits"):
-            for key, quantity in (replica.get(kind) or {}).items():
-                getattr(worker.resources, kind).add(name=_RESOURCE_KEYS[key], value=quantity)
-        if replica.get("requests") is not None or replica.get("limits") is not None:
-            worker.resources.SetInParent()
-        if replica.get("restart_policy") is not None:
-            worker.restart_policy = cast(Any, replica["restart_policy"].value)
-    if run_policy is not None:
-        rp = task.run_policy
-        rp.SetInParent()
-        if run_policy.clean_pod_policy is not None:
-            rp.clean_pod_policy = cast(Any, run_policy.clean_pod_policy.value)
-        rp.ttl_seconds_after_finished = run_policy.ttl_seconds_after_finished or 0
-        rp.active_deadline_seconds = run_policy.active_deadline_seconds or 0
-        rp.backoff_limit = run_policy.backoff_limit or 0
-    return task
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -544,7 +330,7 @@ class Elastic:
     _standalone: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        problems = _Problems()
+        problems = Problems()
         config = ElasticConfig()
         put = object.__setattr__  # frozen: normalise the inputs once, here
 
@@ -553,8 +339,8 @@ class Elastic:
         standalone = False
         try:
             lo, hi, single = parse_nnodes(self.nnodes)
-            config.min_replicas = _int32(lo, "nnodes", problems)
-            config.max_replicas = _int32(hi, "nnodes", problems)
+            config.min_replicas = int32(lo, "nnodes", problems)
+            config.max_replicas = int32(hi, "nnodes", problems)
             standalone = single and lo == 1
             # "2" and "2:2" are the job 2 is; "1:1" stays apart from 1 (a PyTorchJob, not a python-task).
             put(self, "nnodes", lo if single or (lo == hi and lo != 1) else f"{lo}:{hi}")
@@ -562,22 +348,24 @@ class Elastic:
             problems.add("nnodes", str(exc).split(": ", 1)[1])
         try:
             nproc, policy = parse_nproc(self.nproc_per_node)
-            config.nproc_per_node = _int32(nproc, "nproc_per_node", problems)
+            config.nproc_per_node = int32(nproc, "nproc_per_node", problems)
             config.nproc_policy = cast(Any, policy)
-            put(self, "nproc_per_node", _NPROC_POLICY.get(cast(Any, policy)) or nproc)
+            put(self, "nproc_per_node", NPROC_POLICY.text.get(policy) or nproc)
         except ValueError as exc:
             problems.add("nproc_per_node", str(exc).split(": ", 1)[1])
-        config.max_restarts = _int32(self.max_restarts, "max_restarts", problems)
+        config.max_restarts = int32(self.max_restarts, "max_restarts", problems)
         put(self, "max_restarts", config.max_restarts)
         # "" means c10d everywhere; flytekit writes "c10d", so the message does too.
         backend = _str(self.rdzv_backend, "rdzv_backend", problems) or DEFAULT_RDZV_BACKEND
         config.rdzv_backend = backend
         put(self, "rdzv_backend", backend)
         if self.start_method is not None:
-            if self.start_method in _START_METHODS:
-                config.start_method = _START_METHODS[self.start_method]
+            if self.start_method in START_METHOD.number:
+                config.start_method = cast(Any, START_METHOD.number[self.start_method])
             else:
-                problems.add("start_method", f"expected one of {', '.join(_START_METHODS)}, got {self.start_method!r}")
+                problems.add(
+                    "start_method", f"expected one of {', '.join(START_METHOD.names)}, got {self.start_method!r}"
+                )
         for name in ("monitor_interval", "shutdown_timeout"):
             value = getattr(self, name)
             if value is not None:
@@ -588,29 +376,31 @@ class Elastic:
 
         split_rdzv(self._rdzv_items(backend, problems), config, "rdzv_configs", problems)
         # What the message holds, as numbers (typed timeouts) and text (options): what from_task gives back.
-        put(self, "rdzv_configs", FrozenDict(rdzv_configs_of(config)))
+        put(self, "rdzv_configs", FrozenDict(rdzv_configs(config)))
 
         config.rdzv_id = _str(self.rdzv_id, "rdzv_id", problems)
         config.rdzv_host = _str(self.rdzv_host, "rdzv_host", problems)
-        config.rdzv_port = _int32(self.rdzv_port, "rdzv_port", problems)
+        config.rdzv_port = int32(self.rdzv_port, "rdzv_port", problems)
         put(self, "rdzv_port", config.rdzv_port)
         config.role = _str(self.role, "role", problems)
         for name in ("redirects", "tee"):
             value = getattr(self, name)
-            key = str(value).lower() if _is_int(value) or isinstance(value, str) else None
-            if key in _STD_NAMES:
-                setattr(config, name, _STD_NAMES[key])
-                put(self, name, _STD_NAMES[key])
+            key = str(value).lower() if is_int(value) or isinstance(value, str) else None
+            if key is not None and key in STD_STREAMS.number:
+                setattr(config, name, STD_STREAMS.number[key])
+                put(self, name, STD_STREAMS.number[key])
             else:
                 problems.add(name, f"expected 0-3 or one of none, out, err, all; got {value!r}")
         ranks = _ints(self.local_ranks_filter, "local_ranks_filter", problems)
         put(self, "local_ranks_filter", ranks)
         config.local_ranks_filter.extend(ranks)
         if self.numa_binding is not None:
-            if self.numa_binding in _NUMA_BINDINGS:
-                config.numa_binding = _NUMA_BINDINGS[self.numa_binding]
+            if self.numa_binding in NUMA_BINDING.number:
+                config.numa_binding = cast(Any, NUMA_BINDING.number[self.numa_binding])
             else:
-                problems.add("numa_binding", f"expected one of {', '.join(_NUMA_BINDINGS)}, got {self.numa_binding!r}")
+                problems.add(
+                    "numa_binding", f"expected one of {', '.join(NUMA_BINDING.names)}, got {self.numa_binding!r}"
+                )
         signals = _strings(self.signals_to_handle, "signals_to_handle", problems)
         put(self, "signals_to_handle", signals)
         config.signals_to_handle.extend(signals)
@@ -646,14 +436,14 @@ class Elastic:
 
         if problems.found:
             raise ValidationError(problems.found)
-        task = _task_of(config, replica, run_policy)
+        task = task_of(config, replica, run_policy)
         validate_found = violations(task)
         if validate_found:
             raise ValidationError(validate_found)
         put(self, "_task", task)
         put(self, "_standalone", standalone)
 
-    def _rdzv_items(self, backend: str, problems: _Problems) -> list[tuple[str, Any]]:
+    def _rdzv_items(self, backend: str, problems: Problems) -> list[tuple[str, Any]]:
         """rdzv_configs as (key, value) pairs, with flytekit's ``timeout`` mapped for the backend."""
         raw: object = self.rdzv_configs
         if raw is None:
@@ -672,15 +462,15 @@ class Elastic:
             return items
         # c10d and etcd-v2 ignore "timeout": map it to the timeout they do read.
         timeout = configs["timeout"]
-        if "join_timeout" not in configs:
-            return [("join_timeout", timeout) if k == "timeout" else (k, v) for k, v in items]
+        if JOIN_TIMEOUT not in configs:
+            return [(JOIN_TIMEOUT, timeout) if k == "timeout" else (k, v) for k, v in items]
         t = duration_of(timeout, "rdzv_configs.timeout", problems)
-        j = duration_of(configs["join_timeout"], "rdzv_configs.join_timeout", problems)
+        j = duration_of(configs[JOIN_TIMEOUT], f"rdzv_configs.{JOIN_TIMEOUT}", problems)
         if t is not None and j is not None and t != j:
             problems.add(
                 "rdzv_configs.timeout",
                 f"the {backend} backend ignores 'timeout' ({timeout!r}) and waits join_timeout "
-                f"({configs['join_timeout']!r}); drop 'timeout' or make the two equal",
+                f"({configs[JOIN_TIMEOUT]!r}); drop 'timeout' or make the two equal",
                 rule="sdk.rdzv_timeout",
             )
         return [(k, v) for k, v in items if k != "timeout"]
@@ -721,7 +511,7 @@ class Elastic:
         """
         if self._standalone:
             return CustomTemplate(None, STANDALONE_TASK_TYPE, TASK_TYPE_VERSION)
-        custom = _codec.to_custom(self._task, upstream=upstream, allow_loss=allow_loss)
+        custom = codec.to_custom(self._task, upstream=upstream, allow_loss=allow_loss)
         return CustomTemplate(custom, TASK_TYPE, TASK_TYPE_VERSION)
 
     @classmethod
@@ -762,7 +552,7 @@ class Elastic:
         kwargs: dict[str, Any] = {}
         for kind in ("requests", "limits"):
             entries = getattr(w.resources, kind) if w.resources is not None else []
-            names = [_RESOURCE_NAMES[x.name] for x in entries]
+            names = [SDK_RESOURCE.text[x.name] for x in entries]
             if len(set(names)) != len(names):
                 raise ValidationError(
                     [
@@ -772,17 +562,17 @@ class Elastic:
                     ]
                 )
             if w.resources is not None:
-                kwargs[kind] = {_RESOURCE_NAMES[x.name]: x.value for x in entries}
+                kwargs[kind] = {SDK_RESOURCE.text[x.name]: x.value for x in entries}
         lo, hi = e.min_replicas, e.max_replicas
         rp = t.run_policy
         return cls(
             nnodes=hi if lo == hi and hi != 1 else f"{lo}:{hi}",
-            nproc_per_node=_NPROC_POLICY.get(e.nproc_policy) or e.nproc_per_node,
-            start_method=_START_METHOD.get(e.start_method),
+            nproc_per_node=NPROC_POLICY.text.get(e.nproc_policy) or e.nproc_per_node,
+            start_method=START_METHOD.text.get(e.start_method),
             monitor_interval=seconds_value(e.monitor_interval) if e.HasField("monitor_interval") else None,
             max_restarts=e.max_restarts,
-            rdzv_configs=rdzv_configs_of(e),
-            run_policy=_run_policy(rp, _Problems()) if rp is not None else None,
+            rdzv_configs=rdzv_configs(e),
+            run_policy=_run_policy(rp, Problems()) if rp is not None else None,
             image=w.image or None,
             restart_policy=RestartPolicy(w.restart_policy) if w.restart_policy else None,
             rdzv_backend=e.rdzv_backend or DEFAULT_RDZV_BACKEND,
@@ -793,7 +583,7 @@ class Elastic:
             redirects=e.redirects,
             tee=e.tee,
             local_ranks_filter=tuple(e.local_ranks_filter),
-            numa_binding=_NUMA.get(e.numa_binding),
+            numa_binding=NUMA_BINDING.text.get(e.numa_binding),
             signals_to_handle=tuple(e.signals_to_handle),
             shutdown_timeout=seconds_value(e.shutdown_timeout) if e.HasField("shutdown_timeout") else None,
             virtual_local_rank=e.virtual_local_rank,
@@ -835,4 +625,4 @@ def from_custom(
         )
     if custom is None:
         raise DecodeError("", "a pytorch task template needs a custom dict, got None", format="custom")
-    return _codec.from_custom(custom, task_type_version=task_type_version)
+    return codec.from_custom(custom, task_type_version=task_type_version)

@@ -2,37 +2,31 @@
 
 from __future__ import annotations
 
-import signal as _signal
 from collections.abc import Iterator
 from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
 
 from elastic_idl._errors import ValidationError, Violation, brief
-from elastic_idl._messages import ElasticConfig, Resources, as_task
-from elastic_idl._resources import RESOURCE_NAMES, quantity_problems
-from elastic_idl._view import Replica, TaskView, view
+from elastic_idl._task.enums import K8S_RESOURCE
+from elastic_idl._task.messages import ElasticConfig, Resources, as_task
+from elastic_idl._task.names import (
+    DEFAULT_RDZV_BACKEND,
+    DURATION_FIELDS,
+    KNOWN_BACKENDS,
+    MAX_DURATION_S,
+    MAX_MONITOR_INTERVAL_S,
+    MAX_RDZV_NAME_LEN,
+    RDZV_TIMEOUTS,
+    SIGNAL_NAMES,
+    STATIC,
+)
+from elastic_idl._task.resources import quantity_problems
+from elastic_idl._task.view import Replica, TaskView, view
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 from elastic_idl.plugins.v1 import elastic_pb2
 
-__all__ = ["KNOWN_BACKENDS", "RULES", "TYPED_RDZV_KEYS", "validate", "violations"]
-
-#: Rendezvous backends torch 2.13 ships ("" means c10d, see DEFAULT_RDZV_BACKEND).
-KNOWN_BACKENDS = ("c10d", "etcd", "etcd-v2", "static")
-
-#: rdzv option keys that have a typed ElasticConfig field; they may not be given as free-form options.
-TYPED_RDZV_KEYS = {
-    "join_timeout": "join_timeout",
-    "last_call_timeout": "last_call_timeout",
-    "close_timeout": "close_timeout",
-    "read_timeout": "read_timeout",
-}
-
-MAX_INT32 = 2**31 - 1
-MAX_MONITOR_INTERVAL_S = 3600
-MAX_RDZV_ID_LEN = 253
-#: The largest google.protobuf.Duration (10,000 years); larger ones have no JSON form.
-MAX_DURATION_S = 315_576_000_000
+__all__ = ["RULES", "validate", "violations"]
 
 #: rule id -> what the rule requires. Docs and tests read this table.
 RULES: dict[str, str] = {
@@ -51,8 +45,8 @@ RULES: dict[str, str] = {
     "elastic.rdzv_options.value": "an rdzv option value has no ','",
     "elastic.rdzv_options.unique": "rdzv option keys are unique",
     "elastic.rdzv_options.typed": "join/last_call/close/read timeouts use their typed fields, not rdzv_options",
-    "elastic.rdzv_id.format": f"rdzv_id is printable ASCII without spaces or ',', at most {MAX_RDZV_ID_LEN} chars",
-    "elastic.rdzv_host.format": "rdzv_host has no whitespace, ',' or '/', at most 253 chars",
+    "elastic.rdzv_id.format": f"rdzv_id is printable ASCII without spaces or ',', at most {MAX_RDZV_NAME_LEN} chars",
+    "elastic.rdzv_host.format": f"rdzv_host has no whitespace, ',' or '/', at most {MAX_RDZV_NAME_LEN} chars",
     "elastic.rdzv_port.range": "rdzv_port is in 0..65535 (0 = runtime's choice)",
     "elastic.local_ranks_filter.range": "local_ranks_filter entries are >= 0, unique and < nproc_per_node",
     "elastic.signals.known": "signals_to_handle holds unique known signal names (SIGTERM, ...)",
@@ -65,7 +59,7 @@ RULES: dict[str, str] = {
     "replicas.deprecated_conflict": "when `common` is set, the deprecated replica fields are unset or equal",
     "resources.entry": "a resource entry names a known resource and has a non-empty value",
     "resources.quantity": "a resource value is a Kubernetes quantity without spaces, >= 0, a whole number for GPU; "
-    "a request is <= its limit, and equal to it for GPU (elastic_idl._resources has the grammar)",
+    "a request is <= its limit, and equal to it for GPU (elastic_idl._task.resources has the grammar)",
     "run_policy.non_negative": "run policy seconds and backoff limit are >= 0",
     "launch.elastic_required": "a launch (run, torchrun, the pod) needs an elastic config; a limit of launching, not of validity",
     "env.rdzv_conf": "PET_RDZV_CONF is a comma-separated list of key=value",
@@ -124,27 +118,20 @@ def _elastic(e: ElasticConfig) -> Iterator[Violation]:
         )
     if e.max_restarts < 0:
         yield _v(f"{p}.max_restarts", "elastic.max_restarts.min", f"must be >= 0, got {e.max_restarts}")
-    backend = e.rdzv_backend or "c10d"
+    backend = e.rdzv_backend or DEFAULT_RDZV_BACKEND
     if backend not in KNOWN_BACKENDS:
         yield _v(
             f"{p}.rdzv_backend",
             "elastic.rdzv_backend.known",
             f"{brief(e.rdzv_backend)} is not one of {', '.join(KNOWN_BACKENDS)}",
         )
-    elif backend == "static" and e.min_replicas != e.max_replicas:
+    elif backend == STATIC and e.min_replicas != e.max_replicas:
         yield _v(
             f"{p}.rdzv_backend",
             "elastic.static.fixed_size",
             f"static needs min_replicas == max_replicas, got {e.min_replicas}:{e.max_replicas}",
         )
-    for name in (
-        "monitor_interval",
-        "join_timeout",
-        "last_call_timeout",
-        "close_timeout",
-        "read_timeout",
-        "shutdown_timeout",
-    ):
+    for name in DURATION_FIELDS:
         yield from _duration(f"{p}.{name}", e, getattr(e, name))
     if (
         e.HasField("monitor_interval")
@@ -161,11 +148,11 @@ def _elastic(e: ElasticConfig) -> Iterator[Violation]:
         f = f"{p}.rdzv_options[{i}]"
         if not opt.key or "," in opt.key or "=" in opt.key:
             yield _v(f"{f}.key", "elastic.rdzv_options.key", f"bad key {brief(opt.key)}: non-empty, no ',' or '='")
-        elif opt.key in TYPED_RDZV_KEYS:
+        elif opt.key in RDZV_TIMEOUTS:
             yield _v(
                 f"{f}.key",
                 "elastic.rdzv_options.typed",
-                f"{brief(opt.key)} has a typed field: set elastic_config.{TYPED_RDZV_KEYS[opt.key]} instead",
+                f"{brief(opt.key)} has a typed field: set elastic_config.{opt.key} instead",
             )
         elif opt.key in seen:
             yield _v(f"{f}.key", "elastic.rdzv_options.unique", f"duplicate key {brief(opt.key)}")
@@ -173,12 +160,12 @@ def _elastic(e: ElasticConfig) -> Iterator[Violation]:
         if "," in opt.value:
             yield _v(f"{f}.value", "elastic.rdzv_options.value", f"value {brief(opt.value)} contains ','")
     rid = e.rdzv_id
-    if rid and (len(rid) > MAX_RDZV_ID_LEN or not all(33 <= ord(c) < 127 for c in rid) or "," in rid):
+    if rid and (len(rid) > MAX_RDZV_NAME_LEN or not all(33 <= ord(c) < 127 for c in rid) or "," in rid):
         yield _v(
             f"{p}.rdzv_id", "elastic.rdzv_id.format", f"bad rdzv_id {brief(rid)}: {RULES['elastic.rdzv_id.format']}"
         )
     host = e.rdzv_host
-    if host and (len(host) > 253 or any(c.isspace() or c in ",/" for c in host)):
+    if host and (len(host) > MAX_RDZV_NAME_LEN or any(c.isspace() or c in ",/" for c in host)):
         yield _v(f"{p}.rdzv_host", "elastic.rdzv_host.format", f"bad rdzv_host {brief(host)}")
     if not 0 <= e.rdzv_port <= 65535:
         yield _v(f"{p}.rdzv_port", "elastic.rdzv_port.range", f"must be in 0..65535, got {e.rdzv_port}")
@@ -191,8 +178,7 @@ def _elastic(e: ElasticConfig) -> Iterator[Violation]:
             f"{brief(ranks)}: entries must be unique, >= 0 and < nproc_per_node",
         )
     names = list(e.signals_to_handle)
-    known = {s.name for s in _signal.Signals}
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names if n not in SIGNAL_NAMES]
     if unknown or len(set(names)) != len(names):
         yield _v(
             f"{p}.signals_to_handle",
@@ -212,7 +198,7 @@ def _resources(path: str, res: Resources | None) -> Iterator[Violation]:
             if not entry.value:
                 yield _v(f"{f}.value", "resources.entry", "empty quantity")
     # As the API server checks them once the backend has rendered the pod (GPU -> nvidia.com/gpu).
-    pairs = {k: [(RESOURCE_NAMES.get(e.name, ""), e.value) for e in getattr(res, k)] for k in ("requests", "limits")}
+    pairs = {k: [(K8S_RESOURCE.text.get(e.name, ""), e.value) for e in getattr(res, k)] for k in ("requests", "limits")}
     for p in quantity_problems(pairs["requests"], pairs["limits"]):
         yield _v(f"{path}.{p.kind}[{p.entry}].value", "resources.quantity", p.message)
 

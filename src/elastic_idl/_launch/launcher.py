@@ -1,7 +1,7 @@
 """The local elastic launcher: ``launch(task, entrypoint, *args)`` and ``to_launch_config``.
 
 Data flow: task (+ pod env) -> :func:`~elastic_idl.to_launch_spec` (pure) ->
-torch ``LaunchConfig`` (:mod:`elastic_idl._torch`) -> an elastic agent for this
+torch ``LaunchConfig`` (:mod:`elastic_idl._launch.agent`) -> an elastic agent for this
 node, with workers started the fast and safe way, restarts that work, and one
 typed error with every failure when the job fails.
 
@@ -11,7 +11,7 @@ Start methods (``ElasticConfig.start_method``, default ``forkserver``):
 
 - ``forkserver``: workers are forked from a *warm fork server*, a copy of the
   launcher made once torch is imported and before any thread exists
-  (:mod:`elastic_idl._launcher_zygote`). Workers start with torch loaded, the
+  (:mod:`elastic_idl._launch.forkserver`). Workers start with torch loaded, the
   entrypoint is not pickled (closures work), and nothing unsafe is inherited.
   If the launcher already runs threads or initialised CUDA, a regular fork
   server is started instead, with torch preloaded (slower, still safe), and
@@ -39,16 +39,21 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from elastic_idl._errors import ElasticIdlError, ValidationError
-from elastic_idl._launcher_failures import (
-    FailureLog,
+from elastic_idl._errors import (
+    HostNotFoundError,
     LaunchFailedError,
     LaunchInterruptedError,
     RendezvousIncompleteError,
+    ValidationError,
+)
+from elastic_idl._launch.failures import (
+    FailureLog,
     check_writable,
     save_report,
 )
-from elastic_idl._launcher_worker import (
+from elastic_idl._launch.forkserver import Zygote, cpython_forkserver, fork_hazard, thread_count
+from elastic_idl._launch.spec import LaunchSpec, override_violations, split_endpoint, to_launch_spec
+from elastic_idl._launch.worker import (
     KIND_CALLABLE,
     KIND_MODULE,
     KIND_SCRIPT,
@@ -57,14 +62,20 @@ from elastic_idl._launcher_worker import (
     stash,
     unstash,
 )
-from elastic_idl._launcher_zygote import Zygote, cpython_forkserver, fork_hazard, thread_count
-from elastic_idl._spec import DEFAULT_RUN_ID, ENV, LaunchSpec, override_violations, split_endpoint, to_launch_spec
+from elastic_idl._task.names import (
+    DEFAULT_JOIN_TIMEOUT_S,
+    DEFAULT_RUN_ID,
+    ENV,
+    JOIN_TIMEOUT,
+    LOOPBACK_HOST,
+    is_loopback,
+)
+from elastic_idl._task.view import seconds_number
 
 if TYPE_CHECKING:
     from torch.distributed.launcher.api import LaunchConfig
 
 __all__ = [
-    "HostNotFoundError",
     "LaunchFailedError",
     "LaunchInterruptedError",
     "RendezvousIncompleteError",
@@ -75,7 +86,7 @@ __all__ = [
 _log = logging.getLogger("elastic_idl")
 
 #: Modules a regular (cold) fork server imports once, so its workers start warm.
-_COLD_FORKSERVER_PRELOAD = ["__main__", "torch", "torch.distributed", "elastic_idl._launcher_worker"]
+_COLD_FORKSERVER_PRELOAD = ["__main__", "torch", "torch.distributed", "elastic_idl._launch.worker"]
 
 
 def to_launch_config(
@@ -106,9 +117,9 @@ def to_launch_config(
         ValueError: The nproc policy cannot be resolved here ("gpu" without CUDA).
     """
     spec = to_launch_spec(task, env=env, run_id=run_id, rdzv_endpoint=rdzv_endpoint, start_method=start_method)
-    from elastic_idl import _torch
+    from elastic_idl._launch import agent
 
-    return _torch.build_launch_config(spec)
+    return agent.build_launch_config(spec)
 
 
 def _entrypoint(entrypoint: Any, args: tuple[Any, ...], module: bool) -> WorkerMain:
@@ -140,7 +151,7 @@ def _find_module(name: str) -> None:
     ``python -m`` puts the working directory first on ``sys.path``; a launcher started
     as a console script (``elastic-idl``) or from a script elsewhere has the script's
     directory there instead. The workers run the module the same way
-    (:mod:`elastic_idl._launcher_worker`). Finding ``pkg.mod`` imports ``pkg``, as
+    (:mod:`elastic_idl._launch.worker`). Finding ``pkg.mod`` imports ``pkg``, as
     ``python -m`` does.
 
     Raises:
@@ -165,23 +176,6 @@ def _find_module(name: str) -> None:
         )
 
 
-class HostNotFoundError(ElasticIdlError, ValueError):
-    """The rendezvous host of a local launch does not resolve.
-
-    Attributes:
-        host: The host name that did not resolve.
-        endpoint: The whole rendezvous endpoint.
-    """
-
-    def __init__(self, host: str, endpoint: str, reason: str) -> None:
-        self.host = host
-        self.endpoint = endpoint
-        super().__init__(
-            f"rdzv_endpoint: the host {host!r} of {endpoint!r} does not resolve ({reason}); "
-            "a one-machine launch can use 127.0.0.1"
-        )
-
-
 #: Seconds between two lookups while a pod waits for the rendezvous host to resolve.
 _RESOLVE_RETRY_S = 1.0
 
@@ -201,27 +195,23 @@ def _wait_for_host(spec: LaunchSpec, host: str, log: FailureLog) -> None:
     The operator's ``<job>-worker-0`` service name may not resolve yet while pods start.
     Waits in 1 s slices so that a signal is handled at once.
     """
-    join_timeout = float(spec.rdzv_configs.get("join_timeout", 600))
+    join_timeout = float(spec.rdzv_configs.get(JOIN_TIMEOUT, DEFAULT_JOIN_TIMEOUT_S))
     deadline = time.monotonic() + join_timeout
     reason = _resolve(host)
     if not reason:
         return
-    _log.info("elastic-idl: waiting up to %ss for %s to resolve (%s)", _num(join_timeout), host, reason)
+    _log.info("elastic-idl: waiting up to %ss for %s to resolve (%s)", seconds_number(join_timeout), host, reason)
     while reason:
         if time.monotonic() >= deadline:
             summary = (
                 f"rendezvous {spec.run_id!r} at {spec.rdzv_endpoint}: the host {host!r} did not resolve within "
-                f"join_timeout={_num(join_timeout)}s ({reason})"
+                f"join_timeout={seconds_number(join_timeout)}s ({reason})"
             )
             raise RendezvousIncompleteError(
                 summary, log.report(summary), joined=0, needed=spec.min_nodes, timeout_s=join_timeout
             )
         time.sleep(min(_RESOLVE_RETRY_S, max(0.0, deadline - time.monotonic())))
         reason = _resolve(host)
-
-
-def _num(x: float) -> int | float:
-    return int(x) if float(x).is_integer() else x
 
 
 def _overrides(spec: LaunchSpec, *, node_rank: int | None, local_addr: str | None) -> LaunchSpec:
@@ -382,18 +372,18 @@ def launch(
         reason = _resolve(host)
         if reason:
             raise HostNotFoundError(host, spec.rdzv_endpoint, reason)
-    from elastic_idl import _torch  # imports torch: from here on the launch has started
+    from elastic_idl._launch import agent  # imports torch: from here on the launch has started
 
-    loopback = _torch.is_loopback(host)
+    loopback = is_loopback(host)
     if spec.run_id == DEFAULT_RUN_ID and spec.rdzv_endpoint.endswith(":0") and spec.max_nodes == 1:
         # A private store on a fresh port: like torchrun --standalone, a random id.
         spec = _replace(spec, run_id=uuid.uuid4().hex)
-    nproc = _torch.resolve_nproc(spec)
+    nproc = agent.resolve_nproc(spec)
     log = FailureLog(run_id=spec.run_id, role=spec.role)
 
     env_updates: dict[str, str] = {"TORCHELASTIC_SIGNALS_TO_HANDLE": spec.signals_to_handle}
-    if _torch.FRESH_STORE_PER_ROUND:
-        env_updates[_torch.DISABLE_SHARED_STORE_ENV] = "1"
+    if agent.FRESH_STORE_PER_ROUND:
+        env_updates[agent.DISABLE_SHARED_STORE_ENV] = "1"
     if "OMP_NUM_THREADS" not in os.environ and nproc > 1:
         env_updates["OMP_NUM_THREADS"] = "1"  # torchrun's default: no oversubscription
     if loopback and "GLOO_SOCKET_IFNAME" not in os.environ:
@@ -409,26 +399,26 @@ def launch(
                 else stack.enter_context(tempfile.TemporaryDirectory(prefix="elastic-idl-"))
             )
             stack.enter_context(_scoped_environ(env_updates))
-            stack.enter_context(_torch.scoped_signal_handlers(spec.signals_to_handle))
+            stack.enter_context(agent.scoped_signal_handlers(spec.signals_to_handle))
             if in_pod:
                 _wait_for_host(spec, host, log)
             worker_main, method = _prepare_start(spec.start_method, main, stack)
-            config = _torch.build_launch_config(
+            config = agent.build_launch_config(
                 spec,
                 nproc_per_node=nproc,
                 start_method=method,
                 log_dir=root,
                 local_addr=_local_addr(host) if loopback and not spec.local_addr else spec.local_addr,
             )
-            values = _torch.run_agent(
+            values = agent.run_agent(
                 config,
                 worker_main,
                 failure_log=log,
                 loopback=loopback,
                 on_endpoint=lambda ep: _log.info("elastic-idl: rendezvous %s at %s", spec.run_id, ep),
             )
-    except _torch.SignalException as exc:  # a signal before or after the agent ran: nothing to stop
-        error = _torch.interrupted_error(exc.sigval, None, log)
+    except agent.SignalException as exc:  # a signal before or after the agent ran: nothing to stop
+        error = agent.interrupted_error(exc.sigval, None, log)
         save_report(error.report, failure_path)
         raise error from None
     except LaunchFailedError as exc:
@@ -441,7 +431,7 @@ def launch(
 
 def _local_addr(host: str) -> str:
     """The address a loopback launch advertises for this node (and binds its stores to)."""
-    return "127.0.0.1" if host in ("localhost", "") else host
+    return LOOPBACK_HOST if host in ("localhost", "") else host
 
 
 def _replace(spec: LaunchSpec, **changes: Any) -> LaunchSpec:

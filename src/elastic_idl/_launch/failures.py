@@ -23,14 +23,10 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from elastic_idl._errors import ElasticIdlError
-from elastic_idl._messages import FailureRecord, FailureReport
+from elastic_idl._task.messages import FailureRecord, FailureReport
 
 __all__ = [
     "FailureLog",
-    "LaunchFailedError",
-    "LaunchInterruptedError",
-    "RendezvousIncompleteError",
     "WorkerExit",
     "check_writable",
     "describe_attempt",
@@ -38,56 +34,11 @@ __all__ = [
     "report_json",
     "save_report",
     "user_traceback",
+    "write_atomic",
     "write_report",
 ]
 
 _log = logging.getLogger("elastic_idl")
-
-
-class LaunchFailedError(ElasticIdlError, RuntimeError):
-    """A launch failed for good: the one exception :func:`elastic_idl.launch` raises.
-
-    Attributes:
-        report: The ``FailureReport`` message (also written as JSON when the launch
-            was given a ``failure_path``).
-        failures: ``report.failures`` as a tuple of ``FailureRecord``, root cause first.
-    """
-
-    def __init__(self, message: str, report: Any) -> None:
-        super().__init__(message)
-        self.report = report
-        self.failures: tuple[Any, ...] = tuple(report.failures)
-
-
-class RendezvousIncompleteError(LaunchFailedError):
-    """Not enough nodes joined the rendezvous within its join timeout.
-
-    Attributes:
-        joined: How many nodes were seen in the rendezvous (this one included);
-            -1 when the backend cannot tell.
-        needed: The minimum number of nodes (min_nodes).
-        timeout_s: The join timeout that ran out, in seconds.
-    """
-
-    def __init__(self, message: str, report: Any, *, joined: int, needed: int, timeout_s: float) -> None:
-        super().__init__(message, report)
-        self.joined = joined
-        self.needed = needed
-        self.timeout_s = timeout_s
-
-
-class LaunchInterruptedError(LaunchFailedError):
-    """The launcher got a termination signal (SIGTERM, SIGINT, ...) and stopped every worker.
-
-    Attributes:
-        signal: The signal number received.
-        stopped_pids: Worker processes that were running and have been stopped.
-    """
-
-    def __init__(self, message: str, report: Any, *, signum: int, stopped_pids: Sequence[int]) -> None:
-        super().__init__(message, report)
-        self.signal = signum
-        self.stopped_pids = tuple(stopped_pids)
 
 
 @dataclass(frozen=True)
@@ -238,13 +189,18 @@ def check_writable(path: str | os.PathLike[str], what: str) -> None:
         raise type(exc)(exc.errno, f"cannot write the {what}: {exc.strerror or exc}", str(target)) from None
 
 
-def write_report(report: Any, path: str | os.PathLike[str]) -> None:
-    """Write a FailureReport as JSON (protobuf's JSON mapping, zero values kept), atomically."""
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` (parents made) through a temp file and a rename: a reader sees all or nothing."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.time_ns()}.tmp")
-    tmp.write_text(report_json(report))
+    tmp.write_text(text)
     os.replace(tmp, target)
+
+
+def write_report(report: Any, path: str | os.PathLike[str]) -> None:
+    """Write a FailureReport as JSON (protobuf's JSON mapping, zero values kept), atomically."""
+    write_atomic(path, report_json(report))
 
 
 def save_report(report: Any, path: str | os.PathLike[str] | None) -> None:

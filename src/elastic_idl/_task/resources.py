@@ -1,4 +1,4 @@
-"""Kubernetes container resources: names, the quantity grammar and the API server's rules. Pure.
+"""Kubernetes container resources: the quantity grammar and the API server's rules. Pure.
 
 One home for these facts. The validation rule ``resources.quantity`` (a task's replica
 resources) and ``render_pytorchjob(resources=...)`` both call :func:`quantity_problems`,
@@ -39,28 +39,18 @@ from collections.abc import Sequence
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_UP, Context, Decimal
 from typing import NamedTuple
 
-from elastic_idl._messages import Resources
+from elastic_idl._task.names import INT32
 
 __all__ = [
     "BINARY_SUFFIXES",
     "DECIMAL_SUFFIXES",
     "QUANTITY_PATTERN",
-    "RESOURCE_NAMES",
     "QuantityProblem",
     "is_extended",
     "overcommit_allowed",
     "parse_quantity",
     "quantity_problems",
 ]
-
-#: flyteidl ResourceName -> Kubernetes resource name (what the PyTorchJob's container gets).
-RESOURCE_NAMES: dict[int, str] = {
-    Resources.CPU: "cpu",
-    Resources.GPU: "nvidia.com/gpu",
-    Resources.MEMORY: "memory",
-    Resources.STORAGE: "storage",
-    Resources.EPHEMERAL_STORAGE: "ephemeral-storage",
-}
 
 #: A Kubernetes quantity, matched against the whole string.
 QUANTITY_PATTERN = (
@@ -71,7 +61,7 @@ BINARY_SUFFIXES: dict[str, int] = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi":
 #: Decimal suffix -> power of 10 (no suffix: 0).
 DECIMAL_SUFFIXES: dict[str, int] = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 #: The exponent of ``e``/``E`` must fit int32.
-EXPONENT_MIN, EXPONENT_MAX = -(2**31), 2**31 - 1
+EXPONENT_MIN, EXPONENT_MAX = INT32
 #: The finest value the API server keeps (10^-9): finer non-zero values round away from zero.
 NANO = Decimal("1e-9")
 #: A binary-suffixed value above this counts as this (the parser's cap).
