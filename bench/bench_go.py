@@ -29,7 +29,7 @@ from typing import Any
 
 import elastic_idl as ei
 from elastic_idl import _conformance as conf
-from elastic_idl._kubeflow import render_pytorchjob
+from elastic_idl._backend.pytorchjob import render_pytorchjob
 
 ROOT = Path(__file__).resolve().parent.parent
 GO_ENV = {"GOPROXY": "off", "GOFLAGS": "-mod=mod"}

@@ -22,8 +22,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 # Every module of the reference this script reads, in one place (private modules: re-point here when they move).
-from elastic_idl import __version__, _codec, _conformance, _errors, _kubeflow, _resources, _spec, _validate, _view
-from elastic_idl._messages import ElasticConfig
+from elastic_idl import __version__, _conformance, _errors
+from elastic_idl._backend import pytorchjob
+from elastic_idl._task import codec, enums, names, resources, validate, view
+from elastic_idl._task.messages import ElasticConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_FILE = ROOT / "go" / "elasticidl" / "tables_gen.go"
@@ -68,7 +70,7 @@ def class_constants(cls: type) -> list[tuple[str, str]]:
 
 
 def go_source() -> str:
-    v, kf = _validate, _kubeflow
+    n, kf = names, pytorchjob
     whitespace = [c for c in range(sys.maxunicode + 1) if chr(c).isspace()]
     signals = sorted({s.name for s in signal.Signals})
     patterns = {
@@ -78,8 +80,8 @@ def go_source() -> str:
         "qualifiedName": kf._QUALIFIED_NAME.pattern,
         "labelValue": kf._LABEL_VALUE.pattern,
         "envName": kf._ENV_NAME.pattern,
-        "duration": _codec._DURATION_RE.pattern,
-        "quantity": _resources.QUANTITY_PATTERN,
+        "duration": codec._DURATION_RE.pattern,
+        "quantity": resources.QUANTITY_PATTERN,
     }
     parts = [
         HEADER,
@@ -87,64 +89,80 @@ def go_source() -> str:
         var(
             "Rules",
             "Rules lists every rule id of elastic_idl.RULES with what it requires, in the reference's order.",
-            "[]Rule{\n" + "".join(f"\t{{{q(k)}, {q(t)}}},\n" for k, t in v.RULES.items()) + "}",
+            "[]Rule{\n" + "".join(f"\t{{{q(k)}, {q(t)}}},\n" for k, t in validate.RULES.items()) + "}",
         ),
-        const("maxInt32", "elastic_idl._validate.MAX_INT32", v.MAX_INT32),
-        const("maxMonitorIntervalS", "elastic_idl._validate.MAX_MONITOR_INTERVAL_S", v.MAX_MONITOR_INTERVAL_S),
-        const("maxRdzvIDLen", "elastic_idl._validate.MAX_RDZV_ID_LEN", v.MAX_RDZV_ID_LEN),
-        const("maxDurationS", "elastic_idl._validate.MAX_DURATION_S", v.MAX_DURATION_S),
-        var("knownBackends", "elastic_idl._validate.KNOWN_BACKENDS", strings(v.KNOWN_BACKENDS)),
-        var("typedRdzvKeys", "elastic_idl._validate.TYPED_RDZV_KEYS", pairs("strPair", v.TYPED_RDZV_KEYS.items())),
+        const("maxInt32", "elastic_idl._task.names.INT32_MAX", n.INT32_MAX),
+        const("maxMonitorIntervalS", "elastic_idl._task.names.MAX_MONITOR_INTERVAL_S", n.MAX_MONITOR_INTERVAL_S),
+        const("maxRdzvIDLen", "elastic_idl._task.names.MAX_RDZV_NAME_LEN", n.MAX_RDZV_NAME_LEN),
+        const("maxDurationS", "elastic_idl._task.names.MAX_DURATION_S", n.MAX_DURATION_S),
+        var("knownBackends", "elastic_idl._task.names.KNOWN_BACKENDS", strings(n.KNOWN_BACKENDS)),
+        var(
+            "typedRdzvKeys",
+            "elastic_idl._task.names.RDZV_TIMEOUTS: rendezvous option key -> its typed ElasticConfig field.",
+            pairs("strPair", ((name, name) for name in n.RDZV_TIMEOUTS)),
+        ),
         var("signalNames", "Names of Python's signal.Signals on the generating platform (Linux).", strings(signals)),
         var(
             "pyWhitespace",
             "Code points for which Python's str.isspace() is true.",
             "[]rune{" + ", ".join(f"0x{c:x}" for c in whitespace) + "}",
         ),
-        const("defaultRdzvBackend", "elastic_idl._view.DEFAULT_RDZV_BACKEND", _view.DEFAULT_RDZV_BACKEND),
-        const("extensionFieldMin", "elastic_idl._codec.EXTENSION_FIELD_MIN", _codec.EXTENSION_FIELD_MIN),
-        const("textprotoHeader", "elastic_idl._codec.TEXTPROTO_HEADER", _codec.TEXTPROTO_HEADER),
+        const("defaultRdzvBackend", "elastic_idl._task.names.DEFAULT_RDZV_BACKEND", n.DEFAULT_RDZV_BACKEND),
+        const("extensionFieldMin", "elastic_idl._task.codec.EXTENSION_FIELD_MIN", codec.EXTENSION_FIELD_MIN),
+        const("textprotoHeader", "elastic_idl._task.codec.TEXTPROTO_HEADER", codec.TEXTPROTO_HEADER),
         *(
             const(f"{name}Pattern", f"A Python regular expression of the reference ({name}).", pattern)
             for name, pattern in patterns.items()
         ),
         var(
             "rdzvTimeoutFields",
-            "ElasticConfig Durations rendered into rdzvConf, in order (elastic_idl._spec.rdzv_configs_of).",
+            "ElasticConfig Durations rendered into rdzvConf, in order (elastic_idl._task.view.rdzv_configs).",
             strings(_typed_timeout_order()),
         ),
-        const("apiVersion", "elastic_idl._kubeflow.API_VERSION", kf.API_VERSION),
-        const("kind", "elastic_idl._kubeflow.KIND", kf.KIND),
-        const("ReplicaMaster", "ReplicaMaster is the Master replica type (elastic_idl._kubeflow.MASTER).", kf.MASTER),
-        const("ReplicaWorker", "ReplicaWorker is the Worker replica type (elastic_idl._kubeflow.WORKER).", kf.WORKER),
+        const("apiVersion", "elastic_idl._backend.pytorchjob.API_VERSION", kf.API_VERSION),
+        const("kind", "elastic_idl._backend.pytorchjob.KIND", kf.KIND),
+        const(
+            "ReplicaMaster",
+            "ReplicaMaster is the Master replica type (elastic_idl._backend.pytorchjob.MASTER).",
+            kf.MASTER,
+        ),
+        const(
+            "ReplicaWorker",
+            "ReplicaWorker is the Worker replica type (elastic_idl._backend.pytorchjob.WORKER).",
+            kf.WORKER,
+        ),
         const("ContainerName", "ContainerName is the container the operator looks for.", kf.CONTAINER_NAME),
         const("PortName", "PortName names the container port the operator reads.", kf.PORT_NAME),
         const("DefaultPort", "DefaultPort is the operator's default port.", kf.DEFAULT_PORT),
-        const("defaultNproc", "elastic_idl._kubeflow.DEFAULT_NPROC", kf.DEFAULT_NPROC),
-        const("TaskEnv", "TaskEnv carries the task's custom dict as compact JSON.", kf.TASK_ENV),
-        const("TaskTypeVersionEnv", "TaskTypeVersionEnv carries the task_type_version.", kf.TASK_TYPE_VERSION_ENV),
-        const("maxNameLen", "elastic_idl._kubeflow.MAX_NAME_LEN", kf.MAX_NAME_LEN),
-        var("podEntrypoint", "elastic_idl._kubeflow.POD_ENTRYPOINT", strings(kf.POD_ENTRYPOINT)),
-        var("reservedEnv", "elastic_idl._kubeflow.RESERVED_ENV", strings(sorted(kf.RESERVED_ENV))),
+        const("defaultNproc", "elastic_idl._backend.pytorchjob.DEFAULT_NPROC", kf.DEFAULT_NPROC),
+        const("TaskEnv", "TaskEnv carries the task's custom dict as compact JSON.", n.TASK_ENV),
+        const("TaskTypeVersionEnv", "TaskTypeVersionEnv carries the task_type_version.", n.TASK_TYPE_VERSION_ENV),
+        const("maxNameLen", "elastic_idl._backend.pytorchjob.MAX_NAME_LEN", kf.MAX_NAME_LEN),
+        var("podEntrypoint", "elastic_idl._backend.pytorchjob.POD_ENTRYPOINT", strings(kf.POD_ENTRYPOINT)),
+        var("reservedEnv", "elastic_idl._backend.pytorchjob.RESERVED_ENV", strings(sorted(kf.RESERVED_ENV))),
         *resource_parts(),
         var(
-            "restartPolicies", "elastic_idl._kubeflow.RESTART_POLICIES", pairs("enumText", kf.RESTART_POLICIES.items())
+            "restartPolicies",
+            "elastic_idl._task.enums.RESTART_POLICY",
+            pairs("enumText", enums.RESTART_POLICY.text.items()),
         ),
         var(
             "cleanPodPolicies",
-            "elastic_idl._kubeflow.CLEAN_POD_POLICIES",
-            pairs("enumText", kf.CLEAN_POD_POLICIES.items()),
+            "elastic_idl._task.enums.CLEAN_POD_POLICY",
+            pairs("enumText", enums.CLEAN_POD_POLICY.text.items()),
         ),
-        var("nprocPolicies", "elastic_idl._kubeflow.NPROC_POLICIES", pairs("enumText", kf.NPROC_POLICIES.items())),
+        var(
+            "nprocPolicies", "elastic_idl._task.enums.NPROC_POLICY", pairs("enumText", enums.NPROC_POLICY.text.items())
+        ),
         var(
             "k8sKeys",
-            "elastic_idl._kubeflow.K: every Kubernetes / PyTorchJob key.",
+            "elastic_idl._backend.pytorchjob.K: every Kubernetes / PyTorchJob key.",
             pairs("strPair", class_constants(kf.K)),
         ),
-        *(const(f"key{camel(k)}", f"elastic_idl._kubeflow.K.{k}", v) for k, v in class_constants(kf.K)),
+        *(const(f"key{camel(k)}", f"elastic_idl._backend.pytorchjob.K.{k}", v) for k, v in class_constants(kf.K)),
         *(
-            const(f"env{camel(k)}", f"elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .{k}", v)
-            for k, v in sorted({*class_constants(_spec.ENV), *class_constants(kf.OPERATOR_ENV)})
+            const(f"env{camel(k)}", f"elastic_idl._task.names.ENV / OPERATOR_ENV .{k}", v)
+            for k, v in sorted({*class_constants(n.ENV), *class_constants(n.OPERATOR_ENV)})
         ),
         *input_limit_parts(),
         *conformance_parts(),
@@ -153,34 +171,38 @@ def go_source() -> str:
 
 
 def resource_parts() -> list[str]:
-    r = _resources
+    r = resources
     nano = r.NANO.as_tuple().exponent
     assert isinstance(nano, int)
     return [
-        var("resourceNames", "elastic_idl._resources.RESOURCE_NAMES", pairs("enumText", r.RESOURCE_NAMES.items())),
+        var(
+            "resourceNames",
+            "elastic_idl._task.enums.K8S_RESOURCE",
+            pairs("enumText", enums.K8S_RESOURCE.text.items()),
+        ),
         var(
             "binarySuffixes",
-            "elastic_idl._resources.BINARY_SUFFIXES: suffix -> power of 2.",
+            "elastic_idl._task.resources.BINARY_SUFFIXES: suffix -> power of 2.",
             pairs("suffixPower", r.BINARY_SUFFIXES.items()),
         ),
         var(
             "decimalSuffixes",
-            "elastic_idl._resources.DECIMAL_SUFFIXES: suffix -> power of 10.",
+            "elastic_idl._task.resources.DECIMAL_SUFFIXES: suffix -> power of 10.",
             pairs("suffixPower", r.DECIMAL_SUFFIXES.items()),
         ),
-        const("quantityExponentMin", "elastic_idl._resources.EXPONENT_MIN", r.EXPONENT_MIN),
-        const("quantityExponentMax", "elastic_idl._resources.EXPONENT_MAX", r.EXPONENT_MAX),
-        const("nanoExponent", "elastic_idl._resources.NANO, as a power of 10.", nano),
-        const("binaryCap", "elastic_idl._resources.BINARY_CAP, as decimal text.", str(r.BINARY_CAP)),
-        const("hugepagesPrefix", "elastic_idl._resources.HUGEPAGES_PREFIX", r.HUGEPAGES_PREFIX),
+        const("quantityExponentMin", "elastic_idl._task.resources.EXPONENT_MIN", r.EXPONENT_MIN),
+        const("quantityExponentMax", "elastic_idl._task.resources.EXPONENT_MAX", r.EXPONENT_MAX),
+        const("nanoExponent", "elastic_idl._task.resources.NANO, as a power of 10.", nano),
+        const("binaryCap", "elastic_idl._task.resources.BINARY_CAP, as decimal text.", str(r.BINARY_CAP)),
+        const("hugepagesPrefix", "elastic_idl._task.resources.HUGEPAGES_PREFIX", r.HUGEPAGES_PREFIX),
     ]
 
 
 def input_limit_parts() -> list[str]:
     brief = _errors._repr
     return [
-        const("maxTaskBytes", "elastic_idl._codec.MAX_TASK_BYTES", _codec.MAX_TASK_BYTES),
-        const("maxNesting", "elastic_idl._codec.MAX_NESTING", _codec.MAX_NESTING),
+        const("maxTaskBytes", "elastic_idl._task.codec.MAX_TASK_BYTES", codec.MAX_TASK_BYTES),
+        const("maxNesting", "elastic_idl._task.codec.MAX_NESTING", codec.MAX_NESTING),
         const("maxErrorChars", "elastic_idl._errors.MAX_ERROR_CHARS", _errors.MAX_ERROR_CHARS),
         const("maxFieldChars", "elastic_idl._errors.MAX_FIELD_CHARS", _errors.MAX_FIELD_CHARS),
         const("maxViolationsShown", "elastic_idl._errors.MAX_VIOLATIONS_SHOWN", _errors.MAX_VIOLATIONS_SHOWN),
@@ -196,12 +218,11 @@ def input_limit_parts() -> list[str]:
 
 
 def _typed_timeout_order() -> list[str]:
-    """The order rdzv_configs_of writes the typed timeouts in, read off an ElasticConfig with all set."""
-    names = [k for k in _validate.TYPED_RDZV_KEYS.values()]
+    """The order rdzv_configs writes the typed timeouts in, read off an ElasticConfig with all set."""
     e = ElasticConfig()
-    for name in names:
+    for name in names.RDZV_TIMEOUTS:
         getattr(e, name).seconds = 1
-    return list(_spec.rdzv_configs_of(e))
+    return list(view.rdzv_configs(e))
 
 
 def conformance_parts() -> list[str]:

@@ -1,6 +1,6 @@
 package elasticidl
 
-// Decoding with the strictness of the Python codec (elastic_idl/_codec.py), so a
+// Decoding with the strictness of the Python codec (elastic_idl/_task/codec.py), so a
 // bad input gets the same DecodeError field path on both sides:
 //
 //   - binary: protobuf-go keeps a known field number written with another wire

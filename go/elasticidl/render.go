@@ -1,7 +1,7 @@
 package elasticidl
 
 // Backend side: task -> kubeflow.org/v1 PyTorchJob, as the reference's
-// render_pytorchjob (elastic_idl/_kubeflow.py): what flytepropeller's pytorch
+// render_pytorchjob (elastic_idl/_backend/pytorchjob.py): what flytepropeller's pytorch
 // plugin renders, plus spec.nprocPerNode, the rendezvous host/port/id/conf, and
 // the task itself in the container env. Same options, same checks in the same
 // order, same RenderError fields.

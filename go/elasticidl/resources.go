@@ -1,7 +1,7 @@
 package elasticidl
 
 // Kubernetes container resources: the quantity grammar and the API server's
-// rules, as the reference's elastic_idl/_resources.py (its docstring states them).
+// rules, as the reference's elastic_idl/_task/resources.py (its docstring states them).
 // The rule resources.quantity (a task's replica resources) and the resources
 // render option both call quantityProblems.
 //

@@ -180,7 +180,7 @@ func TestQuantitiesTheAPIServerAcceptsAreValid(t *testing.T) {
 	for _, tc := range []struct{ requests, limits []entry }{
 		{[]entry{{cpu, "500m"}, {memory, "1Gi"}, {gpu, "1"}}, []entry{{cpu, "1"}, {memory, "1024Mi"}, {gpu, "1000m"}}},
 		{[]entry{{cpu, ".5"}, {memory, "+1."}}, []entry{{cpu, "5e-1"}, {memory, "1E3"}}},
-		{[]entry{{gpu, "2"}}, nil}, // a GPU request alone is not refused here (see _resources.py)
+		{[]entry{{gpu, "2"}}, nil}, // a GPU request alone is not refused here (see _task/resources.py)
 		{[]entry{{cpu, "0"}}, []entry{{cpu, "0"}}},
 		{[]entry{{memory, "1e2147483647"}}, nil}, // int32 exponent
 		{[]entry{{cpu, "2"}, {cpu, "1"}}, []entry{{cpu, "1"}}},

@@ -84,7 +84,7 @@ func TestJobKeysAreTheReferenceKeys(t *testing.T) {
 			}
 			name := strings.Split(f.Tag.Get("json"), ",")[0]
 			if !keys[name] {
-				t.Errorf("%s.%s: key %q is not in elastic_idl._kubeflow.K", typ.Name(), f.Name, name)
+				t.Errorf("%s.%s: key %q is not in elastic_idl._backend.pytorchjob.K", typ.Name(), f.Name, name)
 			}
 			walk(f.Type)
 		}

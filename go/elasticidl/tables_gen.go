@@ -32,28 +32,28 @@ var Rules = []Rule{
 	{"replicas.master_count", "the master replica spec is absent or has exactly 1 replica"},
 	{"replicas.deprecated_conflict", "when `common` is set, the deprecated replica fields are unset or equal"},
 	{"resources.entry", "a resource entry names a known resource and has a non-empty value"},
-	{"resources.quantity", "a resource value is a Kubernetes quantity without spaces, >= 0, a whole number for GPU; a request is <= its limit, and equal to it for GPU (elastic_idl._resources has the grammar)"},
+	{"resources.quantity", "a resource value is a Kubernetes quantity without spaces, >= 0, a whole number for GPU; a request is <= its limit, and equal to it for GPU (elastic_idl._task.resources has the grammar)"},
 	{"run_policy.non_negative", "run policy seconds and backoff limit are >= 0"},
 	{"launch.elastic_required", "a launch (run, torchrun, the pod) needs an elastic config; a limit of launching, not of validity"},
 	{"env.rdzv_conf", "PET_RDZV_CONF is a comma-separated list of key=value"},
 }
 
-// elastic_idl._validate.MAX_INT32
+// elastic_idl._task.names.INT32_MAX
 const maxInt32 = 2147483647
 
-// elastic_idl._validate.MAX_MONITOR_INTERVAL_S
+// elastic_idl._task.names.MAX_MONITOR_INTERVAL_S
 const maxMonitorIntervalS = 3600
 
-// elastic_idl._validate.MAX_RDZV_ID_LEN
+// elastic_idl._task.names.MAX_RDZV_NAME_LEN
 const maxRdzvIDLen = 253
 
-// elastic_idl._validate.MAX_DURATION_S
+// elastic_idl._task.names.MAX_DURATION_S
 const maxDurationS = 315576000000
 
-// elastic_idl._validate.KNOWN_BACKENDS
+// elastic_idl._task.names.KNOWN_BACKENDS
 var knownBackends = []string{"c10d", "etcd", "etcd-v2", "static"}
 
-// elastic_idl._validate.TYPED_RDZV_KEYS
+// elastic_idl._task.names.RDZV_TIMEOUTS: rendezvous option key -> its typed ElasticConfig field.
 var typedRdzvKeys = []strPair{
 	{"join_timeout", "join_timeout"},
 	{"last_call_timeout", "last_call_timeout"},
@@ -67,13 +67,13 @@ var signalNames = []string{"SIGABRT", "SIGALRM", "SIGBUS", "SIGCHLD", "SIGCONT",
 // Code points for which Python's str.isspace() is true.
 var pyWhitespace = []rune{0x9, 0xa, 0xb, 0xc, 0xd, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x85, 0xa0, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000}
 
-// elastic_idl._view.DEFAULT_RDZV_BACKEND
+// elastic_idl._task.names.DEFAULT_RDZV_BACKEND
 const defaultRdzvBackend = "c10d"
 
-// elastic_idl._codec.EXTENSION_FIELD_MIN
+// elastic_idl._task.codec.EXTENSION_FIELD_MIN
 const extensionFieldMin = 100
 
-// elastic_idl._codec.TEXTPROTO_HEADER
+// elastic_idl._task.codec.TEXTPROTO_HEADER
 const textprotoHeader = "# proto-message: "
 
 // A Python regular expression of the reference (dns1035).
@@ -100,19 +100,19 @@ const durationPattern = "^-?\\d+(\\.\\d{1,9})?s$"
 // A Python regular expression of the reference (quantity).
 const quantityPattern = "(?P<sign>[+-]?)(?P<number>[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?"
 
-// ElasticConfig Durations rendered into rdzvConf, in order (elastic_idl._spec.rdzv_configs_of).
+// ElasticConfig Durations rendered into rdzvConf, in order (elastic_idl._task.view.rdzv_configs).
 var rdzvTimeoutFields = []string{"join_timeout", "last_call_timeout", "close_timeout", "read_timeout"}
 
-// elastic_idl._kubeflow.API_VERSION
+// elastic_idl._backend.pytorchjob.API_VERSION
 const apiVersion = "kubeflow.org/v1"
 
-// elastic_idl._kubeflow.KIND
+// elastic_idl._backend.pytorchjob.KIND
 const kind = "PyTorchJob"
 
-// ReplicaMaster is the Master replica type (elastic_idl._kubeflow.MASTER).
+// ReplicaMaster is the Master replica type (elastic_idl._backend.pytorchjob.MASTER).
 const ReplicaMaster = "Master"
 
-// ReplicaWorker is the Worker replica type (elastic_idl._kubeflow.WORKER).
+// ReplicaWorker is the Worker replica type (elastic_idl._backend.pytorchjob.WORKER).
 const ReplicaWorker = "Worker"
 
 // ContainerName is the container the operator looks for.
@@ -124,7 +124,7 @@ const PortName = "pytorchjob-port"
 // DefaultPort is the operator's default port.
 const DefaultPort = 23456
 
-// elastic_idl._kubeflow.DEFAULT_NPROC
+// elastic_idl._backend.pytorchjob.DEFAULT_NPROC
 const defaultNproc = "auto"
 
 // TaskEnv carries the task's custom dict as compact JSON.
@@ -133,16 +133,16 @@ const TaskEnv = "ELASTIC_IDL_TASK"
 // TaskTypeVersionEnv carries the task_type_version.
 const TaskTypeVersionEnv = "ELASTIC_IDL_TASK_TYPE_VERSION"
 
-// elastic_idl._kubeflow.MAX_NAME_LEN
+// elastic_idl._backend.pytorchjob.MAX_NAME_LEN
 const maxNameLen = 63
 
-// elastic_idl._kubeflow.POD_ENTRYPOINT
+// elastic_idl._backend.pytorchjob.POD_ENTRYPOINT
 var podEntrypoint = []string{"python", "-m", "elastic_idl.pod"}
 
-// elastic_idl._kubeflow.RESERVED_ENV
+// elastic_idl._backend.pytorchjob.RESERVED_ENV
 var reservedEnv = []string{"ELASTIC_IDL_TASK", "ELASTIC_IDL_TASK_TYPE_VERSION", "MASTER_ADDR", "MASTER_PORT", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_MAX_RESTARTS", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "PET_RDZV_BACKEND", "PET_RDZV_CONF", "PET_RDZV_ENDPOINT", "PET_RDZV_ID", "PET_STANDALONE", "RANK", "WORLD_SIZE"}
 
-// elastic_idl._resources.RESOURCE_NAMES
+// elastic_idl._task.enums.K8S_RESOURCE
 var resourceNames = []enumText{
 	{1, "cpu"},
 	{2, "nvidia.com/gpu"},
@@ -151,7 +151,7 @@ var resourceNames = []enumText{
 	{5, "ephemeral-storage"},
 }
 
-// elastic_idl._resources.BINARY_SUFFIXES: suffix -> power of 2.
+// elastic_idl._task.resources.BINARY_SUFFIXES: suffix -> power of 2.
 var binarySuffixes = []suffixPower{
 	{"Ki", 10},
 	{"Mi", 20},
@@ -161,7 +161,7 @@ var binarySuffixes = []suffixPower{
 	{"Ei", 60},
 }
 
-// elastic_idl._resources.DECIMAL_SUFFIXES: suffix -> power of 10.
+// elastic_idl._task.resources.DECIMAL_SUFFIXES: suffix -> power of 10.
 var decimalSuffixes = []suffixPower{
 	{"n", -9},
 	{"u", -6},
@@ -175,43 +175,43 @@ var decimalSuffixes = []suffixPower{
 	{"E", 18},
 }
 
-// elastic_idl._resources.EXPONENT_MIN
+// elastic_idl._task.resources.EXPONENT_MIN
 const quantityExponentMin = -2147483648
 
-// elastic_idl._resources.EXPONENT_MAX
+// elastic_idl._task.resources.EXPONENT_MAX
 const quantityExponentMax = 2147483647
 
-// elastic_idl._resources.NANO, as a power of 10.
+// elastic_idl._task.resources.NANO, as a power of 10.
 const nanoExponent = -9
 
-// elastic_idl._resources.BINARY_CAP, as decimal text.
+// elastic_idl._task.resources.BINARY_CAP, as decimal text.
 const binaryCap = "9223372036854775807"
 
-// elastic_idl._resources.HUGEPAGES_PREFIX
+// elastic_idl._task.resources.HUGEPAGES_PREFIX
 const hugepagesPrefix = "hugepages-"
 
-// elastic_idl._kubeflow.RESTART_POLICIES
+// elastic_idl._task.enums.RESTART_POLICY
 var restartPolicies = []enumText{
 	{0, "Never"},
 	{1, "OnFailure"},
 	{2, "Always"},
 }
 
-// elastic_idl._kubeflow.CLEAN_POD_POLICIES
+// elastic_idl._task.enums.CLEAN_POD_POLICY
 var cleanPodPolicies = []enumText{
 	{0, "None"},
 	{1, "Running"},
 	{2, "All"},
 }
 
-// elastic_idl._kubeflow.NPROC_POLICIES
+// elastic_idl._task.enums.NPROC_POLICY
 var nprocPolicies = []enumText{
 	{1, "auto"},
 	{2, "cpu"},
 	{3, "gpu"},
 }
 
-// elastic_idl._kubeflow.K: every Kubernetes / PyTorchJob key.
+// elastic_idl._backend.pytorchjob.K: every Kubernetes / PyTorchJob key.
 var k8sKeys = []strPair{
 	{"API_VERSION", "apiVersion"},
 	{"KIND", "kind"},
@@ -256,181 +256,181 @@ var k8sKeys = []strPair{
 	{"LIMITS", "limits"},
 }
 
-// elastic_idl._kubeflow.K.API_VERSION
+// elastic_idl._backend.pytorchjob.K.API_VERSION
 const keyApiVersion = "apiVersion"
 
-// elastic_idl._kubeflow.K.KIND
+// elastic_idl._backend.pytorchjob.K.KIND
 const keyKind = "kind"
 
-// elastic_idl._kubeflow.K.METADATA
+// elastic_idl._backend.pytorchjob.K.METADATA
 const keyMetadata = "metadata"
 
-// elastic_idl._kubeflow.K.NAME
+// elastic_idl._backend.pytorchjob.K.NAME
 const keyName = "name"
 
-// elastic_idl._kubeflow.K.NAMESPACE
+// elastic_idl._backend.pytorchjob.K.NAMESPACE
 const keyNamespace = "namespace"
 
-// elastic_idl._kubeflow.K.LABELS
+// elastic_idl._backend.pytorchjob.K.LABELS
 const keyLabels = "labels"
 
-// elastic_idl._kubeflow.K.ANNOTATIONS
+// elastic_idl._backend.pytorchjob.K.ANNOTATIONS
 const keyAnnotations = "annotations"
 
-// elastic_idl._kubeflow.K.SPEC
+// elastic_idl._backend.pytorchjob.K.SPEC
 const keySpec = "spec"
 
-// elastic_idl._kubeflow.K.ELASTIC_POLICY
+// elastic_idl._backend.pytorchjob.K.ELASTIC_POLICY
 const keyElasticPolicy = "elasticPolicy"
 
-// elastic_idl._kubeflow.K.NPROC_PER_NODE
+// elastic_idl._backend.pytorchjob.K.NPROC_PER_NODE
 const keyNprocPerNode = "nprocPerNode"
 
-// elastic_idl._kubeflow.K.REPLICA_SPECS
+// elastic_idl._backend.pytorchjob.K.REPLICA_SPECS
 const keyReplicaSpecs = "pytorchReplicaSpecs"
 
-// elastic_idl._kubeflow.K.RUN_POLICY
+// elastic_idl._backend.pytorchjob.K.RUN_POLICY
 const keyRunPolicy = "runPolicy"
 
-// elastic_idl._kubeflow.K.MIN_REPLICAS
+// elastic_idl._backend.pytorchjob.K.MIN_REPLICAS
 const keyMinReplicas = "minReplicas"
 
-// elastic_idl._kubeflow.K.MAX_REPLICAS
+// elastic_idl._backend.pytorchjob.K.MAX_REPLICAS
 const keyMaxReplicas = "maxReplicas"
 
-// elastic_idl._kubeflow.K.RDZV_BACKEND
+// elastic_idl._backend.pytorchjob.K.RDZV_BACKEND
 const keyRdzvBackend = "rdzvBackend"
 
-// elastic_idl._kubeflow.K.RDZV_HOST
+// elastic_idl._backend.pytorchjob.K.RDZV_HOST
 const keyRdzvHost = "rdzvHost"
 
-// elastic_idl._kubeflow.K.RDZV_PORT
+// elastic_idl._backend.pytorchjob.K.RDZV_PORT
 const keyRdzvPort = "rdzvPort"
 
-// elastic_idl._kubeflow.K.RDZV_ID
+// elastic_idl._backend.pytorchjob.K.RDZV_ID
 const keyRdzvId = "rdzvId"
 
-// elastic_idl._kubeflow.K.MAX_RESTARTS
+// elastic_idl._backend.pytorchjob.K.MAX_RESTARTS
 const keyMaxRestarts = "maxRestarts"
 
-// elastic_idl._kubeflow.K.RDZV_CONF
+// elastic_idl._backend.pytorchjob.K.RDZV_CONF
 const keyRdzvConf = "rdzvConf"
 
-// elastic_idl._kubeflow.K.KEY
+// elastic_idl._backend.pytorchjob.K.KEY
 const keyKey = "key"
 
-// elastic_idl._kubeflow.K.VALUE
+// elastic_idl._backend.pytorchjob.K.VALUE
 const keyValue = "value"
 
-// elastic_idl._kubeflow.K.STANDALONE
+// elastic_idl._backend.pytorchjob.K.STANDALONE
 const keyStandalone = "standalone"
 
-// elastic_idl._kubeflow.K.DEPRECATED_NPROC
+// elastic_idl._backend.pytorchjob.K.DEPRECATED_NPROC
 const keyDeprecatedNproc = "nProcPerNode"
 
-// elastic_idl._kubeflow.K.CLEAN_POD_POLICY
+// elastic_idl._backend.pytorchjob.K.CLEAN_POD_POLICY
 const keyCleanPodPolicy = "cleanPodPolicy"
 
-// elastic_idl._kubeflow.K.TTL_SECONDS
+// elastic_idl._backend.pytorchjob.K.TTL_SECONDS
 const keyTtlSeconds = "ttlSecondsAfterFinished"
 
-// elastic_idl._kubeflow.K.ACTIVE_DEADLINE_SECONDS
+// elastic_idl._backend.pytorchjob.K.ACTIVE_DEADLINE_SECONDS
 const keyActiveDeadlineSeconds = "activeDeadlineSeconds"
 
-// elastic_idl._kubeflow.K.BACKOFF_LIMIT
+// elastic_idl._backend.pytorchjob.K.BACKOFF_LIMIT
 const keyBackoffLimit = "backoffLimit"
 
-// elastic_idl._kubeflow.K.REPLICAS
+// elastic_idl._backend.pytorchjob.K.REPLICAS
 const keyReplicas = "replicas"
 
-// elastic_idl._kubeflow.K.RESTART_POLICY
+// elastic_idl._backend.pytorchjob.K.RESTART_POLICY
 const keyRestartPolicy = "restartPolicy"
 
-// elastic_idl._kubeflow.K.TEMPLATE
+// elastic_idl._backend.pytorchjob.K.TEMPLATE
 const keyTemplate = "template"
 
-// elastic_idl._kubeflow.K.CONTAINERS
+// elastic_idl._backend.pytorchjob.K.CONTAINERS
 const keyContainers = "containers"
 
-// elastic_idl._kubeflow.K.IMAGE
+// elastic_idl._backend.pytorchjob.K.IMAGE
 const keyImage = "image"
 
-// elastic_idl._kubeflow.K.COMMAND
+// elastic_idl._backend.pytorchjob.K.COMMAND
 const keyCommand = "command"
 
-// elastic_idl._kubeflow.K.ARGS
+// elastic_idl._backend.pytorchjob.K.ARGS
 const keyArgs = "args"
 
-// elastic_idl._kubeflow.K.ENV
+// elastic_idl._backend.pytorchjob.K.ENV
 const keyEnv = "env"
 
-// elastic_idl._kubeflow.K.PORTS
+// elastic_idl._backend.pytorchjob.K.PORTS
 const keyPorts = "ports"
 
-// elastic_idl._kubeflow.K.CONTAINER_PORT
+// elastic_idl._backend.pytorchjob.K.CONTAINER_PORT
 const keyContainerPort = "containerPort"
 
-// elastic_idl._kubeflow.K.RESOURCES
+// elastic_idl._backend.pytorchjob.K.RESOURCES
 const keyResources = "resources"
 
-// elastic_idl._kubeflow.K.REQUESTS
+// elastic_idl._backend.pytorchjob.K.REQUESTS
 const keyRequests = "requests"
 
-// elastic_idl._kubeflow.K.LIMITS
+// elastic_idl._backend.pytorchjob.K.LIMITS
 const keyLimits = "limits"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .MASTER_ADDR
+// elastic_idl._task.names.ENV / OPERATOR_ENV .MASTER_ADDR
 const envMasterAddr = "MASTER_ADDR"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .MASTER_PORT
+// elastic_idl._task.names.ENV / OPERATOR_ENV .MASTER_PORT
 const envMasterPort = "MASTER_PORT"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .MAX_RESTARTS
+// elastic_idl._task.names.ENV / OPERATOR_ENV .MAX_RESTARTS
 const envMaxRestarts = "PET_MAX_RESTARTS"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .NNODES
+// elastic_idl._task.names.ENV / OPERATOR_ENV .NNODES
 const envNnodes = "PET_NNODES"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .NPROC_PER_NODE
+// elastic_idl._task.names.ENV / OPERATOR_ENV .NPROC_PER_NODE
 const envNprocPerNode = "PET_NPROC_PER_NODE"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .PET_MASTER_ADDR
+// elastic_idl._task.names.ENV / OPERATOR_ENV .PET_MASTER_ADDR
 const envPetMasterAddr = "PET_MASTER_ADDR"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .PET_MASTER_PORT
+// elastic_idl._task.names.ENV / OPERATOR_ENV .PET_MASTER_PORT
 const envPetMasterPort = "PET_MASTER_PORT"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .PET_NODE_RANK
+// elastic_idl._task.names.ENV / OPERATOR_ENV .PET_NODE_RANK
 const envPetNodeRank = "PET_NODE_RANK"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .PYTHONUNBUFFERED
+// elastic_idl._task.names.ENV / OPERATOR_ENV .PYTHONUNBUFFERED
 const envPythonunbuffered = "PYTHONUNBUFFERED"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .RANK
+// elastic_idl._task.names.ENV / OPERATOR_ENV .RANK
 const envRank = "RANK"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .RDZV_BACKEND
+// elastic_idl._task.names.ENV / OPERATOR_ENV .RDZV_BACKEND
 const envRdzvBackend = "PET_RDZV_BACKEND"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .RDZV_CONF
+// elastic_idl._task.names.ENV / OPERATOR_ENV .RDZV_CONF
 const envRdzvConf = "PET_RDZV_CONF"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .RDZV_ENDPOINT
+// elastic_idl._task.names.ENV / OPERATOR_ENV .RDZV_ENDPOINT
 const envRdzvEndpoint = "PET_RDZV_ENDPOINT"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .RDZV_ID
+// elastic_idl._task.names.ENV / OPERATOR_ENV .RDZV_ID
 const envRdzvId = "PET_RDZV_ID"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .STANDALONE
+// elastic_idl._task.names.ENV / OPERATOR_ENV .STANDALONE
 const envStandalone = "PET_STANDALONE"
 
-// elastic_idl._spec.ENV / _kubeflow.OPERATOR_ENV .WORLD_SIZE
+// elastic_idl._task.names.ENV / OPERATOR_ENV .WORLD_SIZE
 const envWorldSize = "WORLD_SIZE"
 
-// elastic_idl._codec.MAX_TASK_BYTES
+// elastic_idl._task.codec.MAX_TASK_BYTES
 const maxTaskBytes = 1048576
 
-// elastic_idl._codec.MAX_NESTING
+// elastic_idl._task.codec.MAX_NESTING
 const maxNesting = 100
 
 // elastic_idl._errors.MAX_ERROR_CHARS

@@ -1,6 +1,6 @@
 package elasticidl
 
-// Validation: every rule of the reference (elastic_idl/_validate.py), with the
+// Validation: every rule of the reference (elastic_idl/_task/validate.py), with the
 // same rule ids and field paths, reported all at once in the same order.
 //
 // The rule ids, limits, backends and signal names come from tables_gen.go, which

@@ -9,7 +9,7 @@ import (
 )
 
 // One normalised view of both task shapes, so that rules and mappings are written
-// once (the reference's _view.py).
+// once (the reference's _task/view.py).
 
 // replicaView is the effective settings of one replica type, after upstream's
 // rule that `common` wins when it is set.
