@@ -115,6 +115,11 @@ def go_source() -> str:
             for name, pattern in patterns.items()
         ),
         var(
+            "wholeSecondsFields",
+            "elastic_idl._task.names.WHOLE_SECONDS: the Durations torch reads as integers (rule elastic.duration.whole_seconds).",
+            strings(n.WHOLE_SECONDS),
+        ),
+        var(
             "rdzvTimeoutFields",
             "ElasticConfig Durations rendered into rdzvConf, in order (elastic_idl._task.view.rdzv_configs).",
             strings(_typed_timeout_order()),

@@ -613,7 +613,8 @@ func runPolicyOf(v *taskView) RunPolicy {
 
 // ElasticPolicyOf is spec.elasticPolicy for an elastic config: minReplicas,
 // maxReplicas, rdzvBackend ("" read as c10d), rdzvHost/rdzvPort/rdzvId when set,
-// maxRestarts, and rdzvConf from the typed timeouts then the free-form options.
+// maxRestarts, and rdzvConf from the typed timeouts (whole seconds) then the
+// free-form options.
 // Never the deprecated nProcPerNode (see NprocPerNode) and never standalone.
 // Nil for nil. The config should be valid (Task.Validate).
 func ElasticPolicyOf(e *eidlpluginsv1.ElasticConfig) *ElasticPolicy {
@@ -639,8 +640,10 @@ func ElasticPolicyOf(e *eidlpluginsv1.ElasticConfig) *ElasticPolicy {
 	return p
 }
 
-// rdzvConf is the rendezvous options a config states: typed timeouts in seconds,
-// then the free-form options in order (a repeated key keeps its first place).
+// rdzvConf is the rendezvous options a config states: typed timeouts as whole
+// seconds ("900", an integer as torch reads it; a fraction is invalid, rule
+// elastic.duration.whole_seconds, so only its seconds are written), then the
+// free-form options in order (a repeated key keeps its first place).
 func rdzvConf(e *eidlpluginsv1.ElasticConfig) []RdzvConf {
 	var out []RdzvConf
 	put := func(key, value string) {
@@ -656,24 +659,14 @@ func rdzvConf(e *eidlpluginsv1.ElasticConfig) []RdzvConf {
 	for _, name := range rdzvTimeoutFields {
 		fd := m.Descriptor().Fields().ByName(protoreflect.Name(name))
 		if m.Has(fd) {
-			s, n := durationOf(m.Get(fd).Message())
-			put(name, pySecondsText(s, n))
+			s, _ := durationOf(m.Get(fd).Message())
+			put(name, strconv.FormatInt(s, 10))
 		}
 	}
 	for _, opt := range e.GetRdzvOptions() {
 		put(opt.GetKey(), opt.GetValue())
 	}
 	return out
-}
-
-// pySecondsText is str(_num(seconds + nanos / 1e9)) of the reference: float
-// arithmetic, written as an int when integral, else as Python's float repr.
-func pySecondsText(seconds int64, nanos int32) string {
-	f := float64(seconds) + float64(nanos)/1e9
-	if f == float64(int64(f)) {
-		return strconv.FormatInt(int64(f), 10)
-	}
-	return pyFloatRepr(f)
 }
 
 // NprocPerNode is spec.nprocPerNode for an elastic config: "auto", "cpu" or "gpu"

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	eidlkubeflowv1 "github.com/elastic-idl/elastic-idl/go/gen/elastic_idl/plugins/kubeflow/v1"
 	eidlpluginsv1 "github.com/elastic-idl/elastic-idl/go/gen/elastic_idl/plugins/v1"
 )
@@ -202,17 +204,30 @@ func TestNprocPerNodeAndReplicaCounts(t *testing.T) {
 	}
 }
 
-func TestRdzvConfSecondsAsPython(t *testing.T) {
-	// str(seconds + nanos / 1e9) of the reference, an int when integral.
-	for _, tc := range []struct {
-		s    int64
-		n    int32
-		want string
-	}{
-		{900, 0, "900"}, {1, 500000000, "1.5"}, {3600, 1, "3600.000000001"}, {0, 10000, "1e-05"}, {1, 100000000, "1.1"},
-	} {
-		if got := pySecondsText(tc.s, tc.n); got != tc.want {
-			t.Errorf("%ds %dns: %q, want %q", tc.s, tc.n, got, tc.want)
-		}
+// The typed timeouts are rendered as whole seconds, the integers torch reads; a
+// fraction is a violation (elastic.duration.whole_seconds), so it never renders.
+func TestRdzvConfTimeoutsAreWholeSeconds(t *testing.T) {
+	e := &eidlpluginsv1.ElasticConfig{MinReplicas: 1, MaxReplicas: 2, NprocPerNode: 1,
+		JoinTimeout: &durationpb.Duration{Seconds: 900}, ReadTimeout: &durationpb.Duration{Seconds: 1},
+		CloseTimeout: &durationpb.Duration{Seconds: maxDurationS},
+		RdzvOptions:  []*eidlpluginsv1.RendezvousOption{{Key: "timeout", Value: "30"}}}
+	task, _ := NewTask(&eidlkubeflowv1.DistributedPyTorchTrainingTask{ElasticConfig: e})
+	job, err := task.RenderPyTorchJob(okOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, kv := range job.Spec.ElasticPolicy.RdzvConf {
+		got = append(got, kv.Key+"="+kv.Value)
+	}
+	if want := "join_timeout=900 close_timeout=315576000000 read_timeout=1 timeout=30"; strings.Join(got, " ") != want {
+		t.Errorf("rdzvConf %v, want %s", got, want)
+	}
+	e.JoinTimeout = &durationpb.Duration{Nanos: 250000000}
+	task, _ = NewTask(&eidlkubeflowv1.DistributedPyTorchTrainingTask{ElasticConfig: e})
+	_, err = task.RenderPyTorchJob(okOptions())
+	if ve, ok := err.(*ValidationError); !ok || len(ve.Violations) != 1 ||
+		ve.Violations[0].Rule != "elastic.duration.whole_seconds" || ve.Violations[0].Field != "elastic_config.join_timeout" {
+		t.Errorf("a 0.25 s join_timeout renders: %v", err)
 	}
 }

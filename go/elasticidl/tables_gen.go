@@ -13,6 +13,7 @@ var Rules = []Rule{
 	{"elastic.static.fixed_size", "the static backend requires min_replicas == max_replicas"},
 	{"elastic.duration.positive", "every timeout and interval is > 0"},
 	{"elastic.duration.valid", "a Duration has seconds and nanos of one sign, |nanos| < 1e9, |seconds| <= 315576000000"},
+	{"elastic.duration.whole_seconds", "join/last_call/close/read_timeout and shutdown_timeout are whole seconds (torch reads them as integers)"},
 	{"elastic.monitor_interval.max", "monitor_interval <= 3600 s"},
 	{"enum.known", "an enum field holds a value the schema defines"},
 	{"elastic.rdzv_options.key", "an rdzv option key is non-empty and has no ',' or '='"},
@@ -99,6 +100,9 @@ const durationPattern = "^-?\\d+(\\.\\d{1,9})?s$"
 
 // A Python regular expression of the reference (quantity).
 const quantityPattern = "(?P<sign>[+-]?)(?P<number>[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?"
+
+// elastic_idl._task.names.WHOLE_SECONDS: the Durations torch reads as integers (rule elastic.duration.whole_seconds).
+var wholeSecondsFields = []string{"join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "shutdown_timeout"}
 
 // ElasticConfig Durations rendered into rdzvConf, in order (elastic_idl._task.view.rdzv_configs).
 var rdzvTimeoutFields = []string{"join_timeout", "last_call_timeout", "close_timeout", "read_timeout"}

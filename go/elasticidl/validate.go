@@ -120,7 +120,7 @@ var checks = []check{
 				"static needs min_replicas == max_replicas, got %d:%d", e.GetMinReplicas(), e.GetMaxReplicas())
 		}
 	})},
-	{[]string{ruleDurationValid, "elastic.duration.positive"}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {
+	{[]string{ruleDurationValid, "elastic.duration.positive", "elastic.duration.whole_seconds"}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {
 		m := e.ProtoReflect()
 		for _, name := range durationFields {
 			fd := m.Descriptor().Fields().ByName(protoreflect.Name(name))
@@ -133,6 +133,9 @@ var checks = []check{
 				r.add(ec+"."+name, ruleDurationValid, "invalid Duration seconds=%d nanos=%d", s, n)
 			case s < 0 || (s == 0 && n <= 0):
 				r.add(ec+"."+name, "elastic.duration.positive", "must be > 0, got %ds %dns", s, n)
+			case n != 0 && contains(wholeSecondsFields, name):
+				r.add(ec+"."+name, "elastic.duration.whole_seconds",
+					"must be whole seconds (torch reads it as an integer), got %ds %dns", s, n)
 			}
 		}
 	})},
