@@ -20,6 +20,7 @@ from elastic_idl._task.names import (
     RDZV_TIMEOUTS,
     SIGNAL_NAMES,
     STATIC,
+    WHOLE_SECONDS,
 )
 from elastic_idl._task.resources import quantity_problems
 from elastic_idl._task.view import Replica, TaskView, view
@@ -39,6 +40,8 @@ RULES: dict[str, str] = {
     "elastic.static.fixed_size": "the static backend requires min_replicas == max_replicas",
     "elastic.duration.positive": "every timeout and interval is > 0",
     "elastic.duration.valid": "a Duration has seconds and nanos of one sign, |nanos| < 1e9, |seconds| <= 315576000000",
+    "elastic.duration.whole_seconds": "join/last_call/close/read_timeout and shutdown_timeout are whole seconds "
+    "(torch reads them as integers)",
     "elastic.monitor_interval.max": f"monitor_interval <= {MAX_MONITOR_INTERVAL_S} s",
     "enum.known": "an enum field holds a value the schema defines",
     "elastic.rdzv_options.key": "an rdzv option key is non-empty and has no ',' or '='",
@@ -90,6 +93,12 @@ def _duration(field: str, msg: Any, d: Duration) -> Iterator[Violation]:
         return
     if d.seconds < 0 or (d.seconds == 0 and d.nanos <= 0):
         yield _v(field, "elastic.duration.positive", f"must be > 0, got {d.seconds + d.nanos / 1e9:g} s")
+    elif d.nanos and name in WHOLE_SECONDS:
+        yield _v(
+            field,
+            "elastic.duration.whole_seconds",
+            f"must be whole seconds (torch reads it as an integer), got {d.seconds + d.nanos / 1e9:g} s",
+        )
 
 
 def _elastic(e: ElasticConfig) -> Iterator[Violation]:
