@@ -74,9 +74,25 @@ def _v(field: str, rule: str, message: str) -> Violation:
     return Violation(field, rule, message)
 
 
+#: enum type name -> the numbers it defines, built once (``EnumTypeWrapper.values()`` builds a list per call).
+_ENUM_VALUES: dict[str, frozenset[int]] = {
+    e.DESCRIPTOR.name: frozenset(e.values())
+    for e in (
+        elastic_pb2.NprocPolicy,
+        elastic_pb2.StartMethod,
+        elastic_pb2.StdStreams,
+        elastic_pb2.NumaBinding,
+        common_pb2.RestartPolicy,
+        common_pb2.CleanPodPolicy,
+    )
+}
+_RESOURCE_NAMES = frozenset(Resources.ResourceName.values())
+
+
 def _enum(field: str, value: int, enum: Any) -> Iterator[Violation]:
-    if value not in enum.values():
-        yield _v(field, "enum.known", f"{value} is not a value of {enum.DESCRIPTOR.name}")
+    name = enum.DESCRIPTOR.name
+    if value not in _ENUM_VALUES[name]:
+        yield _v(field, "enum.known", f"{value} is not a value of {name}")
 
 
 def _duration(field: str, msg: Any, d: Duration) -> Iterator[Violation]:
@@ -202,7 +218,7 @@ def _resources(path: str, res: Resources | None) -> Iterator[Violation]:
     for kind in ("requests", "limits"):
         for i, entry in enumerate(getattr(res, kind)):
             f = f"{path}.{kind}[{i}]"
-            if entry.name == 0 or entry.name not in Resources.ResourceName.values():
+            if entry.name == 0 or entry.name not in _RESOURCE_NAMES:
                 yield _v(f"{f}.name", "resources.entry", f"unknown resource name {entry.name}")
             if not entry.value:
                 yield _v(f"{f}.value", "resources.entry", "empty quantity")
