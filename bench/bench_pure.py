@@ -59,15 +59,22 @@ def load_inputs() -> list[Input]:
         if hex_file.is_file():
             raw = bytes.fromhex(hex_file.read_text().strip())
             out.append(Input(case.name, raw, case.task_type_version, dict(case.render)))
-    # Equal bytes (e.g. two empty tasks) must not be neighbours, also across the wrap-around.
-    for _ in range(len(out)):
-        clash = [i for i in range(len(out)) if _key(out[i]) == _key(out[(i + 1) % len(out)])]
-        if not clash:
-            return out
-        i = clash[0]
-        j = (i + 1) % len(out)
-        moved = out.pop(j)
-        out.insert((j + len(out) // 2) % len(out), moved)
+    # Equal bytes (e.g. two empty tasks) must not be neighbours, also across the wrap-around:
+    # take each next input from the largest group of equal ones that differs from the last.
+    groups: dict[Any, list[Input]] = {}
+    for item in out:
+        groups.setdefault(_key(item), []).append(item)
+    ordered: list[Input] = []
+    while groups:
+        last = _key(ordered[-1]) if ordered else None
+        pick = max((k for k in groups if k != last), key=lambda k: len(groups[k]), default=None)
+        if pick is None:
+            break
+        ordered.append(groups[pick].pop(0))
+        if not groups[pick]:
+            del groups[pick]
+    if not groups and (len(ordered) < 2 or _key(ordered[0]) != _key(ordered[-1])):
+        return ordered
     raise SystemExit("cannot order the inputs without repeats")
 
 

@@ -139,7 +139,7 @@ def elastic_configs(draw: st.DrawFn, *, upstream_only: bool = False, torchrun: b
         e.monitor_interval.CopyFrom(draw(durations()))
     for name in TIMEOUT_FIELDS:
         if draw(st.integers(0, 3)) == 0:
-            getattr(e, name).CopyFrom(draw(durations(max_seconds=86_400, whole=torchrun)))
+            getattr(e, name).CopyFrom(draw(durations(max_seconds=86_400, whole=True)))
     keys = draw(st.lists(option_keys(torchrun=torchrun), max_size=3, unique=True))
     for key in keys:
         e.rdzv_options.add(key=key, value=draw(option_values(torchrun=torchrun)))
@@ -163,7 +163,7 @@ def elastic_configs(draw: st.DrawFn, *, upstream_only: bool = False, torchrun: b
     e.numa_binding = draw(st.sampled_from([0, 0, 1, 2, 3, 4]))
     e.signals_to_handle.extend(draw(st.lists(st.sampled_from(SIGNAL_NAMES), max_size=3, unique=True)))
     if draw(st.booleans()):
-        e.shutdown_timeout.CopyFrom(draw(durations(max_seconds=600, whole=torchrun)))
+        e.shutdown_timeout.CopyFrom(draw(durations(max_seconds=600, whole=True)))
     e.virtual_local_rank = draw(st.booleans())
     return e
 
@@ -366,7 +366,7 @@ def elastic_kwargs(draw: st.DrawFn, *, extensions: bool = True) -> dict[str, Any
                 {"join_timeout": 1800},
                 {"timeout": 1200},
                 {"join_timeout": 60, "read_timeout": 900, "is_host": True},
-                {"last_call_timeout": 5.5, "heartbeat_timeout": 10},
+                {"last_call_timeout": 5, "heartbeat_timeout": 10},
             ]
         )
     )
@@ -405,7 +405,7 @@ def elastic_kwargs(draw: st.DrawFn, *, extensions: bool = True) -> dict[str, Any
     if draw(st.booleans()):
         kw["signals_to_handle"] = draw(st.sampled_from(["SIGTERM,SIGUSR1", ("SIGINT",)]))
     if draw(st.booleans()):
-        kw["shutdown_timeout"] = draw(st.sampled_from([1, 30, 2.5]))
+        kw["shutdown_timeout"] = draw(st.sampled_from([1, 30, 2.0]))
     kw["virtual_local_rank"] = draw(st.booleans())
     return kw
 

@@ -560,3 +560,32 @@ def test_format_of_path() -> None:
     assert format_of_path("t.pb") == format_of_path("t.bin") == format_of_path("t.binpb") == "binary"
     assert format_of_path("task") is None and format_of_path("dir.json/task") is None
     assert format_of_path("t.txt") is None and format_of_path("-") is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "version", "field"),
+    [
+        (bytes([0x08, 0x01]), 1, "worker_replicas"),  # legacy `workers = 1` read as the kubeflow shape
+        (bytes([0x0A, 0x02, 0x10, 0x02]), 0, "workers"),  # kubeflow worker_replicas read as legacy
+        (bytes([0x22, 0x04, 0x12, 0x02, 0x08, 0x01]), 1, "elastic_config.min_replicas"),  # nested: LEN for a varint
+    ],
+)
+def test_fast_decode_stays_strict_about_wire_types(raw: bytes, version: int, field: str) -> None:
+    with pytest.raises(ei.DecodeError) as info:
+        ei.decode(raw, format="binary", task_type_version=version)
+    assert info.value.field == field
+
+
+def test_fast_decode_walks_the_bytes_only_when_an_unknown_field_was_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    walked: list[bytes] = []
+    from elastic_idl._task import codec as _codec
+
+    walk = _codec._check_wire_types
+    monkeypatch.setattr(_codec, "_check_wire_types", lambda raw, *a: walked.append(raw) or walk(raw, *a))
+    clean = ei.encode(ei.from_custom({"elasticConfig": {"minReplicas": 1, "maxReplicas": 2}}), "binary")
+    ei.decode(clean, format="binary")
+    assert walked == []
+    newer = bytes(clean) + bytes([0xF8, 0x3E, 0x01])  # field 999, a varint: a newer schema's field
+    task = ei.decode(newer, format="binary")
+    assert walked[0] == newer  # (then the walk recurses into the known messages)
+    assert task.elastic_config.max_replicas == 2

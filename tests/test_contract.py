@@ -585,9 +585,8 @@ def test_launch_config(name: str) -> None:
         for key in ("monitor_interval", "start_method", "local_addr", "signals_to_handle", "virtual_local_rank"):
             assert getattr(lc, key) == d[key], (label, key)
         assert lc.shutdown_timeout == (d["shutdown_timeout"] or DEFAULT_SHUTDOWN_TIMEOUT_S)
-        # Whole seconds (torch int()s them; fractions round up), plus torch's own "timeout" default.
-        rounded = {k: -(-v // 1) if isinstance(v, float) else v for k, v in d["rdzv_configs"].items()}
-        assert lc.rdzv_configs == {"timeout": 900, **rounded}, label
+        # Whole seconds (torch int()s them; a fraction is invalid), plus torch's own "timeout" default.
+        assert lc.rdzv_configs == {"timeout": 900, **d["rdzv_configs"]}, label
         logs = lc.logs_specs
         assert logs._redirects == Std.from_str(d["redirects"])  # type: ignore[attr-defined]
         assert logs._tee == Std.from_str(d["tee"])  # type: ignore[attr-defined]

@@ -108,13 +108,20 @@ def test_the_message_wins_over_the_env_for_what_to_run() -> None:
     assert (lc.rdzv_endpoint, lc.run_id) == ("10.0.0.7:29400", "mine")
 
 
-def test_typed_timeouts_beat_the_env_and_fractions_round_up_to_whole_seconds() -> None:
+def test_typed_timeouts_beat_the_env_and_a_fraction_is_a_validation_error() -> None:
     task = kubeflow_task()
+    task.elastic_config.join_timeout.CopyFrom(Duration(seconds=120))
+    lc = to_launch_config(task, env=OPERATOR_ENV)
+    assert lc.rdzv_configs == {"join_timeout": 120, "last_call_timeout": "30", "timeout": 900}
+    # torch int()s these: 120.5 would silently become 120, 0.25 would become 0.
     task.elastic_config.join_timeout.CopyFrom(Duration(seconds=120, nanos=500_000_000))
     task.elastic_config.read_timeout.CopyFrom(Duration(seconds=0, nanos=250_000_000))
-    lc = to_launch_config(task, env=OPERATOR_ENV)
-    # torch int()s these: 120.5 would become 120 and 0.25 would become 0 (rejected).
-    assert lc.rdzv_configs == {"join_timeout": 121, "read_timeout": 1, "last_call_timeout": "30", "timeout": 900}
+    with pytest.raises(ValidationError) as info:
+        to_launch_config(task, env=OPERATOR_ENV)
+    assert [(v.field, v.rule) for v in info.value.violations] == [
+        ("elastic_config.join_timeout", "elastic.duration.whole_seconds"),
+        ("elastic_config.read_timeout", "elastic.duration.whole_seconds"),
+    ]
 
 
 def test_caller_owned_mappings_are_never_mutated() -> None:
@@ -164,7 +171,7 @@ def test_the_extensions_reach_their_launch_config_fields() -> None:
     )
     e = task.elastic_config
     e.monitor_interval.CopyFrom(Duration(nanos=250_000_000))
-    e.shutdown_timeout.CopyFrom(Duration(seconds=4, nanos=1))
+    e.shutdown_timeout.CopyFrom(Duration(seconds=5))
     e.local_ranks_filter.extend([0, 2])
     e.signals_to_handle.extend(["SIGTERM", "SIGUSR1"])
     lc = to_launch_config(task)

@@ -124,7 +124,7 @@ def test_extension_fields_map() -> None:
     e.nproc_per_node, e.nproc_policy = 0, 1
     e.start_method, e.role, e.redirects, e.tee = 3, "trainer", 3, 2
     e.monitor_interval.nanos = 250_000_000
-    e.shutdown_timeout.seconds, e.shutdown_timeout.nanos = 4, 1
+    e.shutdown_timeout.seconds = 5
     e.numa_binding, e.virtual_local_rank = 4, True
     e.signals_to_handle.extend(["SIGTERM", "SIGUSR1"])
     e.rdzv_options.add(key="read_timeout_note", value="a=b")

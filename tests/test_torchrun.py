@@ -521,8 +521,6 @@ def test_to_torchrun_empty_backend_is_c10d() -> None:
 @pytest.mark.parametrize(
     ("fields", "flag"),
     [
-        ({"join_timeout": Duration(seconds=1, nanos=5)}, "--rdzv-conf"),
-        ({"shutdown_timeout": Duration(seconds=1, nanos=500_000_000)}, "--shutdown-timeout"),
         ({"rdzv_backend": "static"}, "--rdzv-endpoint"),
         ({"rdzv_port": 29400}, "--rdzv-endpoint"),
         ({"rdzv_host": "a@b", "rdzv_port": 1}, "--rdzv-endpoint"),
@@ -534,6 +532,13 @@ def test_to_torchrun_refuses_what_no_command_line_can_say(fields: dict[str, Any]
     with pytest.raises(TorchrunError) as info:
         to_torchrun(task, "t.py")
     assert info.value.flag == flag
+
+
+@pytest.mark.parametrize("name", ["join_timeout", "shutdown_timeout"])
+def test_to_torchrun_refuses_a_fractional_timeout_as_invalid(name: str) -> None:
+    task = expected_task(**{name: Duration(seconds=1, nanos=500_000_000)})
+    with pytest.raises(ei.ValidationError, match=r"elastic\.duration\.whole_seconds"):
+        to_torchrun(task, "t.py")
 
 
 @pytest.mark.parametrize(("key", "value"), [(" k", "v"), ("k", ""), ("k", " v")])

@@ -68,6 +68,12 @@ INVALID: list[tuple[str, Any, str, str]] = [
         "elastic_config.rdzv_backend",
     ),
     ("join0", kubeflow(join_timeout=d(0)), "elastic.duration.positive", "elastic_config.join_timeout"),
+    (
+        "join_fraction",
+        kubeflow(join_timeout=d(1, 500_000_000)),
+        "elastic.duration.whole_seconds",
+        "elastic_config.join_timeout",
+    ),
     ("read_neg", kubeflow(read_timeout=d(-5)), "elastic.duration.positive", "elastic_config.read_timeout"),
     ("last_call0", kubeflow(last_call_timeout=d(0)), "elastic.duration.positive", "elastic_config.last_call_timeout"),
     ("close0", kubeflow(close_timeout=d(0)), "elastic.duration.positive", "elastic_config.close_timeout"),
@@ -231,7 +237,7 @@ VALID: list[tuple[str, Any]] = [
         "all_timeouts",
         kubeflow(
             join_timeout=d(900),
-            last_call_timeout=d(0, 1),
+            last_call_timeout=d(1),
             close_timeout=d(30),
             read_timeout=d(60),
             monitor_interval=d(3600),
@@ -412,3 +418,18 @@ def test_upstream_flyteidl_messages_are_validated_by_their_bytes() -> None:
     ours = ei.decode(up.SerializeToString(), format="binary")
     assert ei.violations(up) == ei.violations(ours) and ei.violations(up)
     assert ei.violations(up_legacy.DistributedPyTorchTrainingTask(workers=2)) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "shutdown_timeout"]
+)
+def test_a_fractional_timeout_breaks_only_the_whole_seconds_rule(name: str) -> None:
+    found = ei.violations(kubeflow(**{name: d(0, 500_000_000)}))
+    assert [(v.field, v.rule) for v in found] == [(f"elastic_config.{name}", "elastic.duration.whole_seconds")]
+    assert ei.violations(kubeflow(**{name: d(2)})) == []
+    # An invalid or non-positive duration gets only that rule, not this one as well.
+    assert [v.rule for v in ei.violations(kubeflow(**{name: d(-1, -500_000_000)}))] == ["elastic.duration.positive"]
+
+
+def test_the_monitor_interval_may_be_fractional() -> None:
+    assert ei.violations(kubeflow(monitor_interval=d(0, 1))) == []

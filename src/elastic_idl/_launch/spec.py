@@ -7,7 +7,6 @@ torch's ``LaunchConfig`` lives in ``elastic_idl._launch.agent``, the one module 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -348,7 +347,7 @@ def to_launch_spec(
         local_ranks_filter=tuple(e.local_ranks_filter),
         numa_binding=NUMA_BINDING.text.get(e.numa_binding),
         signals_to_handle=",".join(e.signals_to_handle) or DEFAULT_SIGNALS,
-        shutdown_timeout=math.ceil(duration_seconds(e.shutdown_timeout)) if e.HasField("shutdown_timeout") else None,
+        shutdown_timeout=int(e.shutdown_timeout.seconds) if e.HasField("shutdown_timeout") else None,
         virtual_local_rank=e.virtual_local_rank,
         decisions=tuple(decisions),
     )

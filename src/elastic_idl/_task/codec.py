@@ -553,6 +553,17 @@ def _varint(raw: bytes, i: int) -> tuple[int, int]:
     return found
 
 
+_BY_NUMBER: dict[str, dict[int, FieldDescriptor]] = {}
+
+
+def _fields_by_number(desc: Descriptor) -> dict[int, FieldDescriptor]:
+    """field number -> field of a message type, built once per type."""
+    table = _BY_NUMBER.get(desc.full_name)
+    if table is None:
+        table = _BY_NUMBER[desc.full_name] = {f.number: f for f in desc.fields}
+    return table
+
+
 def _check_wire_types(raw: bytes, desc: Descriptor, path: str, version: int) -> None:
     """Refuse a known field number written with another wire type.
 
@@ -562,7 +573,7 @@ def _check_wire_types(raw: bytes, desc: Descriptor, path: str, version: int) -> 
     allowed: a newer schema may send them. Runs after a successful parse, so the
     bytes are well-formed.
     """
-    by_number = {f.number: f for f in desc.fields}
+    by_number = _fields_by_number(desc)
     i = 0
     while i < len(raw):
         key, i = _varint(raw, i)
@@ -603,7 +614,7 @@ def _binary_problem(raw: bytes, desc: Descriptor, base: int = 0) -> tuple[int, s
     Walks the fields, and into the known message fields, as protobuf would; used
     only to explain a failed parse, so it may give up (groups) and return None.
     """
-    by_number = {f.number: f for f in desc.fields}
+    by_number = _fields_by_number(desc)
     i, end = 0, len(raw)
     while i < end:
         start = base + i
@@ -665,14 +676,32 @@ def _decode_binary(raw: bytes, task_type_version: int) -> Task:
         raise DecodeError(
             "", f"not a valid {cls.DESCRIPTOR.name} (truncated or garbled binary: {exc})", format="binary"
         ) from None
-    _check_wire_types(raw, cls.DESCRIPTOR, "", task_type_version)
+    if _has_unknown_fields(msg):
+        _check_wire_types(raw, cls.DESCRIPTOR, "", task_type_version)
     return msg
+
+
+def _has_unknown_fields(msg: Message) -> bool:
+    """Whether the parse kept any unknown field, at any depth (only then can a wire type be wrong).
+
+    A known field written with another wire type is kept as an unknown field, and every
+    unknown field is at least 2 bytes, so a copy without them serializes shorter. Both
+    sizes come from one serializer over the same parsed values: equal sizes mean none.
+    """
+    bare = type(msg)()
+    bare.CopyFrom(msg)
+    bare.DiscardUnknownFields()
+    return bool(bare.ByteSize() != msg.ByteSize())
+
+
+#: task message full name -> its task_type_version (a textproto header names one).
+_VERSION_BY_NAME = {c.DESCRIPTOR.full_name: v for v, c in TASK_CLASSES.items()}
 
 
 def _class_for(task_type_version: int, header_name: str | None) -> type[Message]:
     cls = task_class(task_type_version)
     if header_name is not None and header_name != cls.DESCRIPTOR.full_name:
-        by_name = {c.DESCRIPTOR.full_name: v for v, c in TASK_CLASSES.items()}
+        by_name = _VERSION_BY_NAME
         if header_name not in by_name:
             raise DecodeError(
                 "", f"header names {brief(header_name)}, which is not a task message of this schema", format="textproto"

@@ -40,7 +40,8 @@ RULES: dict[str, str] = {
     "elastic.static.fixed_size": "the static backend requires min_replicas == max_replicas",
     "elastic.duration.positive": "every timeout and interval is > 0",
     "elastic.duration.valid": "a Duration has seconds and nanos of one sign, |nanos| < 1e9, |seconds| <= 315576000000",
-    "elastic.duration.whole_seconds": "join/last_call/close/read_timeout and shutdown_timeout are whole seconds (torch reads them as integers)",
+    "elastic.duration.whole_seconds": "join/last_call/close/read_timeout and shutdown_timeout are whole seconds "
+    "(torch reads them as integers)",
     "elastic.monitor_interval.max": f"monitor_interval <= {MAX_MONITOR_INTERVAL_S} s",
     "enum.known": "an enum field holds a value the schema defines",
     "elastic.rdzv_options.key": "an rdzv option key is non-empty and has no ',' or '='",
@@ -73,9 +74,25 @@ def _v(field: str, rule: str, message: str) -> Violation:
     return Violation(field, rule, message)
 
 
+#: enum type name -> the numbers it defines, built once (``EnumTypeWrapper.values()`` builds a list per call).
+_ENUM_VALUES: dict[str, frozenset[int]] = {
+    e.DESCRIPTOR.name: frozenset(e.values())
+    for e in (
+        elastic_pb2.NprocPolicy,
+        elastic_pb2.StartMethod,
+        elastic_pb2.StdStreams,
+        elastic_pb2.NumaBinding,
+        common_pb2.RestartPolicy,
+        common_pb2.CleanPodPolicy,
+    )
+}
+_RESOURCE_NAMES = frozenset(Resources.ResourceName.values())
+
+
 def _enum(field: str, value: int, enum: Any) -> Iterator[Violation]:
-    if value not in enum.values():
-        yield _v(field, "enum.known", f"{value} is not a value of {enum.DESCRIPTOR.name}")
+    name = enum.DESCRIPTOR.name
+    if value not in _ENUM_VALUES[name]:
+        yield _v(field, "enum.known", f"{value} is not a value of {name}")
 
 
 def _duration(field: str, msg: Any, d: Duration) -> Iterator[Violation]:
@@ -92,12 +109,11 @@ def _duration(field: str, msg: Any, d: Duration) -> Iterator[Violation]:
         return
     if d.seconds < 0 or (d.seconds == 0 and d.nanos <= 0):
         yield _v(field, "elastic.duration.positive", f"must be > 0, got {d.seconds + d.nanos / 1e9:g} s")
-        return
-    if name in WHOLE_SECONDS and d.nanos:
+    elif d.nanos and name in WHOLE_SECONDS:
         yield _v(
             field,
             "elastic.duration.whole_seconds",
-            f"must be whole seconds (torch reads it as an integer), got {d.seconds}s {d.nanos}ns",
+            f"must be whole seconds (torch reads it as an integer), got {d.seconds + d.nanos / 1e9:g} s",
         )
 
 
@@ -202,7 +218,7 @@ def _resources(path: str, res: Resources | None) -> Iterator[Violation]:
     for kind in ("requests", "limits"):
         for i, entry in enumerate(getattr(res, kind)):
             f = f"{path}.{kind}[{i}]"
-            if entry.name == 0 or entry.name not in Resources.ResourceName.values():
+            if entry.name == 0 or entry.name not in _RESOURCE_NAMES:
                 yield _v(f"{f}.name", "resources.entry", f"unknown resource name {entry.name}")
             if not entry.value:
                 yield _v(f"{f}.value", "resources.entry", "empty quantity")

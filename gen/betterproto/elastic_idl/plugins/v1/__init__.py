@@ -194,7 +194,8 @@ class ElasticConfig(betterproto.Message):
     join_timeout: timedelta = betterproto.message_field(103)
     """
     How long a rendezvous waits for min_replicas nodes to join before it fails.
-     Range > 0. Unset means torch's c10d default of 600 s.
+     Range > 0. Unset means torch's c10d default of 600 s. Whole seconds: torch
+     reads it as an integer; a fraction is invalid (rule elastic.duration.whole_seconds).
      Maps to `LaunchConfig.rdzv_configs["join_timeout"]` (seconds), rendered in
      `spec.elasticPolicy.rdzvConf` and exported in `PET_RDZV_CONF` as
      `join_timeout=<seconds>`.
@@ -203,21 +204,22 @@ class ElasticConfig(betterproto.Message):
     last_call_timeout: timedelta = betterproto.message_field(104)
     """
     After min_replicas nodes joined, how long the rendezvous keeps waiting for
-     more (up to max_replicas) before it closes. Range > 0. Unset: torch's 30 s.
+     more (up to max_replicas) before it closes. Range > 0, whole seconds (as
+     join_timeout). Unset: torch's 30 s.
      Maps to `rdzv_configs["last_call_timeout"]`; rendered and exported like join_timeout.
     """
 
     close_timeout: timedelta = betterproto.message_field(105)
     """
-    How long a node waits for the rendezvous to be marked closed. Range > 0.
-     Unset: torch's 30 s. Maps to `rdzv_configs["close_timeout"]`; rendered
+    How long a node waits for the rendezvous to be marked closed. Range > 0,
+     whole seconds (as join_timeout). Unset: torch's 30 s. Maps to `rdzv_configs["close_timeout"]`; rendered
      and exported like join_timeout.
     """
 
     read_timeout: timedelta = betterproto.message_field(106)
     """
-    Read timeout of the rendezvous store (TCPStore) client. Range > 0.
-     Unset: torch's 60 s. Maps to `rdzv_configs["read_timeout"]`; rendered and
+    Read timeout of the rendezvous store (TCPStore) client. Range > 0, whole
+     seconds (as join_timeout). Unset: torch's 60 s. Maps to `rdzv_configs["read_timeout"]`; rendered and
      exported like join_timeout.
     """
 
@@ -299,7 +301,8 @@ class ElasticConfig(betterproto.Message):
     """
     How long the agent waits for workers to exit after asking them to stop,
      before it kills them. Range > 0. Unset means torch's default (30 s).
-     Maps to `LaunchConfig.shutdown_timeout` (whole seconds, rounded up),
+     Whole seconds: torch reads it as an integer; a fraction is invalid (rule
+     elastic.duration.whole_seconds). Maps to `LaunchConfig.shutdown_timeout`,
      torchrun `--shutdown-timeout`.
     """
 

@@ -335,21 +335,23 @@ type ElasticConfig struct {
 	// Maps to `LaunchConfig.monitor_interval` (seconds), torchrun `--monitor-interval`.
 	MonitorInterval *durationpb.Duration `protobuf:"bytes,102,opt,name=monitor_interval,json=monitorInterval,proto3" json:"monitor_interval,omitempty"`
 	// How long a rendezvous waits for min_replicas nodes to join before it fails.
-	// Range > 0. Unset means torch's c10d default of 600 s.
+	// Range > 0. Unset means torch's c10d default of 600 s. Whole seconds: torch
+	// reads it as an integer; a fraction is invalid (rule elastic.duration.whole_seconds).
 	// Maps to `LaunchConfig.rdzv_configs["join_timeout"]` (seconds), rendered in
 	// `spec.elasticPolicy.rdzvConf` and exported in `PET_RDZV_CONF` as
 	// `join_timeout=<seconds>`.
 	JoinTimeout *durationpb.Duration `protobuf:"bytes,103,opt,name=join_timeout,json=joinTimeout,proto3" json:"join_timeout,omitempty"`
 	// After min_replicas nodes joined, how long the rendezvous keeps waiting for
-	// more (up to max_replicas) before it closes. Range > 0. Unset: torch's 30 s.
+	// more (up to max_replicas) before it closes. Range > 0, whole seconds (as
+	// join_timeout). Unset: torch's 30 s.
 	// Maps to `rdzv_configs["last_call_timeout"]`; rendered and exported like join_timeout.
 	LastCallTimeout *durationpb.Duration `protobuf:"bytes,104,opt,name=last_call_timeout,json=lastCallTimeout,proto3" json:"last_call_timeout,omitempty"`
-	// How long a node waits for the rendezvous to be marked closed. Range > 0.
-	// Unset: torch's 30 s. Maps to `rdzv_configs["close_timeout"]`; rendered
+	// How long a node waits for the rendezvous to be marked closed. Range > 0,
+	// whole seconds (as join_timeout). Unset: torch's 30 s. Maps to `rdzv_configs["close_timeout"]`; rendered
 	// and exported like join_timeout.
 	CloseTimeout *durationpb.Duration `protobuf:"bytes,105,opt,name=close_timeout,json=closeTimeout,proto3" json:"close_timeout,omitempty"`
-	// Read timeout of the rendezvous store (TCPStore) client. Range > 0.
-	// Unset: torch's 60 s. Maps to `rdzv_configs["read_timeout"]`; rendered and
+	// Read timeout of the rendezvous store (TCPStore) client. Range > 0, whole
+	// seconds (as join_timeout). Unset: torch's 60 s. Maps to `rdzv_configs["read_timeout"]`; rendered and
 	// exported like join_timeout.
 	ReadTimeout *durationpb.Duration `protobuf:"bytes,106,opt,name=read_timeout,json=readTimeout,proto3" json:"read_timeout,omitempty"`
 	// Further rendezvous options, passed through as strings, in this order.
@@ -398,7 +400,8 @@ type ElasticConfig struct {
 	SignalsToHandle []string `protobuf:"bytes,116,rep,name=signals_to_handle,json=signalsToHandle,proto3" json:"signals_to_handle,omitempty"`
 	// How long the agent waits for workers to exit after asking them to stop,
 	// before it kills them. Range > 0. Unset means torch's default (30 s).
-	// Maps to `LaunchConfig.shutdown_timeout` (whole seconds, rounded up),
+	// Whole seconds: torch reads it as an integer; a fraction is invalid (rule
+	// elastic.duration.whole_seconds). Maps to `LaunchConfig.shutdown_timeout`,
 	// torchrun `--shutdown-timeout`.
 	ShutdownTimeout *durationpb.Duration `protobuf:"bytes,117,opt,name=shutdown_timeout,json=shutdownTimeout,proto3" json:"shutdown_timeout,omitempty"`
 	// Give every worker LOCAL_RANK=0 and restrict it to its own device, as
