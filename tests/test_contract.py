@@ -700,8 +700,10 @@ def test_entry_point_case_mode_and_usage() -> None:
         b'{"version": 1, "cases": [], "x": "\xff"}',  # not UTF-8 (the C locale's stdin would not notice)
         b'{"version": 1, "cases": [{"name": "c", "input": {"format": "json", "data": "{}"}, '
         b'"task_type_version": 1, "envs": [1]}]}',  # envs not a mapping: was an AttributeError traceback
+        b'{"version": 1, "cases": [{"name": "c", "input": {"format": "json", "data": "{}"}, '
+        b'"task_type_version": 1, "render": {"name": "j", "image": "i", "bogus": 1}}]}',  # no JobOptions field
     ],
-    ids=["deep", "not-utf8", "envs-not-a-mapping"],
+    ids=["deep", "not-utf8", "envs-not-a-mapping", "render-option-unknown"],
 )
 def test_entry_point_refuses_deep_or_non_utf8_requests(request_bytes: bytes) -> None:
     proc = subprocess.run(
