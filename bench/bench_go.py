@@ -54,7 +54,7 @@ def python_per_vector(cases: list[dict[str, Any]], number: int) -> float:
             task = ei.decode(e["input"]["data"], format="json", task_type_version=version)
             ei.violations(task)
             try:
-                render_pytorchjob(task, task_type_version=version, **e["render"])
+                render_pytorchjob(task, ei.JobOptions(**e["render"]), task_type_version=version)
             except ei.ElasticIdlError:
                 pass
 

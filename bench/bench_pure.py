@@ -102,7 +102,7 @@ def _to_launch_spec(x: Input) -> Any:
 def _render(x: Input) -> Any:
     task = ei.decode(x.raw, format="binary", task_type_version=x.version)
     ei.validate(task)
-    return ei.render_pytorchjob(task, task_type_version=x.version, **x.render)
+    return ei.render_pytorchjob(task, ei.JobOptions(**x.render), task_type_version=x.version)
 
 
 PATHS: dict[str, Callable[[Input], Any]] = {

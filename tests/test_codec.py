@@ -544,12 +544,12 @@ def test_upstream_flyteidl_messages_are_accepted_everywhere() -> None:
         assert ei.to_custom(up) == ei.to_custom(ours)
         assert ei.encode(up, "binary") == ei.encode(ours, "binary")
         assert ei.view(up) == ei.view(ours)
-        job = ei.render_pytorchjob(up, task_type_version=version, **opts)
-        assert job == ei.render_pytorchjob(ours, task_type_version=version, **opts)
+        job = ei.render_pytorchjob(up, ei.JobOptions(**opts), task_type_version=version)
+        assert job == ei.render_pytorchjob(ours, ei.JobOptions(**opts), task_type_version=version)
         assert ei.Elastic.from_task(up) == ei.Elastic.from_task(ours)
     up, _, _ = _upstream_tasks()[0]
     with pytest.raises(ei.RenderError, match="declared 0"):
-        ei.render_pytorchjob(up, task_type_version=0, **opts)  # the skew check still applies
+        ei.render_pytorchjob(up, ei.JobOptions(**opts), task_type_version=0)  # the skew check still applies
     assert ei.as_pb2(up.elastic_config) == ei.decode(bytes.fromhex(FLYTEKIT_HEX)).elastic_config
 
 

@@ -374,7 +374,9 @@ def test_error_case(name: str) -> None:
         ei.from_custom({}, task_type_version=case.task_type_version)
     as_v1 = ei.decode(case.textproto.split("\n", 1)[1], format="textproto", task_type_version=1)
     with pytest.raises(ei.UnsupportedVersionError):
-        ei.render_pytorchjob(ei.to_custom(as_v1), task_type_version=case.task_type_version, **case.render)
+        ei.render_pytorchjob(
+            ei.to_custom(as_v1), ei.JobOptions(**case.render), task_type_version=case.task_type_version
+        )
 
 
 # ----------------------------------------------------------------- both bindings
@@ -482,7 +484,7 @@ def test_backend_reads_custom_struct(name: str, request: pytest.FixtureRequest) 
     exp = EXPECTED[name]
     custom = via_struct(exp["custom"])
     try:
-        job = ei.render_pytorchjob(custom, task_type_version=case.task_type_version, **case.render)
+        job = ei.render_pytorchjob(custom, ei.JobOptions(**case.render), task_type_version=case.task_type_version)
     except ei.ElasticIdlError as exc:
         job = {"error": conf.error_of(exc)}
     assert job == exp["pytorchjob"]
@@ -499,7 +501,7 @@ def test_backend_direction(name: str, request: pytest.FixtureRequest) -> None:
 
     def render(task: Any) -> Any:
         try:
-            return ei.render_pytorchjob(task, task_type_version=case.task_type_version, **case.render)
+            return ei.render_pytorchjob(task, ei.JobOptions(**case.render), task_type_version=case.task_type_version)
         except ei.ElasticIdlError as exc:
             return {"error": conf.error_of(exc)}
 
@@ -697,8 +699,10 @@ def test_entry_point_case_mode_and_usage() -> None:
         b'{"version": 1, "cases": [], "x": "\xff"}',  # not UTF-8 (the C locale's stdin would not notice)
         b'{"version": 1, "cases": [{"name": "c", "input": {"format": "json", "data": "{}"}, '
         b'"task_type_version": 1, "envs": [1]}]}',  # envs not a mapping: was an AttributeError traceback
+        b'{"version": 1, "cases": [{"name": "c", "input": {"format": "json", "data": "{}"}, '
+        b'"task_type_version": 1, "render": {"name": "j", "image": "i", "bogus": 1}}]}',  # no JobOptions field
     ],
-    ids=["deep", "not-utf8", "envs-not-a-mapping"],
+    ids=["deep", "not-utf8", "envs-not-a-mapping", "render-option-unknown"],
 )
 def test_entry_point_refuses_deep_or_non_utf8_requests(request_bytes: bytes) -> None:
     proc = subprocess.run(

@@ -104,7 +104,7 @@ def check_boundary(data: str | bytes | dict[str, Any], fmt: str, version: int) -
             ei.to_launch_spec(task)
         assert info.value.violations[: len(found)] == tuple(found)
         with pytest.raises(ei.ValidationError) as rendered:
-            ei.render_pytorchjob(task, task_type_version=version, **render)
+            ei.render_pytorchjob(task, ei.JobOptions(**render), task_type_version=version)
         assert rendered.value.violations == tuple(found)
         return
     event(f"{fmt}: accepted, valid")
@@ -131,7 +131,7 @@ def check_boundary(data: str | bytes | dict[str, Any], fmt: str, version: int) -
     again = ei.from_custom(custom, task_type_version=version)
     assert ei.encode(again, "binary") == ei.encode(known, "binary")
     try:
-        job = ei.render_pytorchjob(task, task_type_version=version, **render)
+        job = ei.render_pytorchjob(task, ei.JobOptions(**render), task_type_version=version)
     except ei.RenderError:
         event(f"{fmt}: accepted, valid, not renderable (RenderError)")
         return
@@ -307,7 +307,7 @@ def test_task_without_a_json_form_is_refused() -> None:
         format="textproto",
     )
     try:
-        ei.render_pytorchjob(task, task_type_version=1, **conf.DEFAULT_RENDER)
+        ei.render_pytorchjob(task, ei.JobOptions(**conf.DEFAULT_RENDER), task_type_version=1)
     except ei.ElasticIdlError:
         return
     raise AssertionError("rendered a job whose task has no JSON form")

@@ -23,7 +23,8 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 
 import elastic_idl as ei
-from elastic_idl._sdk.elastic import Elastic, from_custom
+from elastic_idl._sdk.elastic import Elastic
+from elastic_idl._task.codec import from_custom
 from elastic_idl._task.names import DEFAULT_START_METHOD
 
 #: Our extension fields (ElasticConfig numbers >= 100), by JSON name.

@@ -10,7 +10,14 @@ import pytest
 
 import elastic_idl as ei
 from elastic_idl._backend.operator import pod_env
-from elastic_idl._backend.pytorchjob import CONTAINER_NAME, DEFAULT_PORT, POD_ENTRYPOINT, PORT_NAME, render_pytorchjob
+from elastic_idl._backend.pytorchjob import (
+    CONTAINER_NAME,
+    DEFAULT_PORT,
+    POD_ENTRYPOINT,
+    PORT_NAME,
+    JobOptions,
+    render_pytorchjob,
+)
 from elastic_idl._errors import RenderError
 from elastic_idl._sdk.elastic import Elastic
 from elastic_idl._task.messages import KubeflowTask, LegacyTask
@@ -31,7 +38,7 @@ def kf(custom: dict[str, Any] | None = None) -> KubeflowTask:
 
 
 def render(task: Any, version: int = 1, **opts: Any) -> dict[str, Any]:
-    return render_pytorchjob(task, task_type_version=version, **{**OPTS, **opts})
+    return render_pytorchjob(task, JobOptions(**{**OPTS, **opts}), task_type_version=version)
 
 
 def container(job: dict[str, Any], rtype: str = "Worker") -> dict[str, Any]:
@@ -374,10 +381,85 @@ def test_render_is_pure_and_deterministic() -> None:
 # --------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("version", [2, -1, 100, True, "1", None])
+@pytest.mark.parametrize("version", [2, -1, 100, True, "1"])
 def test_unknown_task_type_version(version: Any) -> None:
     with pytest.raises(ei.UnsupportedVersionError):
-        render_pytorchjob(kf(), task_type_version=version, **OPTS)
+        render_pytorchjob(kf(), JobOptions(**OPTS), task_type_version=version)
+    with pytest.raises(ei.UnsupportedVersionError):
+        render_pytorchjob(FLYTEKIT_CUSTOM, JobOptions(**OPTS), task_type_version=version)
+
+
+def test_a_message_carries_its_task_type_version() -> None:
+    """Without task_type_version a message renders as its own shape; a custom dict needs the version."""
+    legacy = LegacyTask(workers=2)
+    job = render_pytorchjob(legacy, JobOptions(**OPTS))
+    assert job == render(legacy, version=0)
+    env = {e["name"]: e["value"] for e in container(job)["env"]}
+    assert env[TASK_TYPE_VERSION_ENV] == "0"
+    assert render_pytorchjob(kf(), JobOptions(**OPTS)) == render(kf(), version=1)
+    with pytest.raises(RenderError) as info:
+        render_pytorchjob(FLYTEKIT_CUSTOM, JobOptions(**OPTS))
+    assert info.value.field == "task_type_version"
+    with pytest.raises(RenderError) as info:
+        render_pytorchjob(ei.ElasticConfig(), JobOptions(**OPTS))
+    assert info.value.field == "task"
+
+
+def test_job_options_is_a_frozen_keyword_only_record() -> None:
+    options = JobOptions(**OPTS)
+    assert options == JobOptions(name="train", image="ghcr.io/acme/train:1", entrypoint=["train.py"])
+    assert options.namespace == "default"
+    with pytest.raises(TypeError):
+        JobOptions("train", "img:1")  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        options.name = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="bogus"):
+        JobOptions(**OPTS, bogus=1)
+
+
+def test_keyword_options_are_deprecated_and_render_the_same_job() -> None:
+    with pytest.warns(DeprecationWarning, match="JobOptions") as caught:
+        old = render_pytorchjob(kf(), task_type_version=1, **OPTS)
+    assert caught[0].filename == __file__  # the warning points at the caller
+    assert old == render(kf())
+    with pytest.warns(DeprecationWarning, match="JobOptions"), pytest.raises(RenderError) as info:
+        render_pytorchjob(kf(), task_type_version=1, **{**OPTS, "name": "Bad"})
+    assert info.value.field == "name"
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: render_pytorchjob(kf()), "needs options"),
+        (lambda: render_pytorchjob(kf(), JobOptions(**OPTS), name="x"), "not also as name"),
+        (lambda: render_pytorchjob(kf(), OPTS), "JobOptions\\(\\*\\*mapping\\)"),  # type: ignore[call-overload]
+    ],
+)
+def test_options_given_wrong_are_a_type_error(call: Any, match: str) -> None:
+    with pytest.raises(TypeError, match=match):
+        call()
+
+
+def test_render_converts_the_task_and_builds_the_custom_dict_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from elastic_idl._backend import pytorchjob
+    from elastic_idl.betterproto.plugins.kubeflow.v1 import DistributedPyTorchTrainingTask
+
+    calls = {"as_pb2": 0, "to_custom": 0}
+    as_pb2, to_custom = pytorchjob.as_pb2, pytorchjob.to_custom
+
+    def counted(name: str, fn: Any) -> Any:
+        def call(task: Any) -> Any:
+            calls[name] += 1
+            return fn(task)
+
+        return call
+
+    task = DistributedPyTorchTrainingTask().parse(ei.encode(kf(), "binary"))
+    expected = render(kf())
+    monkeypatch.setattr(pytorchjob, "as_pb2", counted("as_pb2", as_pb2))
+    monkeypatch.setattr(pytorchjob, "to_custom", counted("to_custom", to_custom))
+    assert render(task) == expected
+    assert calls == {"as_pb2": 1, "to_custom": 1}
 
 
 def test_task_class_must_match_the_declared_version() -> None:

@@ -22,7 +22,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 import elastic_idl as ei
 from elastic_idl._backend.operator import pod_env
-from elastic_idl._backend.pytorchjob import render_pytorchjob
+from elastic_idl._backend.pytorchjob import JobOptions, render_pytorchjob
 from elastic_idl._task.messages import KubeflowTask, LegacyTask
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,19 +49,7 @@ GOLDEN_HEADER = (
     "# Regenerate the second document: .venv/bin/python tests/test_kubeflow_valid.py --update-goldens\n"
 )
 GOLDEN_INPUT_KEYS = {"description", "task_type_version", "custom", "options"}
-RENDER_OPTIONS = {
-    "name",
-    "image",
-    "namespace",
-    "entrypoint",
-    "pod_args",
-    "command",
-    "args",
-    "resources",
-    "labels",
-    "annotations",
-    "env",
-}
+RENDER_OPTIONS = {f.name for f in fields(JobOptions)}
 
 
 # --------------------------------------------------------------------------- the three checks
@@ -189,7 +177,7 @@ class Case:
     options: dict[str, Any] = field(default_factory=dict)
 
     def render(self) -> dict[str, Any]:
-        return render_pytorchjob(self.task, task_type_version=self.version, **self.options)
+        return render_pytorchjob(self.task, JobOptions(**self.options), task_type_version=self.version)
 
 
 def _elastic_variants() -> Iterator[tuple[str, ei.ElasticConfig | None]]:
@@ -422,7 +410,9 @@ HYPOTHESIS_EXAMPLES = 100
 @given(elastic_tasks())
 def test_random_elastic_tasks_are_valid(crd_validator: Any, task_version: tuple[Any, int]) -> None:
     task, version = task_version
-    job = render_pytorchjob(task, task_type_version=version, name="prop", image="img:1", entrypoint=["t.py"])
+    job = render_pytorchjob(
+        task, JobOptions(name="prop", image="img:1", entrypoint=["t.py"]), task_type_version=version
+    )
     assert crd_errors(crd_validator, job) == []
     assert webhook_errors(job) == []
     assert model_round_trip(job) == job

@@ -19,7 +19,7 @@ from google.protobuf import json_format
 import elastic_idl as ei
 from elastic_idl import pod
 from elastic_idl._backend.operator import pod_env
-from elastic_idl._backend.pytorchjob import render_pytorchjob
+from elastic_idl._backend.pytorchjob import JobOptions, render_pytorchjob
 from elastic_idl._task.messages import FailureReport, KubeflowTask, LegacyTask
 
 CUSTOM = {
@@ -41,7 +41,9 @@ def container_env(job: dict[str, Any]) -> dict[str, str]:
 
 def operator_env(t: Any = None, version: int = 1, index: int = 0) -> dict[str, str]:
     """What a worker container sees in the cluster: its own env plus the operator's."""
-    job = render_pytorchjob(t or task(), task_type_version=version, name="job", image="img:1", entrypoint=["t.py"])
+    job = render_pytorchjob(
+        t or task(), JobOptions(name="job", image="img:1", entrypoint=["t.py"]), task_type_version=version
+    )
     return container_env(job) | pod_env(job, "Worker", index)
 
 

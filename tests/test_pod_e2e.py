@@ -34,7 +34,7 @@ import pytest
 
 import elastic_idl as ei
 from elastic_idl._backend.operator import pod_env
-from elastic_idl._backend.pytorchjob import render_pytorchjob
+from elastic_idl._backend.pytorchjob import JobOptions, render_pytorchjob
 from elastic_idl.pod import EXIT_JOB_FAILED, FAILURE_PATH_ENV, OUTPUT_ENV, RDZV_ENDPOINT_OVERRIDE_ENV
 
 pytest.importorskip("torch")
@@ -188,14 +188,10 @@ def _free_port() -> int:
 
 
 def _job(custom: dict[str, Any], *entry_args: str) -> dict[str, Any]:
-    return render_pytorchjob(
-        custom,
-        task_type_version=1,
-        name="e2e",
-        image="ghcr.io/acme/train:1",
-        pod_args=["--call"],
-        entrypoint=["e2e_train:train", *entry_args],
+    options = JobOptions(
+        name="e2e", image="ghcr.io/acme/train:1", pod_args=["--call"], entrypoint=["e2e_train:train", *entry_args]
     )
+    return render_pytorchjob(custom, options, task_type_version=1)
 
 
 def _progress(work: Path) -> dict[str, int]:

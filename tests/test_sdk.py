@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 import elastic_idl as ei
 from elastic_idl._sdk.arguments import RunPolicy
-from elastic_idl._sdk.elastic import SDK_RULES, CustomTemplate, Elastic, from_custom
+from elastic_idl._sdk.elastic import SDK_RULES, Elastic
+from elastic_idl._task.codec import CustomTemplate, from_custom
 from elastic_idl._task.enums import CleanPodPolicy, RestartPolicy
 from elastic_idl._task.messages import KubeflowTask, LegacyTask, Resources
 from elastic_idl._task.messages import RunPolicy as RunPolicyMessage
@@ -571,7 +572,8 @@ def test_to_task_is_a_copy() -> None:
 def test_no_torch_and_no_flytekit_import() -> None:
     code = (
         "import sys\n"
-        "from elastic_idl._sdk.elastic import Elastic, from_custom\n"
+        "from elastic_idl._sdk.elastic import Elastic\n"
+        "from elastic_idl._task.codec import from_custom\n"
         "c = Elastic(nnodes='1:4', nproc_per_node='auto', start_method='fork')\n"
         "from_custom(c.to_custom().custom)\n"
         "Elastic.from_task(c.to_task())\n"

@@ -290,7 +290,7 @@ def _custom_of(task: Any) -> dict[str, Any]:
 def _elastic_outcome(task: Any, version: int) -> Any:
     """What a task makes the backend and the launcher do, or None when they refuse it."""
     try:
-        job = ei.render_pytorchjob(task, task_type_version=version, **RENDER)
+        job = ei.render_pytorchjob(task, ei.JobOptions(**RENDER), task_type_version=version)
         spec = ei.to_launch_spec(task).as_dict()
     except ei.ElasticIdlError:
         return None
@@ -394,7 +394,7 @@ def test_unknown_version() -> None:
     with pytest.raises(ei.UnsupportedVersionError):
         ei.from_custom(ei.to_custom(task), task_type_version=2)
     with pytest.raises(ei.UnsupportedVersionError):
-        ei.render_pytorchjob(ei.to_custom(task), task_type_version=2, **RENDER)
+        ei.render_pytorchjob(ei.to_custom(task), ei.JobOptions(**RENDER), task_type_version=2)
 
 
 @settings(max_examples=150, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -375,7 +375,9 @@ def test_the_empty_task_and_no_workers_are_what_render_refuses() -> None:
     for task, version in ((KubeflowTask(), 1), (LegacyTask(), 0), (LegacyTask(workers=0), 0), (master_only, 1)):
         assert ei.violations(task), task
         with pytest.raises(ei.ValidationError) as info:
-            ei.render_pytorchjob(task, task_type_version=version, name="j", image="i", entrypoint=["t.py"])
+            ei.render_pytorchjob(
+                task, ei.JobOptions(name="j", image="i", entrypoint=["t.py"]), task_type_version=version
+            )
         assert info.value.violations == tuple(ei.violations(task))
     empty = ei.violations(KubeflowTask())
     assert [(v.field, v.rule) for v in empty] == [

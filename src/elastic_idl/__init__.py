@@ -64,15 +64,16 @@ _EXPORTS: dict[str, str] = {
     # pod entrypoint
     "pod_main": "pod",
     # backend side
+    "JobOptions": "_backend.pytorchjob",
     "render_pytorchjob": "_backend.pytorchjob",
     "pod_env": "_backend.operator",
     # SDK side
     "Elastic": "_sdk.elastic",
     "CleanPodPolicy": "_task.enums",
-    "CustomTemplate": "_sdk.elastic",
+    "CustomTemplate": "_task.codec",
     "RestartPolicy": "_task.enums",
     "RunPolicy": "_sdk.arguments",
-    "from_custom": "_sdk.elastic",
+    "from_custom": "_task.codec",
     "from_torchrun": "_sdk.torchrun",
     "to_torchrun": "_sdk.torchrun",
     "TorchrunEntrypoint": "_sdk.torchrun",
@@ -92,6 +93,7 @@ __all__ = [
     "EnvDecision",
     "FailureRecord",
     "FailureReport",
+    "JobOptions",
     "KubeflowTask",
     "LaunchFailedError",
     "LaunchInterruptedError",
@@ -148,7 +150,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from elastic_idl._backend.operator import pod_env
-    from elastic_idl._backend.pytorchjob import render_pytorchjob
+    from elastic_idl._backend.pytorchjob import JobOptions, render_pytorchjob
     from elastic_idl._errors import (
         DecodeError,
         ElasticIdlError,
@@ -168,14 +170,16 @@ if TYPE_CHECKING:
     from elastic_idl._launch.launcher import launch, to_launch_config
     from elastic_idl._launch.spec import EnvDecision, LaunchSpec, to_launch_spec
     from elastic_idl._sdk.arguments import RunPolicy
-    from elastic_idl._sdk.elastic import CustomTemplate, Elastic, from_custom
+    from elastic_idl._sdk.elastic import Elastic
     from elastic_idl._sdk.torchrun import TorchrunEntrypoint, from_torchrun, to_torchrun
     from elastic_idl._task.codec import (
         FORMATS,
+        CustomTemplate,
         decode,
         detect_format,
         encode,
         extension_fields,
+        from_custom,
         to_custom,
     )
     from elastic_idl._task.enums import CleanPodPolicy, RestartPolicy

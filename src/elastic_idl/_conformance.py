@@ -113,7 +113,7 @@ class Case:
         kind: One of :data:`KINDS`.
         description: What the case pins down, in words.
         task_type_version: The task template's task_type_version (0, 1, or an unsupported value).
-        render: Render options (``render_pytorchjob`` keyword arguments), defaults merged in.
+        render: Render options (the fields of ``JobOptions``), defaults merged in.
         envs: Extra named pod envs to build the launch spec under, beyond the pinned ones.
         flytekit: For ``flytekit`` cases: ``{"config": "Elastic"|"PyTorch", "kwargs": {...}}``.
         tags: Free-form labels (``edge``, ``unicode``, ``upstream-only``, ...).
@@ -269,15 +269,16 @@ def outputs_of_task(
     - ``custom``: the ``TaskTemplate.custom`` dict (proto3 JSON, camelCase), or an
       EncodeError when the task has no JSON form.
     - ``violations``: every broken rule, as field path + rule id, in order.
-    - ``pytorchjob``: the rendered job, rendered from the custom dict
-      (``render_from="custom"``, the backend's input) or from the message itself.
+    - ``pytorchjob``: the rendered job (with ``JobOptions(**render)``), rendered from the
+      custom dict (``render_from="custom"``, the backend's input) or from the message itself.
     - ``pod_env``: the operator env of replica 0 and 1 of each replica type, keyed ``<Type>-<index>``.
     - ``launch_spec``: ``LaunchSpec.as_dict()`` under no env (``none``), under each
       pod env of ``pod_env`` and under each named extra env; or the error.
     """
     from elastic_idl._backend.operator import pod_env
-    from elastic_idl._backend.pytorchjob import render_pytorchjob
+    from elastic_idl._backend.pytorchjob import JobOptions, render_pytorchjob
 
+    options = JobOptions(**render)  # TypeError (a bad request) for a name that is no option
     out: dict[str, Any] = {}
     binary = encode(task, "binary")
     assert isinstance(binary, bytes)
@@ -294,7 +295,7 @@ def outputs_of_task(
 
     job: dict[str, Any] | None
     try:
-        job = render_pytorchjob(backend_input, task_type_version=task_type_version, **render)
+        job = render_pytorchjob(backend_input, options, task_type_version=task_type_version)
         out["pytorchjob"] = job
     except ElasticIdlError as exc:
         job = None

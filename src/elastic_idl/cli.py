@@ -122,26 +122,15 @@ def _cmd_launch_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _entrypoint(args: argparse.Namespace) -> list[str]:
-    return list(args.tail)
-
-
 def _render(args: argparse.Namespace, entrypoint: list[str]) -> dict[str, Any]:
-    from elastic_idl._backend.pytorchjob import render_pytorchjob
+    from elastic_idl._backend.pytorchjob import JobOptions, render_pytorchjob
 
-    job: dict[str, Any] = render_pytorchjob(
-        _read(args),
-        task_type_version=args.task_type_version,
-        name=args.name,
-        image=args.image,
-        namespace=args.namespace,
-        entrypoint=entrypoint,
-    )
-    return job
+    options = JobOptions(name=args.name, image=args.image, namespace=args.namespace, entrypoint=entrypoint)
+    return render_pytorchjob(_read(args), options, task_type_version=args.task_type_version)
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    entrypoint = _entrypoint(args)
+    entrypoint = list(args.tail)
     if not entrypoint:
         raise _Usage("render: give what the pods run after --, e.g. -- train.py --epochs 3")
     print(yaml.safe_dump(_render(args, entrypoint), sort_keys=False), end="")
@@ -152,7 +141,7 @@ def _cmd_env(args: argparse.Namespace) -> int:
     from elastic_idl._backend.operator import pod_env
 
     # The entrypoint does not change the env; a placeholder keeps the render valid.
-    env = pod_env(_render(args, _entrypoint(args) or ["train.py"]), args.replica_type, args.replica)
+    env = pod_env(_render(args, list(args.tail) or ["train.py"]), args.replica_type, args.replica)
     for key in sorted(env):
         print(f"{key}={env[key]}")
     return EXIT_OK

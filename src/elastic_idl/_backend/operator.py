@@ -80,6 +80,25 @@ def pod_env(job: Mapping[str, Any], replica_type: str, index: int) -> dict[str, 
             ``elasticPolicy.standalone`` (the operator would inject ``PET_STANDALONE``,
             which crashes torchrun 2.13).
     """
+    counts = _replica_counts(job, replica_type, index)
+    job_name = _get(job, "", K.METADATA, K.NAME)
+    if not isinstance(job_name, str) or not job_name:
+        raise RenderError("metadata.name", "the job has no name")
+    spec = job[K.SPEC]
+    elastic = spec.get(K.ELASTIC_POLICY)
+    nproc = _nproc_of(spec, elastic)
+    env: dict[str, str] = {OPERATOR_ENV.PYTHONUNBUFFERED: "1"}
+    if MASTER in counts:
+        env.update(_master_env(job, job_name, replica_type, index, sum(counts.values()), nproc))
+    if elastic is None:
+        env[ENV.NNODES] = str(sum(counts.values()))
+        return env
+    env.update(_elastic_env(job, job_name, elastic, counts.get(WORKER, 0), nproc))
+    return env
+
+
+def _replica_counts(job: Mapping[str, Any], replica_type: str, index: int) -> dict[str, int]:
+    """Pods per replica type of ``job``, once ``replica_type`` and ``index`` name one of its pods."""
     specs = _get(job, "", K.SPEC, K.REPLICA_SPECS)
     if not isinstance(specs, Mapping) or not specs:
         raise RenderError("spec.pytorchReplicaSpecs", "the job has no replica specs")
@@ -93,33 +112,38 @@ def pod_env(job: Mapping[str, Any], replica_type: str, index: int) -> dict[str, 
         counts[rtype] = 1 if count is None else int(count)  # the operator defaults replicas to 1
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < counts[replica_type]:
         raise RenderError("index", f"{index!r} is out of range for {replica_type} (0..{counts[replica_type] - 1})")
-    job_name = _get(job, "", K.METADATA, K.NAME)
-    if not isinstance(job_name, str) or not job_name:
-        raise RenderError("metadata.name", "the job has no name")
-    spec = job[K.SPEC]
-    elastic = spec.get(K.ELASTIC_POLICY)
+    return counts
+
+
+def _nproc_of(spec: Mapping[str, Any], elastic: Any) -> str:
+    """``spec.nprocPerNode`` after the operator's defaulting (the deprecated field, then "auto")."""
     nproc = spec.get(K.NPROC_PER_NODE)
     if nproc is None and isinstance(elastic, Mapping) and elastic.get(K.DEPRECATED_NPROC) is not None:
         nproc = str(elastic[K.DEPRECATED_NPROC])  # the operator's defaulting copies the deprecated field
-    nproc = str(nproc) if nproc is not None else DEFAULT_NPROC
-    total = sum(counts.values())
+    return str(nproc) if nproc is not None else DEFAULT_NPROC
 
-    env: dict[str, str] = {OPERATOR_ENV.PYTHONUNBUFFERED: "1"}
-    if MASTER in specs:
-        master_port = str(_port_of(job, MASTER))
-        master_addr = replica_name(job_name, MASTER, 0)
-        rank = index + 1 if replica_type == WORKER else index
-        env[OPERATOR_ENV.MASTER_PORT] = master_port
-        env[OPERATOR_ENV.PET_MASTER_PORT] = master_port
-        env[OPERATOR_ENV.MASTER_ADDR] = master_addr
-        env[OPERATOR_ENV.PET_MASTER_ADDR] = master_addr
-        env[OPERATOR_ENV.WORLD_SIZE] = str(total * _nproc_int(nproc))
-        env[OPERATOR_ENV.RANK] = str(rank)
-        env[ENV.NPROC_PER_NODE] = nproc
-        env[OPERATOR_ENV.PET_NODE_RANK] = str(rank)
-    if elastic is None:
-        env[ENV.NNODES] = str(total)
-        return env
+
+def _master_env(
+    job: Mapping[str, Any], job_name: str, replica_type: str, index: int, total: int, nproc: str
+) -> dict[str, str]:
+    """What every pod of a job with a Master gets: the Master's address, world size and this pod's rank."""
+    master_port = str(_port_of(job, MASTER))
+    master_addr = replica_name(job_name, MASTER, 0)
+    rank = str(index + 1 if replica_type == WORKER else index)
+    return {
+        OPERATOR_ENV.MASTER_PORT: master_port,
+        OPERATOR_ENV.PET_MASTER_PORT: master_port,
+        OPERATOR_ENV.MASTER_ADDR: master_addr,
+        OPERATOR_ENV.PET_MASTER_ADDR: master_addr,
+        OPERATOR_ENV.WORLD_SIZE: str(total * _nproc_int(nproc)),
+        OPERATOR_ENV.RANK: rank,
+        ENV.NPROC_PER_NODE: nproc,
+        OPERATOR_ENV.PET_NODE_RANK: rank,
+    }
+
+
+def _elastic_env(job: Mapping[str, Any], job_name: str, elastic: Any, workers: int, nproc: str) -> dict[str, str]:
+    """The ``PET_*`` env of ``spec.elasticPolicy``, with the operator's defaults."""
     if not isinstance(elastic, Mapping):
         raise RenderError("spec.elasticPolicy", f"expected an object, got {type(elastic).__name__}")
     if elastic.get(K.STANDALONE):
@@ -127,6 +151,7 @@ def pod_env(job: Mapping[str, Any], replica_type: str, index: int) -> dict[str, 
             "spec.elasticPolicy.standalone",
             "the operator would inject PET_STANDALONE='', which crashes torchrun 2.13; remove it",
         )
+    env: dict[str, str] = {}
     host = elastic.get(K.RDZV_HOST)
     host = str(host) if host is not None else replica_name(job_name, WORKER, 0)
     port = elastic.get(K.RDZV_PORT)
@@ -137,7 +162,7 @@ def pod_env(job: Mapping[str, Any], replica_type: str, index: int) -> dict[str, 
     lo: Any = elastic.get(K.MIN_REPLICAS)
     hi: Any = elastic.get(K.MAX_REPLICAS)
     if lo is None and hi is None:
-        env[ENV.NNODES] = str(counts.get(WORKER, 0))
+        env[ENV.NNODES] = str(workers)
     else:
         # The operator's defaulting: only min -> max = min; only max -> min = max.
         lo, hi = (hi if lo is None else lo), (lo if hi is None else hi)

@@ -15,18 +15,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple, cast, overload
 
-from elastic_idl._errors import RenderError
+from elastic_idl._errors import RenderError, deprecated
 from elastic_idl._task.codec import from_custom, to_custom
 from elastic_idl._task.enums import CLEAN_POD_POLICY, K8S_RESOURCE, NPROC_POLICY, RESTART_POLICY
-from elastic_idl._task.messages import TASK_CLASSES, Resources, as_pb2, task_class
+from elastic_idl._task.messages import TASK_CLASSES, Resources, Task, as_pb2, task_class
 from elastic_idl._task.names import ENV, OPERATOR_ENV, TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._task.resources import quantity_problems
 from elastic_idl._task.validate import validate
 from elastic_idl._task.view import Replica, TaskView, rdzv_configs, view
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
-from elastic_idl.plugins.v1 import elastic_pb2
 
 __all__ = [
     "CONTAINER_NAME",
@@ -37,6 +37,7 @@ __all__ = [
     "PORT_NAME",
     "RESERVED_ENV",
     "WORKER",
+    "JobOptions",
     "K",
     "render_pytorchjob",
     "replica_name",
@@ -100,7 +101,6 @@ KIND = "PyTorchJob"
 #: Replica types (keys of spec.pytorchReplicaSpecs).
 MASTER = "Master"
 WORKER = "Worker"
-REPLICA_TYPES = (MASTER, WORKER)
 #: The operator finds the training container by this name (PytorchJobDefaultContainerName).
 CONTAINER_NAME = "pytorch"
 #: The operator reads the port by this name (PytorchJobDefaultPortName) and its default number.
@@ -111,6 +111,49 @@ DEFAULT_NPROC = "auto"
 
 #: Container command that runs the pod entrypoint (``python -m elastic_idl.pod``).
 POD_ENTRYPOINT: tuple[str, ...] = ("python", "-m", "elastic_idl.pod")
+
+#: task message class -> its task_type_version.
+_SHAPES: dict[type, int] = {cls: version for version, cls in TASK_CLASSES.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobOptions:
+    """What :func:`render_pytorchjob` needs beyond the task: the job's name, image and what its pods run.
+
+    A plain record: the values are checked when the job is rendered (a RenderError names
+    the option), so ``JobOptions(**mapping)`` takes any mapping of these names.
+
+    Attributes:
+        name: Job name: a DNS-1035 label, short enough that ``<name>-worker-<N-1>``
+            (the operator's pod and Service names) has at most 63 characters.
+        image: The task's container image; a replica spec's image wins over it.
+        namespace: Kubernetes namespace (a DNS-1123 label).
+        entrypoint: What the pod entrypoint launches: a script path (or a module
+            with ``pod_args=["--module"]``) and its arguments, e.g.
+            ``["train.py", "--epochs", "3"]``. Required unless ``args`` is given.
+        pod_args: Flags of the pod entrypoint itself, before ``--`` (see
+            ``python -m elastic_idl.pod --help``), e.g. ``["--module"]``.
+        command: Container command; default ``["python", "-m", "elastic_idl.pod"]``.
+        args: Container args; default ``[*pod_args, "--", *entrypoint]``.
+        resources: Task-level Kubernetes resources ``{"requests": {...}, "limits": {...}}``,
+            used by every replica whose spec sets none.
+        labels: Labels of the job and of every pod template.
+        annotations: Annotations of the job and of every pod template.
+        env: Extra container env (names the operator or renderer sets are refused).
+    """
+
+    name: str
+    image: str
+    namespace: str = "default"
+    entrypoint: Sequence[str] | None = None
+    pod_args: Sequence[str] | None = None
+    command: Sequence[str] | None = None
+    args: Sequence[str] | None = None
+    resources: Mapping[str, Any] | None = None
+    labels: Mapping[str, str] | None = None
+    annotations: Mapping[str, str] | None = None
+    env: Mapping[str, str] | None = None
+
 
 #: Env names a caller may not set on the container: the operator or the renderer owns them.
 RESERVED_ENV = frozenset(
@@ -302,30 +345,98 @@ def _replica_resources(res: Resources) -> dict[str, dict[str, str]]:
 # --------------------------------------------------------------------------- render
 
 
-def _coerce_task(task: Any, task_type_version: Any) -> Any:
-    """The task as a ``_pb2`` message of the declared shape, or a typed error."""
-    cls = task_class(task_type_version)  # UnsupportedVersionError for anything but 0 / 1
+def _task_for_render(task: Any, task_type_version: int | None) -> Task:
+    """The task as one message of the declared shape, converted once; or a typed error.
+
+    A custom dict is decoded as ``task_type_version`` says (required then); a message of
+    either binding is converted once and, when a version is declared, must be of that shape.
+    """
+    if task_type_version is not None:
+        task_class(task_type_version)  # UnsupportedVersionError for anything but 0 / 1, before any other check
     if isinstance(task, Mapping):
+        if task_type_version is None:
+            raise RenderError(
+                "task_type_version",
+                "a TaskTemplate.custom dict needs the template's task_type_version (0 legacy, 1 kubeflow)",
+            )
         # The backend's input: TaskTemplate.custom; DecodeError names the field.
         return from_custom(task, task_type_version=task_type_version)
     try:
         pb = as_pb2(task)
     except TypeError as exc:
         raise RenderError("task", str(exc)) from None
-    if not isinstance(pb, cls):
-        shapes = {c: v for v, c in TASK_CLASSES.items()}
-        actual = shapes.get(type(pb))
+    actual = _SHAPES.get(type(pb))
+    if task_type_version is None:
+        if actual is None:
+            raise RenderError("task", f"expected a task message, got {pb.DESCRIPTOR.full_name}")
+        return cast(Task, pb)
+    if actual != task_type_version:
         what = f"a task_type_version {actual} task" if actual is not None else "a message"
         raise RenderError(
             "task_type_version",
-            f"declared {task_type_version} ({cls.DESCRIPTOR.full_name}) but got {what} "
-            f"({pb.DESCRIPTOR.full_name}); the backend would read it as the declared shape "
+            f"declared {task_type_version} ({TASK_CLASSES[task_type_version].DESCRIPTOR.full_name}) but got "
+            f"{what} ({pb.DESCRIPTOR.full_name}); the backend would read it as the declared shape "
             "and lose fields (flyteplugins#359)",
         )
-    return pb
+    return cast(Task, pb)
 
 
-def _nproc(e: elastic_pb2.ElasticConfig) -> str:
+def _replica_counts(t: TaskView) -> dict[str, int]:
+    """Pods per replica type: Workers only for an elastic task, else one Master and the Workers."""
+    workers = t.worker_count()
+    if workers <= 0:
+        # Upstream: "number of workers must be greater than 0"; the webhook agrees.
+        raise RenderError(t.worker.replicas_path, f"a non-elastic job needs at least 1 worker, got {workers}")
+    return {WORKER: workers} if t.elastic is not None else {MASTER: 1, WORKER: workers}
+
+
+class _Container(NamedTuple):
+    """The container every replica runs (a replica's own image and resources replace the task's)."""
+
+    image: str
+    command: list[str]
+    args: list[str]
+    env: list[dict[str, str]]
+    port: int
+    resources: dict[str, dict[str, str]]
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+def _command_and_args(options: JobOptions) -> tuple[list[str], list[str]]:
+    """Container command and args: the pod entrypoint with ``[*pod_args, "--", *entrypoint]`` unless given."""
+    cmd = _strings("command", options.command)
+    arg_list = _strings("args", options.args)
+    entry = _strings("entrypoint", options.entrypoint)
+    flags = _strings("pod_args", options.pod_args) or []
+    if "--" in flags:
+        raise RenderError("pod_args", "'--' separates the pod flags from the entrypoint; it cannot be a flag")
+    if arg_list is None:
+        if cmd is None and not entry:
+            raise RenderError("entrypoint", "what the pod runs is required (a script or module and its args)")
+        arg_list = [*flags, "--", *entry] if entry else flags
+    elif entry or flags:
+        raise RenderError("entrypoint" if entry else "pod_args", "give either entrypoint/pod_args or args, not both")
+    return (list(POD_ENTRYPOINT) if cmd is None else cmd), arg_list
+
+
+def _container(t: TaskView, custom: dict[str, Any], options: JobOptions) -> _Container:
+    """The checked options as one container, carrying the task (``custom``) in its env."""
+    _check_image("image", options.image)
+    command, args = _command_and_args(options)
+    labels = _labels("labels", options.labels, is_label=True)
+    annotations = _labels("annotations", options.annotations, is_label=False)
+    resources = _k8s_resources("resources", options.resources)
+    env = [
+        {K.NAME: TASK_ENV, K.VALUE: json.dumps(custom, sort_keys=True, separators=(",", ":"))},
+        {K.NAME: TASK_TYPE_VERSION_ENV, K.VALUE: str(t.task_type_version)},
+        *_user_env(options.env),
+    ]
+    port = int(t.elastic.rdzv_port) if t.elastic is not None and t.elastic.rdzv_port else DEFAULT_PORT
+    return _Container(options.image, command, args, env, port, resources, labels, annotations)
+
+
+def _nproc(e: Any) -> str:
     return NPROC_POLICY.text.get(e.nproc_policy) or str(e.nproc_per_node)
 
 
@@ -367,39 +478,31 @@ def _run_policy(t: TaskView) -> dict[str, Any]:
     return out
 
 
-def _replica_spec(
-    *,
-    replicas: int,
-    replica: Replica | None,
-    image: str,
-    command: list[str],
-    args: list[str],
-    env: list[dict[str, str]],
-    port: int,
-    resources: dict[str, dict[str, str]],
-    pod_metadata: dict[str, Any],
-) -> dict[str, Any]:
+def _replica_spec(c: _Container, replicas: int, replica: Replica | None) -> dict[str, Any]:
+    """One entry of ``spec.pytorchReplicaSpecs``: the container, with the replica's own settings."""
     own_image = replica.image if replica is not None else ""
     if own_image:
         _check_image(f"{replica.spec_path}.image" if replica is not None else "image", own_image)
+    resources = c.resources
     if replica is not None and replica.resources is not None:
         # Upstream: the replica's resources replace the task's for this replica.
         resources = _replica_resources(replica.resources)
     container: dict[str, Any] = {
         K.NAME: CONTAINER_NAME,
-        K.IMAGE: own_image or image,
-        K.COMMAND: list(command),
-        K.ARGS: list(args),
-        K.ENV: [dict(item) for item in env],
-        K.PORTS: [{K.CONTAINER_PORT: port, K.NAME: PORT_NAME}],
+        K.IMAGE: own_image or c.image,
+        K.COMMAND: list(c.command),
+        K.ARGS: list(c.args),
+        K.ENV: [dict(item) for item in c.env],
+        K.PORTS: [{K.CONTAINER_PORT: c.port, K.NAME: PORT_NAME}],
     }
     if not container[K.ARGS]:
         del container[K.ARGS]
     if resources:
         container[K.RESOURCES] = {kind: dict(block) for kind, block in resources.items()}
     template: dict[str, Any] = {}
-    if pod_metadata:
-        template[K.METADATA] = {k: dict(v) for k, v in pod_metadata.items()}
+    metadata = _metadata(c)
+    if metadata:
+        template[K.METADATA] = metadata
     template[K.SPEC] = {K.CONTAINERS: [container]}
     restart = replica.restart_policy if replica is not None else common_pb2.RESTART_POLICY_NEVER
     return {
@@ -409,21 +512,82 @@ def _replica_spec(
     }
 
 
+def _metadata(c: _Container) -> dict[str, Any]:
+    """Labels and annotations (each when there are any), as the job and every pod template carry them."""
+    out: dict[str, Any] = {}
+    if c.labels:
+        out[K.LABELS] = dict(c.labels)
+    if c.annotations:
+        out[K.ANNOTATIONS] = dict(c.annotations)
+    return out
+
+
+def _job_spec(t: TaskView, c: _Container, counts: Mapping[str, int]) -> dict[str, Any]:
+    """``spec``: the elastic policy (elastic task) or a Master, the Workers, the run policy."""
+    spec: dict[str, Any] = {}
+    replica_specs: dict[str, Any] = {}
+    if t.elastic is not None:
+        spec[K.ELASTIC_POLICY] = _elastic_policy(t)
+        spec[K.NPROC_PER_NODE] = _nproc(t.elastic)
+    else:
+        replica_specs[MASTER] = _replica_spec(c, counts[MASTER], t.master)
+    # The legacy shape has no per-replica settings (Replica with spec_path "").
+    replica_specs[WORKER] = _replica_spec(c, counts[WORKER], t.worker if t.worker.spec_path else None)
+    spec[K.REPLICA_SPECS] = replica_specs
+    spec[K.RUN_POLICY] = _run_policy(t)
+    return spec
+
+
+def _job(options: JobOptions, c: _Container, spec: dict[str, Any]) -> dict[str, Any]:
+    """The whole object: apiVersion, kind, metadata, spec."""
+    metadata: dict[str, Any] = {K.NAME: options.name, K.NAMESPACE: options.namespace, **_metadata(c)}
+    return {K.API_VERSION: API_VERSION, K.KIND: KIND, K.METADATA: metadata, K.SPEC: spec}
+
+
+def _options_of(options: Any, legacy: Mapping[str, Any]) -> JobOptions:
+    """The options, given as a JobOptions or (deprecated) as keywords; TypeError for anything else."""
+    if options is None:
+        if not legacy:
+            raise TypeError(
+                "render_pytorchjob() needs options: render_pytorchjob(task, JobOptions(name=..., image=...))"
+            )
+        return JobOptions(**legacy)
+    if legacy:
+        raise TypeError(f"render_pytorchjob(): give the options in JobOptions only, not also as {', '.join(legacy)}")
+    if not isinstance(options, JobOptions):
+        raise TypeError(
+            f"render_pytorchjob(): options must be a JobOptions, got {type(options).__name__} "
+            "(for a mapping: JobOptions(**mapping))"
+        )
+    return options
+
+
+@overload
+def render_pytorchjob(task: Any, options: JobOptions, *, task_type_version: int | None = None) -> dict[str, Any]: ...
+
+
+@overload
 def render_pytorchjob(
     task: Any,
+    options: None = None,
     *,
-    task_type_version: int,
+    task_type_version: int | None = None,
     name: str,
     image: str,
-    namespace: str = "default",
-    entrypoint: Sequence[str] | None = None,
-    pod_args: Sequence[str] | None = None,
-    command: Sequence[str] | None = None,
-    args: Sequence[str] | None = None,
-    resources: Mapping[str, Any] | None = None,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    env: Mapping[str, str] | None = None,
+    namespace: str = ...,
+    entrypoint: Sequence[str] | None = ...,
+    pod_args: Sequence[str] | None = ...,
+    command: Sequence[str] | None = ...,
+    args: Sequence[str] | None = ...,
+    resources: Mapping[str, Any] | None = ...,
+    labels: Mapping[str, str] | None = ...,
+    annotations: Mapping[str, str] | None = ...,
+    env: Mapping[str, str] | None = ...,
+) -> dict[str, Any]: ...
+
+
+def render_pytorchjob(
+    task: Any, options: JobOptions | None = None, *, task_type_version: int | None = None, **legacy: Any
 ) -> dict[str, Any]:
     """Render the Kubeflow ``PyTorchJob`` (kubeflow.org/v1) the backend creates for a task.
 
@@ -457,23 +621,10 @@ def render_pytorchjob(
     Args:
         task: The task: a message of either binding, or the ``TaskTemplate.custom``
             dict (what the backend reads; decoded as ``task_type_version`` says).
+        options: The job's name, image, entrypoint, ... (:class:`JobOptions`). Giving
+            them as keywords of this function instead is deprecated (DeprecationWarning).
         task_type_version: 0 (legacy shape) or 1 (kubeflow shape), as in the task template.
-        name: Job name: a DNS-1035 label, short enough that ``<name>-worker-<N-1>``
-            (the operator's pod and Service names) has at most 63 characters.
-        image: The task's container image; a replica spec's image wins over it.
-        namespace: Kubernetes namespace (a DNS-1123 label).
-        entrypoint: What the pod entrypoint launches: a script path (or a module
-            with ``pod_args=["--module"]``) and its arguments, e.g.
-            ``["train.py", "--epochs", "3"]``. Required unless ``args`` is given.
-        pod_args: Flags of the pod entrypoint itself, before ``--`` (see
-            ``python -m elastic_idl.pod --help``), e.g. ``["--module"]``.
-        command: Container command; default ``["python", "-m", "elastic_idl.pod"]``.
-        args: Container args; default ``[*pod_args, "--", *entrypoint]``.
-        resources: Task-level Kubernetes resources ``{"requests": {...}, "limits": {...}}``,
-            used by every replica whose spec sets none.
-        labels: Labels of the job and of every pod template.
-        annotations: Annotations of the job and of every pod template.
-        env: Extra container env (names the operator or renderer sets are refused).
+            Required for a custom dict; for a message, when given, the message must be of that shape.
 
     Returns:
         The PyTorchJob as a plain dict (JSON/YAML-ready).
@@ -481,87 +632,23 @@ def render_pytorchjob(
     Raises:
         UnsupportedVersionError: task_type_version is not 0 or 1.
         DecodeError: ``task`` is a custom dict that does not match the declared shape.
-        RenderError: The task's class does not match task_type_version, or an
-            option Kubernetes would reject (name, namespace, image, labels, ...);
-            ``field`` names it.
+        RenderError: The task's class does not match task_type_version (or a custom dict
+            comes without one), or an option Kubernetes would reject (name, namespace,
+            image, labels, ...); ``field`` names it.
         ValidationError: The task breaks a rule; lists every violation.
+        TypeError: ``options`` is not a JobOptions.
     """
-    task_class(task_type_version)  # UnsupportedVersionError for anything but 0 / 1, before any other check
-    pb = _coerce_task(task, task_type_version)
+    if options is None and legacy:
+        deprecated(
+            "render_pytorchjob(task, name=..., image=..., ...)",
+            "render_pytorchjob(task, JobOptions(name=..., image=..., ...), task_type_version=...)",
+        )
+    opts = _options_of(options, legacy)
+    pb = _task_for_render(task, task_type_version)
     validate(pb)
     t = view(pb)
-
-    workers = t.worker_count()
-    if workers <= 0:
-        # Upstream: "number of workers must be greater than 0"; the webhook agrees.
-        raise RenderError(t.worker.replicas_path, f"a non-elastic job needs at least 1 worker, got {workers}")
-    counts = {WORKER: workers} if t.elastic is not None else {MASTER: 1, WORKER: workers}
-    _check_name(name, counts)
-    _check_namespace(namespace)
-    _check_image("image", image)
-
-    cmd = _strings("command", command)
-    arg_list = _strings("args", args)
-    entry = _strings("entrypoint", entrypoint)
-    flags = _strings("pod_args", pod_args) or []
-    if "--" in flags:
-        raise RenderError("pod_args", "'--' separates the pod flags from the entrypoint; it cannot be a flag")
-    if arg_list is None:
-        if cmd is None and not entry:
-            raise RenderError("entrypoint", "what the pod runs is required (a script or module and its args)")
-        arg_list = [*flags, "--", *entry] if entry else flags
-    elif entry or flags:
-        raise RenderError("entrypoint" if entry else "pod_args", "give either entrypoint/pod_args or args, not both")
-    if cmd is None:
-        cmd = list(POD_ENTRYPOINT)
-
-    job_labels = _labels("labels", labels, is_label=True)
-    job_annotations = _labels("annotations", annotations, is_label=False)
-    task_resources = _k8s_resources("resources", resources)
-    container_env = [
-        {K.NAME: TASK_ENV, K.VALUE: json.dumps(to_custom(pb), sort_keys=True, separators=(",", ":"))},
-        {K.NAME: TASK_TYPE_VERSION_ENV, K.VALUE: str(task_type_version)},
-        *_user_env(env),
-    ]
-    pod_metadata: dict[str, Any] = {}
-    if job_labels:
-        pod_metadata[K.LABELS] = job_labels
-    if job_annotations:
-        pod_metadata[K.ANNOTATIONS] = job_annotations
-
-    port = DEFAULT_PORT
-    if t.elastic is not None and t.elastic.rdzv_port:
-        port = int(t.elastic.rdzv_port)
-
-    def replica(count: int, r: Replica | None) -> dict[str, Any]:
-        return _replica_spec(
-            replicas=count,
-            replica=r,
-            image=image,
-            command=cmd,
-            args=arg_list,
-            env=container_env,
-            port=port,
-            resources=task_resources,
-            pod_metadata=pod_metadata,
-        )
-
-    spec: dict[str, Any] = {}
-    replica_specs: dict[str, Any] = {}
-    # The legacy shape has no per-replica settings (Replica with spec_path "").
-    worker_replica = t.worker if t.worker.spec_path else None
-    if t.elastic is not None:
-        spec[K.ELASTIC_POLICY] = _elastic_policy(t)
-        spec[K.NPROC_PER_NODE] = _nproc(t.elastic)
-    else:
-        replica_specs[MASTER] = replica(1, t.master)
-    replica_specs[WORKER] = replica(workers, worker_replica)
-    spec[K.REPLICA_SPECS] = replica_specs
-    spec[K.RUN_POLICY] = _run_policy(t)
-
-    metadata: dict[str, Any] = {K.NAME: name, K.NAMESPACE: namespace}
-    if job_labels:
-        metadata[K.LABELS] = dict(job_labels)
-    if job_annotations:
-        metadata[K.ANNOTATIONS] = dict(job_annotations)
-    return {K.API_VERSION: API_VERSION, K.KIND: KIND, K.METADATA: metadata, K.SPEC: spec}
+    counts = _replica_counts(t)
+    _check_name(opts.name, counts)
+    _check_namespace(opts.namespace)
+    c = _container(t, to_custom(pb), opts)
+    return _job(opts, c, _job_spec(t, c, counts))

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
-from elastic_idl._errors import DecodeError, ValidationError, Violation
+from elastic_idl._errors import ValidationError, Violation
 from elastic_idl._sdk.arguments import (
     Problems,
     RunPolicy,
@@ -32,6 +32,7 @@ from elastic_idl._sdk.arguments import (
     task_of,
 )
 from elastic_idl._task import codec
+from elastic_idl._task.codec import CustomTemplate
 from elastic_idl._task.enums import (
     NPROC_POLICY,
     NUMA_BINDING,
@@ -41,7 +42,7 @@ from elastic_idl._task.enums import (
     CleanPodPolicy,
     RestartPolicy,
 )
-from elastic_idl._task.messages import ElasticConfig, KubeflowTask, Task
+from elastic_idl._task.messages import ElasticConfig, KubeflowTask
 from elastic_idl._task.messages import RunPolicy as RunPolicyMessage
 from elastic_idl._task.names import (
     DEFAULT_RDZV_BACKEND,
@@ -57,9 +58,7 @@ from elastic_idl._task.view import rdzv_configs, view
 __all__ = [
     "FLYTEKIT_RDZV_CONFIGS",
     "SDK_RULES",
-    "CustomTemplate",
     "Elastic",
-    "from_custom",
 ]
 
 #: flytekit's default ``rdzv_configs`` (15 minutes, for pods that start at different times).
@@ -93,20 +92,6 @@ class FrozenDict(dict[str, Any]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (dict(self),))
-
-
-class CustomTemplate(NamedTuple):
-    """What a Flyte SDK writes into the ``TaskTemplate`` for an elastic task.
-
-    Attributes:
-        custom: ``TaskTemplate.custom``; None for a single-node (``python-task``) task, like flytekit.
-        task_type: ``"pytorch"`` (a PyTorchJob) or ``"python-task"`` (one plain pod).
-        task_type_version: 1, the kubeflow task shape.
-    """
-
-    custom: dict[str, Any] | None
-    task_type: str
-    task_type_version: int
 
 
 def _enum_member(
@@ -593,36 +578,3 @@ class Elastic:
 
 def _rebuild(kwargs: dict[str, Any]) -> Elastic:
     return Elastic(**kwargs)
-
-
-def from_custom(
-    custom: Mapping[str, Any] | None,
-    *,
-    task_type: str = TASK_TYPE,
-    task_type_version: int = TASK_TYPE_VERSION,
-) -> Task:
-    """The task from a ``TaskTemplate``'s custom dict, task type and version, as flytekit or we emit it.
-
-    Decodes only (like :func:`elastic_idl.decode`); run :func:`elastic_idl.validate` or
-    :meth:`Elastic.from_task` on the result. Accepts camelCase and snake_case keys.
-
-    Raises:
-        DecodeError: The custom dict is not a task (names the field), or the template is a
-            ``python-task``: flytekit writes no custom for a single-node elastic task, so there
-            is nothing to decode (its settings live in the Python ``Elastic`` object).
-        UnsupportedVersionError: task_type_version is not 0 or 1.
-    """
-    if task_type == STANDALONE_TASK_TYPE:
-        raise DecodeError(
-            "task_type",
-            "a python-task template carries no elastic config (flytekit keeps a single-node Elastic "
-            "in the Python object); build the task with Elastic(...).to_task()",
-            format="custom",
-        )
-    if task_type != TASK_TYPE:
-        raise DecodeError(
-            "task_type", f"{task_type!r} is not an elastic PyTorch task type ({TASK_TYPE!r})", format="custom"
-        )
-    if custom is None:
-        raise DecodeError("", "a pytorch task template needs a custom dict, got None", format="custom")
-    return codec.from_custom(custom, task_type_version=task_type_version)

@@ -12,7 +12,7 @@ import json
 import re
 import warnings
 from collections.abc import Mapping
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, NamedTuple
 
 import yaml
 from google.protobuf import json_format, text_format
@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 
 from elastic_idl._errors import DecodeError, EncodeError, SkewError, SkewWarning, brief
 from elastic_idl._task.messages import TASK_CLASSES, Task, as_task, task_class, task_type_version_of
-from elastic_idl._task.names import INT32
+from elastic_idl._task.names import INT32, STANDALONE_TASK_TYPE, TASK_TYPE, TASK_TYPE_VERSION
 
 __all__ = [
     "EXTENSION_FIELD_MIN",
@@ -31,6 +31,7 @@ __all__ = [
     "MAX_NESTING",
     "MAX_TASK_BYTES",
     "MAX_YAML_ALIAS_NODES",
+    "CustomTemplate",
     "decode",
     "detect_format",
     "encode",
@@ -757,15 +758,64 @@ def decode(
     return _from_mapping(obj, task_type_version, format)
 
 
-def from_custom(custom: Mapping[str, Any], *, task_type_version: int = 1) -> Task:
-    """Build the task from a ``TaskTemplate.custom`` dict, as flytekit (or :func:`to_custom`) emits it.
+class CustomTemplate(NamedTuple):
+    """What a Flyte SDK writes into the ``TaskTemplate`` for an elastic task.
 
-    Accepts camelCase and snake_case keys, and integral floats for integers
-    (a protobuf Struct stores every number as a double).
+    Attributes:
+        custom: ``TaskTemplate.custom``; None for a single-node (``python-task``) task, like flytekit.
+        task_type: ``"pytorch"`` (a PyTorchJob) or ``"python-task"`` (one plain pod).
+        task_type_version: 1, the kubeflow task shape.
+    """
+
+    custom: dict[str, Any] | None
+    task_type: str
+    task_type_version: int
+
+
+def from_custom(
+    custom: Mapping[str, Any] | CustomTemplate | None,
+    task_type: str | None = None,
+    task_type_version: int | None = None,
+) -> Task:
+    """The task from a ``TaskTemplate``'s custom dict, task type and version, as flytekit or we emit it.
+
+    ``from_custom(custom)``, ``from_custom(custom, "pytorch", 1)``, ``from_custom(template)``
+    and ``from_custom(*template)`` (a :class:`CustomTemplate`, e.g. ``Elastic(...).to_custom()``)
+    all work. Decodes only (like :func:`decode`); run :func:`elastic_idl.validate` or
+    ``Elastic.from_task`` on the result. Accepts camelCase and snake_case keys, and
+    integral floats for integers (a protobuf Struct stores every number as a double).
+
+    Args:
+        custom: ``TaskTemplate.custom``, or a whole :class:`CustomTemplate` (then give nothing else).
+        task_type: The template's task type; None means ``"pytorch"``.
+        task_type_version: 0 (legacy shape) or 1 (kubeflow shape); None means 1.
 
     Raises:
-        DecodeError: A key is unknown or a value has the wrong type; names the field.
+        DecodeError: The custom dict is not a task (names the field), or the template is a
+            ``python-task``: flytekit writes no custom for a single-node elastic task, so there
+            is nothing to decode (its settings live in the Python ``Elastic`` object).
+        UnsupportedVersionError: task_type_version is not 0 or 1.
+        TypeError: A CustomTemplate was given together with a task type or version.
     """
+    if isinstance(custom, CustomTemplate):
+        if task_type is not None or task_type_version is not None:
+            raise TypeError("from_custom(): a CustomTemplate carries its task type and version; give it alone")
+        custom, task_type, task_type_version = custom
+    task_type = TASK_TYPE if task_type is None else task_type
+    task_type_version = TASK_TYPE_VERSION if task_type_version is None else task_type_version
+    if task_type == STANDALONE_TASK_TYPE:
+        raise DecodeError(
+            "task_type",
+            "a python-task template carries no elastic config (flytekit keeps a single-node Elastic "
+            "in the Python object); build the task with Elastic(...).to_task()",
+            format="custom",
+        )
+    if task_type != TASK_TYPE:
+        raise DecodeError(
+            "task_type", f"{task_type!r} is not an elastic PyTorch task type ({TASK_TYPE!r})", format="custom"
+        )
+    if custom is None:
+        raise DecodeError("", "a pytorch task template needs a custom dict, got None", format="custom")
     return _from_mapping(custom, task_type_version, "custom")
 
 
