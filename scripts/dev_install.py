@@ -4,8 +4,11 @@ The wheel merges three trees into one ``elastic_idl`` package: src/elastic_idl,
 gen/pb2/elastic_idl (the _pb2 modules) and gen/betterproto/elastic_idl (as
 ``elastic_idl.betterproto``). No editable-install backend can map two sources onto
 one package, so this builds that layout out of symlinks under build/devtree and
-puts it first on the venv's sys.path with a .pth file. Rerun after adding a
-top-level module or package to src/elastic_idl.
+puts it first on the venv's sys.path with a .pth file. Beside it goes a minimal
+``elastic_idl-<version>.dist-info`` with the entry points of pyproject.toml, so
+that importlib.metadata finds them as for an installed wheel (flytekit loads the
+``flytekit.plugins`` group on import). Rerun after adding a top-level module or
+package to src/elastic_idl, or after changing the entry points.
 
 Usage: python scripts/dev_install.py [--remove]
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import shutil
 import site
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +37,22 @@ def build_tree() -> Path:
     for entry in sorted((ROOT / "gen" / "pb2" / "elastic_idl").iterdir()):
         (pkg / entry.name).symlink_to(entry)
     (pkg / "betterproto").symlink_to(ROOT / "gen" / "betterproto" / "elastic_idl")
+    write_dist_info(TREE)
     return TREE
+
+
+def write_dist_info(tree: Path) -> Path:
+    """METADATA and entry_points.txt of pyproject.toml, as the wheel's dist-info holds them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    info = tree / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    groups = {"console_scripts": project.get("scripts", {}), **project.get("entry-points", {})}
+    lines = []
+    for group, entries in groups.items():
+        lines += [f"[{group}]", *(f"{name} = {target}" for name, target in entries.items()), ""]
+    (info / "entry_points.txt").write_text("\n".join(lines))
+    return info
 
 
 def main(argv: list[str]) -> int:
