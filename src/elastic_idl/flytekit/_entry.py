@@ -57,6 +57,13 @@ def _version_problem(version: str) -> str | None:
     return None
 
 
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a module blocked with sys.modules[name] = None, a broken parent
+        return False
+
+
 def _problem() -> str | None:
     """Why the plugin cannot work in this environment, or None."""
     flytekit = sys.modules.get("flytekit")
@@ -69,7 +76,7 @@ def _problem() -> str | None:
     found = _version_problem(version)
     if found:
         return found
-    missing = [m for m in _EXTRA_MODULES if importlib.util.find_spec(m) is None]
+    missing = [m for m in _EXTRA_MODULES if not _importable(m)]
     if missing:
         return f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing ({_INSTALL_HINT})"
     return None
