@@ -18,8 +18,9 @@ from __future__ import annotations
 import shutil
 import site
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = ROOT / "build" / "devtree"

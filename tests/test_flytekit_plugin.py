@@ -82,9 +82,7 @@ def _template(config: Any, fn: Callable[..., Any] = add_one, **task_kwargs: Any)
 
 
 def _run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, check=False
-    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, check=False)
 
 
 # --------------------------------------------------------------------------- the entry point
@@ -131,7 +129,10 @@ def test_elastic_and_its_subclasses_reach_our_plugin_and_kfpytorch_keeps_its_own
 @pytest.mark.parametrize(
     ("setup", "reason"),
     [
-        ("flytekit.__version__ = '1.15.3'", "supports flytekit 1.16.x and this is flytekit 1.15.3 (pip install 'elastic-idl[flytekit]')"),
+        (
+            "flytekit.__version__ = '1.15.3'",
+            "supports flytekit 1.16.x and this is flytekit 1.15.3 (pip install 'elastic-idl[flytekit]')",
+        ),
         ("sys.modules['kubernetes'] = None", "kubernetes is missing (pip install 'elastic-idl[flytekit]')"),
     ],
     ids=["wrong_flytekit", "missing_extra"],
@@ -192,7 +193,9 @@ def test_the_task_template_equals_kfpytorchs_once_extensions_are_removed(spec: d
 
 
 def test_our_extensions_reach_the_wire() -> None:
-    pb = _template(ei.Elastic(nnodes="2:4", start_method="spawn", monitor_interval=1, rdzv_configs={"join_timeout": 60}))
+    pb = _template(
+        ei.Elastic(nnodes="2:4", start_method="spawn", monitor_interval=1, rdzv_configs={"join_timeout": 60})
+    )
     elastic = json_format.MessageToDict(pb.custom)["elasticConfig"]
     assert elastic["startMethod"] == "START_METHOD_SPAWN"
     assert elastic["monitorInterval"] == "1s"
@@ -302,7 +305,9 @@ def test_an_extra_thread_means_the_cold_path_said_once_and_no_warning(caplog: py
         stop.set()
         other.join()
     own = [r.getMessage() for r in caplog.records if r.name == "elastic_idl" and "cold fork server" in r.getMessage()]
-    assert own == ["elastic-idl flytekit: workers start from a cold fork server: other threads run in this process: user-thread"]
+    assert own == [
+        "elastic-idl flytekit: workers start from a cold fork server: other threads run in this process: user-thread"
+    ]
     assert [r for r in caplog.records if r.levelno >= logging.WARNING and r.name == "elastic_idl"] == []
 
 

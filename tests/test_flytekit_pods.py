@@ -41,14 +41,14 @@ with warnings.catch_warnings():
     from flytekit.configuration import FastSerializationSettings, Image, ImageConfig, SerializationSettings
     from flytekit.tools.translator import get_serializable
 
+from elastic_idl import pod_env
 from elastic_idl.flytekit import render_pytorchjob_from_template
 from elastic_idl.flytekit._runtime import RDZV_ENDPOINT_OVERRIDE_ENV
 from elastic_idl.flytekit._template import TRAINING_CONTAINER
-from elastic_idl import pod_env
 
 MODULE = "fk_pods_wf"
 #: The user's workflow module. Each rank writes what it saw into $FK_PODS_WORK (when set).
-WORKFLOW = '''
+WORKFLOW = """
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -91,7 +91,7 @@ def train(x: int, fail: str) -> int:
 @workflow
 def wf(x: int, fail: str = "never") -> int:
     return train(x=x, fail=fail)
-'''
+"""
 EXECUTION_ID = "fk-pods-exec-1"
 POD_TIMEOUT_S = 120
 IMAGE = Image(name="default", fqn="ghcr.io/acme/train", tag="1")
@@ -241,9 +241,7 @@ def _files(path: Path) -> list[str]:
     return sorted(p.name for p in path.rglob("*") if p.is_file()) if path.exists() else []
 
 
-def test_the_pods_run_the_template_flytekit_wrote_and_rank_0_returns_the_local_value(
-    code: Path, pods: Pods
-) -> None:
+def test_the_pods_run_the_template_flytekit_wrote_and_rank_0_returns_the_local_value(code: Path, pods: Pods) -> None:
     job = render_pytorchjob_from_template(_template(code).SerializeToString(), name="fk-pods")
     pods.start(job, x=41, fail="never", pythonpath=[str(code)])
     assert pods.wait() == [0, 0], pods.log(0)[-3000:] + pods.log(1)[-3000:]
@@ -253,9 +251,7 @@ def test_the_pods_run_the_template_flytekit_wrote_and_rank_0_returns_the_local_v
     assert pods.ranks() == {"rank0": f"2 0 {EXECUTION_ID}", "rank1": f"2 0 {EXECUTION_ID}"}
 
 
-def test_fast_execute_pods_restart_a_failed_worker_and_succeed(
-    code: Path, pods: Pods, tmp_path: Path
-) -> None:
+def test_fast_execute_pods_restart_a_failed_worker_and_succeed(code: Path, pods: Pods, tmp_path: Path) -> None:
     tarball = tmp_path / "code.tar.gz"
     with tarfile.open(tarball, "w:gz") as tar:
         tar.add(code / f"{MODULE}.py", arcname=f"{MODULE}.py")

@@ -82,9 +82,12 @@ def _failure_error(err: Any, marker_dir: str) -> Exception:
     recoverable = isinstance(err, ei.RendezvousIncompleteError) or (
         root is not None and recoverable_marker(marker_dir, root.attempt, root.rank).exists()
     )
+    error: Exception
     if recoverable:
-        return FlyteRecoverableException(str(err), timestamp=when)
-    return FlyteUserRuntimeException(err, timestamp=when)
+        error = FlyteRecoverableException(str(err), timestamp=when)
+    else:
+        error = FlyteUserRuntimeException(err, timestamp=when)
+    return error
 
 
 def _interrupted(err: Any) -> BaseException:
@@ -133,14 +136,18 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
                 _say_once(why_cold)
         try:
             with _runtime.quiet_cold_start_warning():
-                values = ei.launch(config.to_task(), entry, return_all=True, env=env, run_id=run_id, rdzv_endpoint=endpoint)
+                values = ei.launch(
+                    config.to_task(), entry, return_all=True, env=env, run_id=run_id, rdzv_endpoint=endpoint
+                )
         except ei.LaunchInterruptedError as err:
             raise _interrupted(err) from None
         except ei.LaunchFailedError as err:
             raise _failure_error(err, marker_dir) from None
         except ImportError as err:
             if err.name == "torch" or "torch" in str(err):
-                raise ImportError("running an elastic_idl.Elastic task needs torch: pip install 'elastic-idl[torch]'") from err
+                raise ImportError(
+                    "running an elastic_idl.Elastic task needs torch: pip install 'elastic-idl[torch]'"
+                ) from err
             raise
     if 0 not in values:
         _log.info("elastic-idl: this pod ran global ranks %s, not 0: no outputs (IgnoreOutputs)", sorted(values))

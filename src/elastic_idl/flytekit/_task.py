@@ -51,7 +51,8 @@ class ElasticFunctionTask(PythonFunctionTask):  # type: ignore[misc]
         )
         self._elastic_custom: dict[str, Any] | None = custom
         if task_config.increase_shared_mem and not self.shared_memory:
-            self.pod_template = with_shared_memory(self.pod_template)
+            # flytekit's attribute (set by PythonAutoContainerTask); the user's object is copied, not changed.
+            self.pod_template = with_shared_memory(self.pod_template)  # type: ignore[has-type]
 
     def get_custom(self, settings: Any) -> dict[str, Any] | None:
         """``TaskTemplate.custom``: the config's custom dict; None (flytekit's) for a ``python-task``."""

@@ -139,7 +139,9 @@ def _as_template(template: Any) -> Any:
         template = template.to_flyte_idl()  # flytekit's TaskTemplate model
     descriptor = getattr(template, "DESCRIPTOR", None)
     if getattr(descriptor, "full_name", None) != _TEMPLATE_NAME:
-        raise ei.RenderError("template", f"expected a {_TEMPLATE_NAME} (message or bytes), got {type(template).__name__}")
+        raise ei.RenderError(
+            "template", f"expected a {_TEMPLATE_NAME} (message or bytes), got {type(template).__name__}"
+        )
     return template
 
 
@@ -214,7 +216,8 @@ def _from_pod(tmpl: Any) -> _Source:
     primaries = [c for c in containers if isinstance(c, Mapping) and c.get("name") == primary_name]
     if len(primaries) != 1:
         raise ei.RenderError(
-            "k8s_pod.pod_spec.containers", f"expected one primary container named {primary_name!r}, found {len(primaries)}"
+            "k8s_pod.pod_spec.containers",
+            f"expected one primary container named {primary_name!r}, found {len(primaries)}",
         )
     primary = primaries[0]
     field = f"k8s_pod.pod_spec.containers[{primary_name}]"
