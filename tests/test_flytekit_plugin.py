@@ -130,18 +130,22 @@ def test_elastic_and_its_subclasses_reach_our_plugin_and_kfpytorch_keeps_its_own
     ("setup", "reason"),
     [
         (
-            "flytekit.__version__ = '1.15.3'",
+            "import flytekit; flytekit.__version__ = '1.15.3'",
             "supports flytekit 1.16.x and this is flytekit 1.15.3 (pip install 'elastic-idl[flytekit]')",
         ),
         ("sys.modules['kubernetes'] = None", "kubernetes is missing (pip install 'elastic-idl[flytekit]')"),
+        (
+            "sys.modules['elastic_idl.flytekit._task'] = None",
+            "importing it failed: ModuleNotFoundError: import of elastic_idl.flytekit._task halted; None in sys.modules",
+        ),
     ],
-    ids=["wrong_flytekit", "missing_extra"],
+    ids=["wrong_flytekit", "missing_extra", "broken_plugin"],
 )
 def test_a_plugin_that_cannot_work_refuses_the_task_at_definition(setup: str, reason: str) -> None:
     code = f"""
 import sys
-import flytekit
 {setup}
+import flytekit  # never broken by us
 from flytekit import task
 import elastic_idl as ei
 

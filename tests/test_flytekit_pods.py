@@ -50,6 +50,7 @@ MODULE = "fk_pods_wf"
 #: The user's workflow module. Each rank writes what it saw into $FK_PODS_WORK (when set).
 WORKFLOW = """
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -79,10 +80,13 @@ def train(x: int, fail: str) -> int:
     # waiting torch's 30 minutes for a peer that will never come.
     dist.init_process_group("gloo", timeout=timedelta(seconds=15))
     world = dist.get_world_size()
+    work = os.environ.get("FK_PODS_WORK")
+    if fail == "hang":  # until the pod is stopped
+        Path(work, f"started{rank}").write_text("")
+        time.sleep(120)
     value = torch.tensor([float(x + 1)])
     dist.all_reduce(value)
     dist.destroy_process_group()
-    work = os.environ.get("FK_PODS_WORK")
     if work:
         Path(work, f"rank{rank}").write_text(f"{world} {restart} {os.environ['TORCHELASTIC_RUN_ID']}")
     return int(value.item()) // world
@@ -284,3 +288,45 @@ def test_a_permanent_failure_writes_flytekits_error_document_with_the_root_cause
     assert root.origin == execution_pb2.ExecutionError.USER
     (other,) = [e for e in errors if e is not root]
     assert (root.timestamp.seconds, root.timestamp.nanos) <= (other.timestamp.seconds, other.timestamp.nanos)
+
+
+def test_sigterm_stops_the_workers_and_the_pod_writes_nothing(code: Path, pods: Pods) -> None:
+    job = render_pytorchjob_from_template(_template(code), name="fk-pods")
+    pods.start(job, x=1, fail="hang", pythonpath=[str(code)])
+    work = pods.root / "work"
+    deadline = time.monotonic() + POD_TIMEOUT_S
+    while len(list(work.glob("started*"))) < 2:
+        assert time.monotonic() < deadline, pods.log(0)[-3000:] + pods.log(1)[-3000:]
+        assert all(p.poll() is None for p in pods.procs), pods.log(0)[-3000:] + pods.log(1)[-3000:]
+        time.sleep(0.2)
+    pod = pods.procs[0]
+    workers = _descendants(pod.pid)
+    assert workers  # the launcher's workers (and its fork server) run under pyflyte-execute
+    pod.send_signal(signal.SIGTERM)  # what the kubelet sends first
+    assert pod.wait(60) == 128 + signal.SIGTERM, pods.log(0)[-3000:]
+    assert _files(pods.output(0)) == []  # neither outputs nor an error document
+    assert [pid for pid in workers if _alive(pid)] == []
+    assert "launch interrupted by SIGTERM" in pods.log(0)
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")

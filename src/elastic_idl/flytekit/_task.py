@@ -42,6 +42,10 @@ class ElasticFunctionTask(PythonFunctionTask):  # type: ignore[misc]
         if not isinstance(task_config, ei.Elastic):
             raise TypeError(f"task_config: expected elastic_idl.Elastic, got {type(task_config).__name__}")
         custom, task_type, version = task_config.to_custom()
+        # Before super().__init__, which sets pod_template (the property below).
+        self._shm_wanted = bool(task_config.increase_shared_mem)
+        self._user_pod_template: Any = None
+        self._shm_pod_template: Any = None
         super().__init__(
             task_config=task_config,
             task_function=task_function,
@@ -50,9 +54,25 @@ class ElasticFunctionTask(PythonFunctionTask):  # type: ignore[misc]
             **kwargs,
         )
         self._elastic_custom: dict[str, Any] | None = custom
-        if task_config.increase_shared_mem and not self.shared_memory:
-            # flytekit's attribute (set by PythonAutoContainerTask); the user's object is copied, not changed.
-            self.pod_template = with_shared_memory(self.pod_template)  # type: ignore[has-type]
+
+    @property
+    def pod_template(self) -> Any:
+        """The pod template flytekit serializes: the user's, with a memory-backed ``/dev/shm`` for ``increase_shared_mem``.
+
+        Built from a copy on first read (the user's ``PodTemplate`` is never changed), so
+        that ``kubernetes`` is imported only when a task is serialized, not by a local run.
+        flytekit's own ``@task(shared_memory=...)`` replaces it.
+        """
+        if not self._shm_wanted or getattr(self, "shared_memory", None):
+            return self._user_pod_template
+        if self._shm_pod_template is None:
+            self._shm_pod_template = with_shared_memory(self._user_pod_template)
+        return self._shm_pod_template
+
+    @pod_template.setter
+    def pod_template(self, value: Any) -> None:
+        self._user_pod_template = value
+        self._shm_pod_template = None
 
     def get_custom(self, settings: Any) -> dict[str, Any] | None:
         """``TaskTemplate.custom``: the config's custom dict; None (flytekit's) for a ``python-task``."""
