@@ -305,7 +305,12 @@ def test_sigterm_stops_the_workers_and_the_pod_writes_nothing(code: Path, pods: 
     pod.send_signal(signal.SIGTERM)  # what the kubelet sends first
     assert pod.wait(60) == 128 + signal.SIGTERM, pods.log(0)[-3000:]
     assert _files(pods.output(0)) == []  # neither outputs nor an error document
-    assert [pid for pid in workers if _alive(pid)] == []
+    # Workers and the fork server die with the launcher (stopped, or by their parent-death signal);
+    # CPython's resource tracker exits when it reads the end of its pipe: give them a moment.
+    grace = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers) and time.monotonic() < grace:
+        time.sleep(0.1)
+    assert {pid: _cmdline(pid) for pid in workers if _alive(pid)} == {}
     assert "launch interrupted by SIGTERM" in pods.log(0)
 
 
@@ -322,6 +327,12 @@ def _descendants(pid: int) -> list[int]:
         out.append(p)
         todo.extend(children.get(p, []))
     return out
+
+
+def _cmdline(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    return ""
 
 
 def _alive(pid: int) -> bool:
