@@ -25,7 +25,7 @@ DEV_STAMP := $(VENV)/.stamp-dev-$(call hash,requirements/dev.txt)
 GEN_STAMP := $(GEN_VENV)/.stamp-gen-$(call hash,requirements/gen.txt)
 
 .PHONY: test checks venv venv-dev venv-gen devtree gen check-gen lint fmt typecheck buf-lint buf-breaking \
-	pytest baseline bench demo clean
+	pytest go-toolchain go-check baseline bench demo clean
 
 # ---------------------------------------------------------------- setup
 
@@ -64,18 +64,31 @@ $(VENV)/bin/elastic-idl: | venv-dev
 		'sys.exit(main())' > $@
 	chmod +x $@
 
+# ---------------------------------------------------------------- Go toolchain
+
+# The Go module (go/) builds offline against Debian's Go packages
+# (scripts/go_toolchain.sh): no module proxy, go.mod kept by hand.
+GO_ENV := GOPROXY=off GOFLAGS=-mod=mod
+# Files the generators write (scripts/gen.sh); committed, never edited by hand.
+GENERATED := gen go/gen go/elasticidl/tables_gen.go
+
+# Installs the Go toolchain with apt-get when it is missing and this runs as
+# root; otherwise one line says the Go checks did not run (an error under CI=true).
+go-toolchain:
+	@scripts/go_toolchain.sh ensure
+
 # ---------------------------------------------------------------- generation
 
-gen: venv-gen
+gen: venv-gen devtree
 	scripts/gen.sh $(GEN_VENV) >/dev/null
 
-# gen/ must be exactly what the pinned generators make from protos/.
+# gen/, go/gen/ and the Go tables must be exactly what the pinned generators make.
 check-gen: gen
-	@if [ -n "$$(git status --porcelain -- gen)" ]; then \
-		echo "gen/ is stale or edited by hand: run 'make gen' and commit it"; \
-		git status --porcelain -- gen; git --no-pager diff --stat -- gen; exit 1; \
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+		echo "generated code is stale or edited by hand: run 'make gen' and commit it"; \
+		git status --porcelain -- $(GENERATED); git --no-pager diff --stat -- $(GENERATED); exit 1; \
 	fi
-	@echo "gen/ is up to date"
+	@echo "gen/, go/gen/ and go/elasticidl/tables_gen.go are up to date"
 
 # ---------------------------------------------------------------- checks
 
@@ -87,6 +100,7 @@ fmt: venv-dev venv-gen
 	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
 	$(VENV)/bin/ruff format $(LINT_PATHS)
 	$(BUF) format -w
+	if command -v gofmt >/dev/null; then gofmt -w go; fi
 
 typecheck: devtree
 	$(VENV)/bin/mypy src/elastic_idl
@@ -101,13 +115,25 @@ buf-breaking: venv-gen
 pytest: devtree venv-gen
 	$(PY) -m pytest
 
+# gofmt, go vet and go test of the Go module (tests/test_go.py runs the contract
+# suite against its conformance command). Skipped when ELASTIC_IDL_GO=skip (set
+# by `make test` after go-toolchain said so); CI=true never skips.
+go-check:
+	@if [[ "$${ELASTIC_IDL_GO:-}" == skip && "$${CI:-}" != true ]]; then exit 0; fi; \
+	scripts/go_toolchain.sh present || { echo "go-check: the Go toolchain is missing (make go-toolchain)"; exit 1; }; \
+	unformatted=$$(gofmt -l go); \
+	if [[ -n "$$unformatted" ]]; then echo "gofmt -l go: not formatted:"; echo "$$unformatted"; exit 1; fi; \
+	echo "gofmt -l go: clean"; \
+	cd go; set -x; $(GO_ENV) go vet ./...; $(GO_ENV) go test -p 1 ./...
+
 # Setup stops at the first error; the checks all run (-k) so that one report
 # shows every failing gate.
 test: venv devtree
-	@$(MAKE) --no-print-directory -k checks
+	@go=run; scripts/go_toolchain.sh ensure || { rc=$$?; [[ $$rc == 3 ]] || exit $$rc; go=skip; }; \
+	$(MAKE) --no-print-directory -k checks ELASTIC_IDL_GO=$$go
 	@echo "make test: all checks passed"
 
-checks: lint typecheck buf-lint buf-breaking check-gen pytest
+checks: lint typecheck buf-lint buf-breaking check-gen go-check pytest
 
 # ---------------------------------------------------------------- other
 
@@ -121,6 +147,8 @@ bench: devtree
 	$(PY) bench/bench_import.py
 	$(PY) bench/bench_launch.py --rounds 5
 	$(PY) bench/stress_restart.py --runs 10
+	if scripts/go_toolchain.sh present; then $(PY) bench/bench_go.py --rounds 3; \
+	else echo "bench_go.py did not run: no Go toolchain (make go-toolchain)"; fi
 
 demo: venv devtree
 	@if [ -x scripts/demo.sh ]; then scripts/demo.sh $(ARGS); \

@@ -42,7 +42,7 @@ if {bare}:  # hide every elastic_idl package; gen/pb2/elastic_idl is then a name
 t0 = time.perf_counter()
 import {module}
 print(time.perf_counter() - t0)
-assert not ({bare} and "elastic_idl._codec" in sys.modules)
+assert not ({bare} and "elastic_idl._task.codec" in sys.modules)
 """
 
 

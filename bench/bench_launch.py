@@ -50,8 +50,8 @@ dist.destroy_process_group()
 
 LAUNCHER = """\
 import sys
-from elastic_idl._launcher import launch
-from elastic_idl._messages import LegacyTask
+from elastic_idl._launch.launcher import launch
+from elastic_idl._task.messages import LegacyTask
 
 if __name__ == "__main__":  # spawned workers import this file again
     task = LegacyTask()

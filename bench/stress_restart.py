@@ -8,7 +8,7 @@ succeeds when both nodes finish in a world of 2 (a re-rendezvous with a late joi
 
 Arms (same launcher, same start method; only the rendezvous store differs):
 - stock: torch 2.13's default, one TCPStore shared by the agent and the workers of
-  every round (``elastic_idl._torch.FRESH_STORE_PER_ROUND = False``, torch's
+  every round (``elastic_idl._launch.agent.FRESH_STORE_PER_ROUND = False``, torch's
   ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE`` unset);
 - fixed: elastic-idl's default, a fresh agent-owned store per round.
 
@@ -68,9 +68,9 @@ LAUNCHER = """\
 import sys
 sys.path.insert(0, sys.argv[1])
 import stress_worker
-import elastic_idl._torch as _torch
-from elastic_idl._launcher import launch
-from elastic_idl._messages import LegacyTask
+import elastic_idl._launch.agent as _torch
+from elastic_idl._launch.launcher import launch
+from elastic_idl._task.messages import LegacyTask
 from google.protobuf.duration_pb2 import Duration
 
 if __name__ == "__main__":

@@ -4,11 +4,13 @@ The wheel merges three trees into one ``elastic_idl`` package: src/elastic_idl,
 gen/pb2/elastic_idl (the _pb2 modules) and gen/betterproto/elastic_idl (as
 ``elastic_idl.betterproto``). No editable-install backend can map two sources onto
 one package, so this builds that layout out of symlinks under build/devtree and
-puts it first on the venv's sys.path with a .pth file. Beside it goes a minimal
+puts it first on the venv's sys.path with a .pth file. A sub-package of
+src/elastic_idl (``_task``, ``_sdk``, ``_backend``, ``_launch``) is linked whole, so a
+module added inside one shows up at once. Beside the tree goes a minimal
 ``elastic_idl-<version>.dist-info`` with the entry points of pyproject.toml, so
 that importlib.metadata finds them as for an installed wheel (flytekit loads the
 ``flytekit.plugins`` group on import). Rerun after adding a top-level module or
-package to src/elastic_idl, or after changing the entry points.
+sub-package to src/elastic_idl, or after changing the entry points.
 
 Usage: python scripts/dev_install.py [--remove]
 """
@@ -33,6 +35,7 @@ def build_tree() -> Path:
         shutil.rmtree(TREE)
     pkg.mkdir(parents=True)
     for entry in sorted((ROOT / "src" / "elastic_idl").iterdir()):
+        # a module, or a sub-package linked as one directory (it holds no generated code)
         if entry.name != "__pycache__":
             (pkg / entry.name).symlink_to(entry)
     for entry in sorted((ROOT / "gen" / "pb2" / "elastic_idl").iterdir()):

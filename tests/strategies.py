@@ -28,14 +28,14 @@ from typing import Any
 from google.protobuf.duration_pb2 import Duration
 from hypothesis import strategies as st
 
-from elastic_idl._messages import ElasticConfig, KubeflowTask, LegacyTask, Resources
-from elastic_idl._torchrun import FLAGS, TorchrunEntrypoint, to_torchrun
-from elastic_idl._validate import TYPED_RDZV_KEYS
+from elastic_idl._sdk.torchrun import FLAGS, TorchrunEntrypoint, to_torchrun
+from elastic_idl._task.messages import ElasticConfig, KubeflowTask, LegacyTask, Resources
+from elastic_idl._task.names import RDZV_TIMEOUTS
 
 INT32_MAX = 2**31 - 1
 BACKENDS = ("", "c10d", "etcd", "etcd-v2", "static")
 SIGNAL_NAMES = tuple(sorted(s.name for s in signal.Signals))
-TIMEOUT_FIELDS = tuple(TYPED_RDZV_KEYS.values())
+TIMEOUT_FIELDS = RDZV_TIMEOUTS
 RESOURCE_NAMES = (Resources.CPU, Resources.GPU, Resources.MEMORY, Resources.STORAGE, Resources.EPHEMERAL_STORAGE)
 
 # ---------------------------------------------------------------- small pieces
@@ -74,7 +74,7 @@ def option_keys(*, torchrun: bool = False) -> st.SearchStrategy[str]:
         st.sampled_from(["is_host", "heartbeat_timeout", "keep_alive_interval", "store_type", "timeout"]),
         st.text(_OPTION_KEY_CHARS, min_size=1, max_size=8),
     )
-    return keys.filter(lambda k: k not in TYPED_RDZV_KEYS and (not torchrun or k != "rank"))
+    return keys.filter(lambda k: k not in RDZV_TIMEOUTS and (not torchrun or k != "rank"))
 
 
 def option_values(*, torchrun: bool = False) -> st.SearchStrategy[str]:
@@ -171,14 +171,23 @@ def elastic_configs(draw: st.DrawFn, *, upstream_only: bool = False, torchrun: b
 # ---------------------------------------------------------------- replicas, run policy, tasks
 
 
+#: Valid quantities ("resources.quantity"): every request value is <= every limit value.
+REQUEST_QUANTITIES, LIMIT_QUANTITIES = ("1", "500m", "2"), ("2", "4Gi", "10G", "2.5e3")
+
+
 @st.composite
 def resources(draw: st.DrawFn, *, unique: bool = False) -> Resources:
-    """Valid Resources: known names, non-empty quantities; ``unique`` names each resource once per list."""
+    """Valid Resources: known names, valid quantities; ``unique`` names each resource once per list.
+
+    A GPU is a whole number, the same in requests and limits (it cannot be overcommitted).
+    """
     r = Resources()
-    for kind in ("requests", "limits"):
+    gpus = draw(st.sampled_from(["1", "2", "8"]))
+    for kind, values in (("requests", REQUEST_QUANTITIES), ("limits", LIMIT_QUANTITIES)):
         names = draw(st.lists(st.sampled_from(RESOURCE_NAMES), max_size=3, unique=unique))
         for name in names:
-            getattr(r, kind).add(name=name, value=draw(st.sampled_from(["1", "500m", "4Gi", "2", "10G"])))
+            value = gpus if name == Resources.GPU else draw(st.sampled_from(values))
+            getattr(r, kind).add(name=name, value=value)
     return r
 
 
@@ -235,13 +244,13 @@ def valid_tasks(
             t.elastic_config.CopyFrom(e)
             t.workers = draw(st.sampled_from([0, e.max_replicas]))
         else:
-            t.workers = draw(st.integers(0, 16))
+            t.workers = draw(st.integers(1, 16))  # a non-elastic task needs a worker (replicas.workers_required)
         return t
     k = KubeflowTask()
     if e is not None:
         k.elastic_config.CopyFrom(e)
     if draw(st.integers(0, 5)) or e is None:
-        replicas = draw(st.sampled_from([0, e.max_replicas])) if e is not None else draw(st.integers(0, 16))
+        replicas = draw(st.sampled_from([0, e.max_replicas])) if e is not None else draw(st.integers(1, 16))
         _replica_spec(draw, k.worker_replicas, replicas, unique_resources=elastic_expressible)
         k.worker_replicas.SetInParent()
     if draw(st.integers(0, 4)) == 0:

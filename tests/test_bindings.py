@@ -39,7 +39,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elastic_idl._messages import as_pb2
+from elastic_idl._task.messages import as_pb2
 from elastic_idl.core.v1 import resources_pb2
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 from elastic_idl.plugins.kubeflow.v1 import pytorch_pb2 as kubeflow_pb2

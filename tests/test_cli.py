@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -24,7 +28,7 @@ def cli(*args: str, stdin: bytes | None = None, timeout: float = 120) -> subproc
 
 def test_help_for_every_command() -> None:
     out = cli("--help")
-    assert out.returncode == 0 and b"130 interrupted" in out.stdout
+    assert out.returncode == 0 and b"128+N stopped by signal N (130 SIGINT, 143 SIGTERM)" in out.stdout
     for command in ("validate", "convert", "launch-config", "render", "env", "run"):
         sub = cli(command, "--help")
         assert sub.returncode == 0, command
@@ -148,5 +152,418 @@ def test_torchrun_drop_in(tmp_path: Path) -> None:
     out = cli("torchrun", "--nproc_per_node=2", "--max-restarts", "0", str(script), "x")
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     assert "rank 0 of 2 sum 3 args ['x']" in out.stdout.decode()
-    bad = cli("torchrun", "--log-dir", str(tmp_path), str(script))
-    assert bad.returncode == 1 and b"--log-dir" in bad.stderr
+    bad = cli("torchrun", "--logs-specs", "custom", str(script))
+    assert bad.returncode == 1 and b"--logs-specs" in bad.stderr
+
+
+# --------------------------------------------------------------------------- hostile and malformed input (issue #9)
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """The CLI in-process (same entry point as the console script); (exit code, stdout, stderr)."""
+    from elastic_idl.cli import main
+
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _alias_bomb(levels: int = 7) -> str:
+    anchors = ["&a0 [" + ", ".join(["lol"] * 9) + "]"]
+    anchors += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels + 1)]
+    return "elastic_config:\n  min_replicas: [" + ", ".join(anchors) + "]\n"
+
+
+def _one_line_error(out: subprocess.CompletedProcess[bytes] | tuple[int, str, str], expected: str) -> str:
+    if isinstance(out, tuple):
+        code, _, err = out
+    else:
+        code, err = out.returncode, out.stderr.decode()
+    assert code == 1, err[-2000:]
+    assert "Traceback" not in err and err.count("\n") == 1 and len(err) < 700, err[-2000:]
+    assert err.startswith("elastic-idl: error: ") and expected in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("bomb.yaml", _alias_bomb(), "aliases expand to more than 1000 nodes (yaml, line 2, column"),
+        (
+            "deep.json",
+            '{"elasticConfig": ' + "[" * 100_000 + "]" * 100_000 + "}",
+            "nested deeper than 100 levels (json",
+        ),
+        (
+            "deep.yaml",
+            "a:\n" + "".join(" " * i + "b:\n" for i in range(1, 1000)),
+            "nested deeper than 100 levels (yaml",
+        ),
+    ],
+    ids=["alias-bomb", "deep-json", "deep-yaml"],
+)
+def test_hostile_files_are_one_line_and_exit_1(tmp_path: Path, name: str, content: str, expected: str) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    _one_line_error(cli("validate", str(path), timeout=60), expected)
+
+
+def test_unbounded_sources_are_capped(tmp_path: Path) -> None:
+    _one_line_error(cli("validate", "/dev/zero", timeout=60), "larger than 1,048,576 bytes")
+    _one_line_error(cli("validate", "-", stdin=b" " * (2 << 20), timeout=60), "larger than 1,048,576 bytes")
+    out = cli("pod", "--task-file", "/dev/zero", "--", "train.py", timeout=60)
+    assert out.returncode == 1 and out.stderr.count(b"\n") == 1 and b"larger than 1,048,576 bytes" in out.stderr
+    template = tmp_path / "template.yaml"
+    template.write_text("custom:\n  " + _alias_bomb().replace("\n  ", "\n    "))
+    out = cli("pod", "--task-template", str(template), "--", "train.py", timeout=60)
+    assert out.returncode == 1 and b"aliases expand" in out.stderr and b"Traceback" not in out.stderr
+
+
+def test_pod_env_task_is_capped(capsys: pytest.CaptureFixture[str]) -> None:
+    from elastic_idl.pod import pod_main
+
+    env = {"ELASTIC_IDL_TASK": '{"elasticConfig": {}}' + " " * (1 << 20)}
+    assert pod_main(["--", "train.py"], environ=env) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ELASTIC_IDL_TASK" not in err and "larger than 1,048,576 bytes" in err
+
+
+# (file name, content, the error: the real parser's, with its position)
+REAL_ERRORS = [
+    ("syntax.yaml", "elastic_config:\n  min_replicas: [1, 2\n", "malformed YAML: while parsing a flow sequence"),
+    (
+        "tabs.yaml",
+        "elastic_config:\n\tmin_replicas: 1\n",
+        "found character '\\t' that cannot start any token (yaml, line 2, column 1)",
+    ),
+    ("two.yaml", "a: 1\n---\nb: 2\n", "but found another document (yaml, line 2, column 1)"),
+    ("list.json", "[1, 2, 3]", "expected an object of task fields at the top level, got list (json)"),
+    ("num.json", "42", "got int (json)"),
+    ("null.json", "null", "got null (json)"),
+    (
+        "comma.json",
+        '{"elasticConfig": {"minReplicas": 1,}}',
+        "malformed JSON: Expecting property name enclosed in double quotes (json, line 1, column 37)",
+    ),
+    (
+        "task.textproto",
+        "elastic_config {\n  min_replicas: x\n}\n",
+        "bad textproto: Couldn't parse integer: x (textproto, line 2, column 17)",
+    ),
+    ("tabs.txtpb", "elastic_config:\n\tmin_replicas: 1\n", "bad textproto:"),
+    ("task.pb", "\x0f", "wire type 7 does not exist (garbled, or not protobuf) (binary, byte 0)"),
+    ("noext", "elastic_config:\n\tmin_replicas: 1\n", "(yaml, line 2, column 1)"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "expected"), REAL_ERRORS, ids=[r[0] for r in REAL_ERRORS])
+def test_errors_name_the_real_parser_and_the_position(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: str, expected: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    _one_line_error(_main(capsys, "validate", str(path)), expected)
+
+
+def test_extension_format_flag_and_encodings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    yaml_text = "elastic_config:\n  min_replicas: 1\n  max_replicas: 2\n  nproc_per_node: 1\n"
+    as_textproto = tmp_path / "task.textproto"
+    as_textproto.write_text(yaml_text)
+    # the extension says textproto: textproto's error, not a guess
+    _one_line_error(_main(capsys, "validate", str(as_textproto)), "bad textproto:")
+    # --format wins over the extension
+    assert _main(capsys, "validate", str(as_textproto), "--format", "yaml")[0] == 0
+    utf16 = tmp_path / "task.yaml"
+    utf16.write_bytes(yaml_text.encode("utf-16"))
+    _one_line_error(_main(capsys, "validate", str(utf16)), "the input is UTF-16 text")
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(b"elastic_config:\n  rdzv_id: caf\xe9\n")
+    _one_line_error(_main(capsys, "validate", str(latin1)), "not valid UTF-8: byte 0xe9 (invalid continuation byte")
+    _one_line_error(_main(capsys, "validate", str(latin1), "--format", "json"), "(json, line 2, column 15, byte 30)")
+
+
+@pytest.mark.parametrize(
+    ("content", "rules"),
+    [
+        (b"", ["task.not_empty", "replicas.workers_required"]),
+        (b"{}", ["task.not_empty", "replicas.workers_required"]),
+        (b"worker_replicas { replicas: 0 }", ["replicas.workers_required"]),
+        (b"master_replicas { replicas: 1 }", ["replicas.workers_required"]),
+        (b"worker_replicas { replicas: 1 image: 'a b' }", ["replicas.image.format"]),
+    ],
+    ids=["empty", "empty-object", "zero-workers", "master-only", "image"],
+)
+def test_validate_rejects_what_render_refuses(content: bytes, rules: list[str], tmp_path: Path) -> None:
+    path = tmp_path / "task"
+    path.write_bytes(content)
+    for args in (("validate", str(path)), ("render", str(path), "--name", "j", "--image", "i", "--", "t.py")):
+        out = cli(*args)
+        assert out.returncode == 1 and b"Traceback" not in out.stderr, out.stderr
+        lines = out.stderr.decode().splitlines()
+        assert len(lines) == len(rules) and all(f"{rule}: " in line for rule, line in zip(rules, lines, strict=True))
+    assert cli("validate", "/dev/null").returncode == 1
+
+
+def test_run_of_a_valid_task_without_elastic_config_says_it_is_a_launch_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "task.json"
+    path.write_text('{"workerReplicas": {"replicas": 2}}')
+    assert _main(capsys, "validate", str(path))[:2] == (0, "valid\n")
+    code, _, err = _main(capsys, "run", str(path), "--", "train.py")
+    assert code == 1 and err.count("\n") == 1
+    assert err.startswith("elastic_config: launch.elastic_required:") and "not a validity rule" in err
+
+
+def test_many_violations_are_listed_up_to_a_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "task.textproto"
+    options = 'rdzv_options { key: "" } ' * 5000
+    path.write_text(f"elastic_config {{ min_replicas: 1 max_replicas: 1 nproc_per_node: 1 {options}}}")
+    code, _, err = _main(capsys, "validate", str(path))
+    lines = err.splitlines()
+    assert code == 1 and len(lines) == 21 and lines[-1] == "... and 4980 more violations"
+
+
+def test_pod_task_template_reads_json_with_tabs_and_bounded_yaml(tmp_path: Path) -> None:
+    from elastic_idl.pod import build_parser, load_task
+
+    custom = {"workerReplicas": {"replicas": 2}}
+    template = tmp_path / "template.json"
+    template.write_text(json.dumps({"custom": custom, "taskTypeVersion": 1}, indent="\t"))  # YAML refuses tabs
+    task, version = load_task(build_parser().parse_args(["--task-template", str(template)]), {})
+    assert (task, version) == (ei.from_custom(custom), 1)
+    recursive = tmp_path / "template.yaml"
+    recursive.write_text("custom: &c\n  workerReplicas: *c\n")
+    with pytest.raises(ei.DecodeError, match="recursive"):
+        load_task(build_parser().parse_args(["--task-template", str(recursive)]), {})
+
+
+# ---------------------------------------------------------------- issue #9: the CLI
+
+#: The installed console script: unlike ``python -m elastic_idl.cli``, it does not put the
+#: working directory on sys.path (what users run).
+CONSOLE = Path(sys.executable).parent / "elastic-idl"
+
+
+def console(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> Any:
+    return subprocess.run(
+        [str(CONSOLE), *args], capture_output=True, timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})}
+    )
+
+
+def test_torchrun_help_prints_the_drop_ins_help_and_exits_0() -> None:
+    for flag in ("--help", "-h"):
+        out = cli("torchrun", flag)
+        assert out.returncode == 0, out.stderr
+        text = out.stdout.decode()
+        assert text.startswith("usage: elastic-idl torchrun")
+        for needle in ("--nnodes", "--node-rank", "--log-dir", "Refused", "--logs-specs", "Exit codes"):
+            assert needle in text, needle
+    # after the script, -h is the script's: torchrun's rule
+    assert cli("torchrun", "--nnodes=3:1", "t.py", "-h").returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        ([], 2),  # no script: torchrun's parser rejects it
+        (["--nproc-per-node=2"], 2),
+        (["--bogus", "t.py"], 2),
+        (["--use-env", "t.py"], 2),  # torch.distributed.launch's flag, not torchrun's
+        (["--max-restarts=x", "t.py"], 2),
+        (["--nnodes=3:1", "t.py"], 1),  # torchrun parses it; the task breaks a rule
+        (["--logs-specs=custom", "t.py"], 1),  # torchrun takes it; the schema cannot hold it
+        (["--no-python", "t.sh"], 1),  # torchrun runs it; the drop-in cannot
+    ],
+)
+def test_torchrun_usage_is_2_and_invalid_input_is_1(argv: list[str], code: int) -> None:
+    out = cli("torchrun", *argv)
+    assert out.returncode == code, out.stderr
+    assert b"Traceback" not in out.stderr
+    if code == 2:
+        assert out.stderr.startswith(b"usage: elastic-idl torchrun")
+
+
+def test_global_verbose_before_any_command_and_version() -> None:
+    assert cli("-v", "torchrun", "--help").returncode == 0
+    assert cli("--verbose", "pod", "--help").returncode == 0
+    assert cli("-v", "validate", str(DEMO)).returncode == 0
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.decode().strip() == f"elastic-idl {ei.__version__}"
+
+
+def _package(where: Path) -> None:
+    (where / "pkg").mkdir()
+    (where / "pkg" / "__init__.py").write_text("")
+    (where / "pkg" / "train.py").write_text(
+        "import os, sys\nsys.stdout.write(f\"pkg.train rank {os.environ['RANK']} {sys.argv[1:]}\\n\")\n"
+    )
+
+
+def test_modules_are_found_as_python_dash_m_finds_them(tmp_path: Path) -> None:
+    _package(tmp_path)
+    (tmp_path / "task.yaml").write_text(DEMO.read_text())
+    run = console("run", "task.yaml", "-m", "pkg.train", "x", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    assert "pkg.train rank 1 ['x']" in run.stdout.decode()
+    tr = console("torchrun", "--nproc-per-node=2", "-m", "pkg.train", "y", cwd=tmp_path)
+    assert tr.returncode == 0, tr.stderr.decode()[-2000:]
+    assert "pkg.train rank 0 ['y']" in tr.stdout.decode()
+    missing = console("run", "task.yaml", "-m", "pkg.nope", cwd=tmp_path)
+    assert missing.returncode == 1
+    assert b"Traceback" not in missing.stderr and b"no module named 'pkg.nope'" in missing.stderr
+
+
+def test_an_unwritable_failure_file_is_refused_before_launching(tmp_path: Path) -> None:
+    script = tmp_path / "allreduce.py"
+    script.write_text(ALLREDUCE)
+    out = cli("run", str(DEMO), "--failure-file", "/proc/nope/f.json", "--", str(script), "--fail")
+    assert out.returncode == 1
+    assert b"/proc/nope/f.json: cannot write the failure report" in out.stderr
+    assert b"started" not in out.stderr  # nothing was launched
+
+
+def test_launch_time_overrides_obey_the_rules_of_the_fields_they_replace(tmp_path: Path) -> None:
+    script = tmp_path / "allreduce.py"
+    script.write_text(ALLREDUCE)
+    port = cli("run", str(DEMO), "--rdzv-endpoint", "127.0.0.1:99999", "--", str(script))
+    assert port.returncode == 1 and b"rdzv_endpoint: elastic.rdzv_port.range" in port.stderr
+    rid = cli("run", str(DEMO), "--run-id", "a b", "--", str(script))
+    assert rid.returncode == 1 and b"run_id: elastic.rdzv_id.format" in rid.stderr
+    env = cli("launch-config", str(DEMO), "--env", "PET_RDZV_ID=x,y")
+    assert env.returncode == 1 and b"PET_RDZV_ID: elastic.rdzv_id.format" in env.stderr
+
+
+def test_an_endpoint_host_that_does_not_resolve_fails_at_once(tmp_path: Path) -> None:
+    script = tmp_path / "allreduce.py"
+    script.write_text(ALLREDUCE)
+    started = time.monotonic()
+    out = cli("run", str(DEMO), "--rdzv-endpoint", "no-such-host.invalid:29400", "--", str(script), timeout=30)
+    assert time.monotonic() - started < 20
+    assert out.returncode == 1
+    lines = out.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "'no-such-host.invalid'" in lines[0] and "does not resolve" in lines[0], lines
+
+
+SLEEPER = """
+import os, sys, time
+import torch.distributed as dist
+dist.init_process_group("gloo")
+open(os.path.join(sys.argv[1], f"{os.getpid()}.pid"), "w").close()
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_to_run_exits_128_plus_n_and_says_so_once(tmp_path: Path, sig: int, code: int) -> None:
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "elastic_idl.cli", "run", str(DEMO), "--", str(script), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("*.pid"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == code, err.decode()[-2000:]
+    assert err.decode().count("launch interrupted by") == 1, err.decode()[-2000:]
+
+
+FAIL_FIRST = """
+import sys
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    raise ValueError("rank 1 fails first")
+dist.all_reduce(torch.ones(1))  # rank 0: a collateral failure once rank 1 is gone
+"""
+
+
+def test_failure_output_puts_the_first_failure_first_and_hides_torchs_tracebacks(tmp_path: Path) -> None:
+    script = tmp_path / "fail_first.py"
+    script.write_text(FAIL_FIRST)
+    task = tmp_path / "task.yaml"
+    task.write_text(DEMO.read_text().replace("max_restarts: 1", "max_restarts: 0"))
+    out = cli("run", str(task), "--", str(script))
+    assert out.returncode == 3, out.stderr.decode()[-3000:]
+    err = out.stderr.decode()
+    assert "failed (exitcode" not in err  # torch's own log record of a failed worker
+    (line,) = [ln for ln in err.splitlines() if "attempt 0 failed" in ln]
+    first = line.split("left): ", 1)[1]
+    assert first.startswith("rank 1 "), line
+    if "rank 0 " in line:
+        assert "[collateral: failed after rank 1] rank 0 " in line
+    assert err.count("ValueError: rank 1 fails first") >= 2  # the attempt line and the error's traceback
+    verbose = cli("-v", "run", str(task), "--", str(script))
+    assert verbose.returncode == 3
+    assert "failed (exitcode" in verbose.stderr.decode()
+
+
+def test_the_cli_and_the_pod_share_one_exit_code_table(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import types
+
+    from elastic_idl import cli as cli_module
+    from elastic_idl import pod
+    from elastic_idl._errors import LaunchInterruptedError, RendezvousIncompleteError
+    from elastic_idl.exit_codes import ExitCode
+
+    assert pod.ExitCode is ExitCode
+    assert (cli_module.EXIT_RENDEZVOUS, cli_module.EXIT_INTERRUPTED) == (pod.EXIT_RENDEZVOUS, pod.EXIT_INTERRUPTED)
+    errors = {
+        ExitCode.RENDEZVOUS: RendezvousIncompleteError("1 of 2", ei.FailureReport(), joined=1, needed=2, timeout_s=1),
+        ExitCode.SIGTERM: LaunchInterruptedError("stopped", ei.FailureReport(), signum=15, stopped_pids=[]),
+        ExitCode.SIGINT: LaunchInterruptedError("stopped", ei.FailureReport(), signum=2, stopped_pids=[]),
+    }
+    for code, error in errors.items():
+
+        def raising(*args: Any, error: BaseException = error, **kwargs: Any) -> None:
+            raise error
+
+        fake = types.ModuleType("elastic_idl._launch.launcher")
+        fake.launch = raising  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "elastic_idl._launch.launcher", fake)
+        assert cli_module.main(["run", str(DEMO), "--", "t.py"]) == code
+        monkeypatch.setenv("ELASTIC_IDL_TASK", json.dumps(ei.to_custom(ei.decode(DEMO.read_bytes()))))
+        paths = ["--output", str(tmp_path / "r.json"), "--failure-path", str(tmp_path / "f.json")]
+        assert pod.pod_main([*paths, "--termination-log", str(tmp_path / "t"), "--", "t.py"]) == code
+
+
+def test_a_static_multi_node_launch_takes_the_node_rank_at_launch_time(tmp_path: Path) -> None:
+    script = tmp_path / "hello.py"
+    script.write_text(
+        "import os, sys\nsys.stdout.write(f\"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}\\n\")\n"
+    )
+    port = _free_port()
+    common = ["--nnodes=2", "--master-addr=127.0.0.1", f"--master-port={port}"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "elastic_idl.cli", "torchrun", *common, f"--node-rank={rank}", str(script)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for rank in (0, 1)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1].decode()[-2000:] for o in outs]
+    assert "rank 0 of 2" in outs[0][0].decode() and "rank 1 of 2" in outs[1][0].decode()
+    # torchrun's default line with an ambient PET_NODE_RANK: one local node, the variable ignored
+    ambient = console("torchrun", str(script), env={"PET_NODE_RANK": "1"})
+    assert ambient.returncode == 0, ambient.stderr.decode()[-2000:]
+    assert b"rank 0 of 1" in ambient.stdout
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

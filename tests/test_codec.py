@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
@@ -10,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import elastic_idl as ei
-from elastic_idl._messages import KubeflowTask, LegacyTask
+from elastic_idl._errors import MAX_ERROR_CHARS
+from elastic_idl._task.codec import MAX_NESTING, MAX_TASK_BYTES, MAX_YAML_ALIAS_NODES, format_of_path, read_task_bytes
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
 
 FLYTEKIT_HEX = "0a020803220e0a04633130641001180320042802"
 FLYTEKIT_CUSTOM = {
@@ -73,6 +76,8 @@ def test_legacy_shape_round_trip() -> None:
         ('{"elasticConfig": {"maxReplica": 1}}', "elastic_config.maxReplica"),
         ('{"elasticConfig": {"minReplicas": 3000000000}}', "elastic_config.min_replicas"),
         ('{"elasticConfig": {"joinTimeout": 5}}', "elastic_config.join_timeout"),
+        ('{"elasticConfig": {"joinTimeout": "99999999999999999999s"}}', "elastic_config.join_timeout"),
+        ('{"elasticConfig": {"rdzvId": "\\ud800"}}', "elastic_config.rdzv_id"),
         ('{"elasticConfig": {"virtualLocalRank": "yes"}}', "elastic_config.virtual_local_rank"),
         ('{"elasticConfig": {"rdzvBackend": 5}}', "elastic_config.rdzv_backend"),
         ('{"elasticConfig": {"rdzvOptions": {"k": "v"}}}', "elastic_config.rdzv_options"),
@@ -227,3 +232,331 @@ def test_duration_without_json_form_is_a_typed_error() -> None:
         ei.to_custom(task)
     assert info.value.field == "elastic_config.join_timeout"
     assert "elastic.duration.valid" in [v.rule for v in ei.violations(task)]
+
+
+# --------------------------------------------------------------------------- hostile and malformed input (issue #9)
+
+
+def _alias_bomb(levels: int, width: int = 9) -> str:
+    """A YAML 'billion laughs': each anchor is a list of `width` aliases of the previous one."""
+    anchors = ["&a0 [" + ", ".join(["lol"] * width) + "]"]
+    anchors += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]" for i in range(1, levels + 1)]
+    return "elastic_config:\n  rdzv_id: [" + ", ".join(anchors) + "]\n"
+
+
+def _decode_error(data: Any, **kw: Any) -> ei.DecodeError:
+    with pytest.raises(ei.DecodeError) as info:
+        ei.decode(data, **kw)
+    err = info.value
+    text = str(err)
+    assert "\n" not in text and len(text) <= MAX_ERROR_CHARS + 200, text[:300]
+    return err
+
+
+@pytest.mark.parametrize("levels", [3, 7])
+def test_yaml_alias_bomb_is_refused_with_a_short_error(levels: int) -> None:
+    data = _alias_bomb(levels)
+    assert len(data) < 500
+    for fmt in ("yaml", None):
+        err = _decode_error(data, format=fmt)
+        assert err.reason == f"aliases expand to more than {MAX_YAML_ALIAS_NODES} nodes"
+        assert (err.format, err.line) == ("yaml", 2)
+
+
+def test_yaml_aliases_within_the_bound_work() -> None:
+    data = "elastic_config:\n  min_replicas: &n 2\n  max_replicas: *n\n  nproc_per_node: *n\nworker_replicas: {replicas: *n}\n"
+    task = ei.decode(data)
+    assert task.elastic_config.max_replicas == 2 and task.worker_replicas.replicas == 2
+    # 1000 alias nodes exactly is allowed; one more is not.
+    ok = "elastic_config:\n  signals_to_handle: &s [SIGTERM]\nx: [" + ", ".join(["*s"] * 500) + "]\n"
+    assert _decode_error(ok, format="yaml").field == "x"  # past the alias check: an unknown field
+    over = "elastic_config:\n  signals_to_handle: &s [SIGTERM]\nx: [" + ", ".join(["*s"] * 501) + "]\n"
+    assert "aliases expand" in _decode_error(over, format="yaml").reason
+
+
+def test_recursive_yaml_alias_is_refused() -> None:
+    err = _decode_error("elastic_config: &a\n  rdzv_options: [*a]\n", format="yaml")
+    assert "recursive" in err.reason and err.line == 2
+
+
+@pytest.mark.parametrize(
+    ("data", "fmt"),
+    [
+        ('{"elasticConfig": ' + "[" * 100_000 + "]" * 100_000 + "}", "json"),
+        ("[" * 100_000, "json"),
+        ("elastic_config: " + "[" * 5000 + "]" * 5000 + "\n", "yaml"),
+        ("a:\n" + "".join(" " * i + "b:\n" for i in range(1, 1000)), "yaml"),
+        ("{a: " * 3000 + "}" * 3000, "yaml"),
+    ],
+    ids=["json-100k", "json-unclosed", "yaml-flow-5k", "yaml-block-1k", "yaml-flow-map"],
+)
+def test_deep_nesting_is_one_decode_error(data: str, fmt: str) -> None:
+    for hint in (fmt, None):
+        err = _decode_error(data, format=hint)
+        assert err.reason == f"nested deeper than {MAX_NESTING} levels" and err.format == fmt
+        assert err.line is not None
+
+
+def test_nesting_up_to_the_limit_is_parsed() -> None:
+    data = '{"elasticConfig": {"rdzvId": ' + "[" * (MAX_NESTING - 2) + "]" * (MAX_NESTING - 2) + "}}"
+    err = _decode_error(data, format="json")  # parsed; then the field has the wrong type
+    assert err.field == "elastic_config.rdzv_id" and "expected a string, got list" in err.reason
+    brackets_in_strings = '{"elasticConfig": {"rdzvId": "' + "[" * 500 + '\\"{"}}'
+    assert ei.decode(brackets_in_strings).elastic_config.rdzv_id == "[" * 500 + '"{'  # brackets in strings do not count
+
+
+def test_inputs_over_the_size_cap_are_refused() -> None:
+    big = b" " * MAX_TASK_BYTES + b"{}"
+    for fmt in (None, "json", "yaml", "textproto", "binary"):
+        assert "larger than 1,048,576 bytes" in _decode_error(big, format=fmt).reason
+    assert "larger than" in _decode_error("é" * (MAX_TASK_BYTES // 2 + 1)).reason  # counted in UTF-8 bytes
+    padded = b"{}" + b" " * (MAX_TASK_BYTES - 2)
+    assert ei.decode(padded) == KubeflowTask()
+
+
+class _Endless(io.RawIOBase):
+    """/dev/zero as a stream, counting what was read."""
+
+    def __init__(self) -> None:
+        self.read_bytes = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), 65536)
+        buffer[:n] = bytes(n)
+        self.read_bytes += n
+        return n
+
+
+def test_read_task_bytes_stops_after_the_cap() -> None:
+    raw = _Endless()
+    with pytest.raises(ei.DecodeError, match="larger than"):
+        read_task_bytes(io.BufferedReader(raw))
+    assert raw.read_bytes <= MAX_TASK_BYTES + 65536 * 2
+    assert read_task_bytes(io.BytesIO(b"x" * MAX_TASK_BYTES)) == b"x" * MAX_TASK_BYTES
+
+
+# (input, format given, format of the error, start of the reason, line, column)
+REAL_ERRORS: list[tuple[bytes | str, str | None, str, str, int | None, int | None]] = [
+    ("elastic_config:\n  min_replicas: [1, 2\n", None, "yaml", "malformed YAML: while parsing a flow sequence", 3, 1),
+    ("elastic_config:\n\tmin_replicas: 1\n", None, "yaml", "malformed YAML: while scanning for the next token", 2, 1),
+    (
+        "elastic_config:\n  min_replicas: 1\n---\nworker_replicas: {}\n",
+        None,
+        "yaml",
+        "malformed YAML: expected a single document",
+        3,
+        1,
+    ),
+    ("{elastic_config: {min_replicas: [}}", None, "yaml", "malformed YAML:", 1, 34),
+    ('{"elasticConfig": {"minReplicas": 1,}}', "json", "json", "malformed JSON: Expecting property name", 1, 37),
+    ('{"elasticConfig": {"minReplicas": 1,,}}', None, "json", "malformed JSON: Expecting property name", 1, 37),
+    ("[1,2,3]", "json", "json", "expected an object of task fields at the top level, got list", None, None),
+    ("[1,2,3]", None, "json", "expected an object of task fields at the top level, got list", None, None),
+    ("42", "json", "json", "expected an object of task fields at the top level, got int", None, None),
+    ("42", None, "yaml", "expected an object of task fields at the top level, got int", None, None),
+    ("null", "json", "json", "expected an object of task fields at the top level, got null", None, None),
+    ("- a\n- b\n", None, "yaml", "expected an object of task fields at the top level, got list", None, None),
+    ("", "json", "json", "malformed JSON: Expecting value", 1, 1),
+    (
+        "elastic_config { min_replicas: 1 max_replicas: }",
+        None,
+        "textproto",
+        "bad textproto: Couldn't parse integer",
+        1,
+        48,
+    ),
+    ("elastic_config {\n  min_replicas: 1\n", None, "textproto", 'bad textproto: Expected "}"', 2, 17),
+    ("elastic_config:\n  min_replicas: 1\n", "textproto", "textproto", "bad textproto: Expected", 2, 3),
+    ('{"elasticConfig": {"minReplicas": 1}, "elasticConfig": {}}', None, "json", "the key appears twice", None, None),
+    (
+        "elastic_config: {}\nelastic_config: {}\n",
+        "yaml",
+        "yaml",
+        "malformed YAML: the key 'elastic_config' appears twice",
+        2,
+        1,
+    ),
+    (
+        '{"elasticConfig": {"minReplicas": 1, "min_replicas": 2}}',
+        None,
+        "json",
+        "given twice, as 'minReplicas' and 'min_replicas'",
+        None,
+        None,
+    ),
+    (
+        '{"elasticConfig": {"minReplicas": 1' + "0" * 5000 + "}}",
+        None,
+        "json",
+        "malformed JSON: Exceeds the limit",
+        None,
+        None,
+    ),
+    (
+        "elastic_config:\n  min_replicas: 1" + "0" * 5000 + "\n",
+        None,
+        "yaml",
+        "malformed YAML: Exceeds the limit",
+        None,
+        None,
+    ),
+    ("elastic_config:\n  rdzv_id: 2024-13-45\n", None, "yaml", "malformed YAML: month must be in 1..12", None, None),
+    ("elastic_config:\n  rdzv_id: a\x07b\n", "yaml", "yaml", "malformed YAML: character #x0007 is not allowed", 2, 13),
+    (
+        b"elastic_config:\n  rdzv_id: \xff\xfe\n",
+        "yaml",
+        "yaml",
+        "not valid UTF-8: byte 0xff (invalid start byte)",
+        2,
+        12,
+    ),
+    (b"elastic_config:\n  rdzv_id: caf\xe9\n", None, "", "not valid UTF-8: byte 0xe9", 2, 15),
+    ("elastic_config:\n  min_replicas: 1\n".encode("utf-16"), "yaml", "yaml", "the input is UTF-16 text", None, None),
+    ("elastic_config:\n  min_replicas: 1\n".encode("utf-16"), None, "", "the input is UTF-16 text", None, None),
+    ("elastic_config:\n  min_replicas: 1\n".encode("utf-16-le"), None, "", "the input is UTF-16 text", None, None),
+    ("elastic_config:\n  min_replicas: 1\n".encode("utf-32"), None, "", "the input is UTF-32 text", None, None),
+]
+
+
+@pytest.mark.parametrize(("data", "hint", "fmt", "reason", "line", "column"), REAL_ERRORS)
+def test_errors_are_the_real_parsers_with_the_position(
+    data: bytes | str, hint: Any, fmt: str, reason: str, line: int | None, column: int | None
+) -> None:
+    err = _decode_error(data, format=hint)
+    assert err.reason.startswith(reason), err
+    assert (err.format, err.line, err.column) == (fmt, line, column), err
+    if line is not None:
+        assert str(err).endswith(f"line {line}, column {column})") or f"line {line}, column {column}," in str(err)
+
+
+def test_detected_formats() -> None:
+    flow = "{elastic_config: {min_replicas: 1, max_replicas: 2, nproc_per_node: 1}}"
+    assert ei.detect_format(flow) == "yaml" and ei.decode(flow).elastic_config.max_replicas == 2
+    assert ei.detect_format("elastic_config { min_replicas: 1 }") == "textproto"
+    assert ei.detect_format("elastic_config:\n  min_replicas: 1\n") == "yaml"
+    assert ei.detect_format("elastic_config:\n\tmin_replicas: 1\n") == "yaml"  # its error is YAML's
+    assert ei.detect_format(b"\xef\xbb\xbf{}") == "json"  # a UTF-8 BOM is dropped
+    assert ei.decode(b"\xef\xbb\xbfelastic_config:\n  min_replicas: 3\n").elastic_config.min_replicas == 3
+    assert ei.decode("# only a comment\n") == KubeflowTask()
+
+
+@pytest.mark.parametrize(
+    ("data", "offset", "reason"),
+    [
+        (bytes.fromhex(FLYTEKIT_HEX)[:-3], 4, "field 4: length 14 runs past the end (11 bytes left)"),
+        (b"\xff\xff\xff\xff", 0, "a field key is cut off"),
+        (bytes([0x22, 0x05, 0x0A, 0x01]), 0, "field 4: length 5 runs past the end (2 bytes left)"),
+        (bytes([0x0F]), 0, "field 1: wire type 7 does not exist"),
+        (
+            bytes([0x22, 0x04, 0x0A, 0x02, 0xC3, 0x28]),
+            4,
+            "field 1 (ElasticConfig.rdzv_backend): the string is not UTF-8",
+        ),
+    ],
+    ids=["truncated", "garbled", "bad-length", "bad-wire-type", "bad-utf8-string"],
+)
+def test_binary_errors_give_the_byte_offset(data: bytes, offset: int, reason: str) -> None:
+    for hint in ("binary", None):
+        err = _decode_error(data, format=hint)
+        assert (err.format, err.offset) == ("binary", offset), err
+        assert reason in err.reason, err
+
+
+def test_echoed_input_is_cut() -> None:
+    line = "elastic_config { " + "rdzv_options { key: 'k' } " * 20_000 + "bogus: 1 }"
+    err = _decode_error(line, format="textproto")
+    assert err.field == "bogus" and (err.line, err.format) == (1, "textproto")
+    err = _decode_error("elastic_config { rdzv_id: " + "{" * 100_000, format="textproto")
+    assert "'elastic_config" not in str(err)
+    err = _decode_error('{"elasticConfig": {"rdzvId": ["' + "x" * 100_000 + '"]}}', format="json")
+    assert err.field == "elastic_config.rdzv_id"
+    err = _decode_error({"x" * 100_000: 1})
+    assert len(err.field) <= 120
+
+
+# --------------------------------------------------------------------------- Python API types (issue #9)
+
+
+@pytest.mark.parametrize("value", [None, 42, 1.5, [], object()], ids=["None", "int", "float", "list", "object"])
+def test_decode_of_a_wrong_type_is_a_type_error(value: Any) -> None:
+    with pytest.raises(TypeError, match="takes a serialized task as bytes or str, or the custom dict"):
+        ei.decode(value)
+    with pytest.raises(TypeError, match="detect_format"):
+        ei.detect_format(value)
+
+
+def test_decode_takes_bytes_like_and_the_custom_dict() -> None:
+    data = bytes.fromhex(FLYTEKIT_HEX)
+    task = ei.decode(data)
+    assert ei.decode(bytearray(data)) == task == ei.decode(memoryview(data))
+    assert ei.decode(FLYTEKIT_CUSTOM) == task == ei.from_custom(FLYTEKIT_CUSTOM)
+    assert ei.decode({"workers": 2}, task_type_version=0) == LegacyTask(workers=2)
+    with pytest.raises(TypeError, match="leave out format"):
+        ei.decode(FLYTEKIT_CUSTOM, format="json")
+    with pytest.raises(ei.UnsupportedVersionError):
+        ei.decode(b"", task_type_version=[1])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        (FLYTEKIT_CUSTOM, "ei.from_custom(custom, task_type_version=...)"),
+        (bytes.fromhex(FLYTEKIT_HEX), "ei.decode(data, task_type_version=...)"),
+        ("worker_replicas { replicas: 2 }", "ei.decode(data, task_type_version=...)"),
+        (None, "got None"),
+        (3, "got int"),
+        (ei.ElasticConfig(), "got the message elastic_idl.plugins.v1.ElasticConfig"),
+    ],
+    ids=["dict", "bytes", "str", "None", "int", "not-a-task"],
+)
+def test_a_task_argument_of_the_wrong_type_names_what_to_pass(value: Any, hint: str) -> None:
+    for fn in (ei.validate, ei.violations, ei.to_custom, ei.extension_fields, ei.view, ei.to_launch_spec):
+        with pytest.raises(TypeError) as info:
+            fn(value)
+        assert "expected a task message" in str(info.value) and hint in str(info.value), (fn, info.value)
+
+
+def _upstream_tasks() -> list[tuple[Any, Any, int]]:
+    from flyteidl.plugins import pytorch_pb2 as up_legacy
+    from flyteidl.plugins.kubeflow import pytorch_pb2 as up_kubeflow
+
+    up = up_kubeflow.DistributedPyTorchTrainingTask()
+    up.ParseFromString(bytes.fromhex(FLYTEKIT_HEX))
+    legacy = up_legacy.DistributedPyTorchTrainingTask(workers=2)
+    legacy.elastic_config.min_replicas = legacy.elastic_config.max_replicas = 2
+    legacy.elastic_config.nproc_per_node = 1
+    return [
+        (up, ei.decode(bytes.fromhex(FLYTEKIT_HEX)), 1),
+        (legacy, LegacyTask.FromString(legacy.SerializeToString()), 0),
+    ]
+
+
+def test_upstream_flyteidl_messages_are_accepted_everywhere() -> None:
+    opts: dict[str, Any] = {"name": "job", "image": "img:1", "entrypoint": ["train.py"]}
+    for up, ours, version in _upstream_tasks():
+        assert ei.as_pb2(up) == ours
+        assert ei.violations(up) == ei.violations(ours) == []
+        ei.validate(up)
+        assert ei.to_launch_spec(up) == ei.to_launch_spec(ours)
+        assert ei.to_custom(up) == ei.to_custom(ours)
+        assert ei.encode(up, "binary") == ei.encode(ours, "binary")
+        assert ei.view(up) == ei.view(ours)
+        job = ei.render_pytorchjob(up, task_type_version=version, **opts)
+        assert job == ei.render_pytorchjob(ours, task_type_version=version, **opts)
+        assert ei.Elastic.from_task(up) == ei.Elastic.from_task(ours)
+    up, _, _ = _upstream_tasks()[0]
+    with pytest.raises(ei.RenderError, match="declared 0"):
+        ei.render_pytorchjob(up, task_type_version=0, **opts)  # the skew check still applies
+    assert ei.as_pb2(up.elastic_config) == ei.decode(bytes.fromhex(FLYTEKIT_HEX)).elastic_config
+
+
+def test_format_of_path() -> None:
+    assert format_of_path("a/task.JSON") == "json"
+    assert format_of_path("task.yml") == format_of_path("t.yaml") == "yaml"
+    assert format_of_path("t.textproto") == format_of_path("t.txtpb") == format_of_path("t.pbtxt") == "textproto"
+    assert format_of_path("t.pb") == format_of_path("t.bin") == format_of_path("t.binpb") == "binary"
+    assert format_of_path("task") is None and format_of_path("dir.json/task") is None
+    assert format_of_path("t.txt") is None and format_of_path("-") is None

@@ -42,6 +42,7 @@ import elastic_idl as ei
 import elastic_idl.betterproto.plugins.kubeflow.v1 as bp_kubeflow
 import elastic_idl.betterproto.plugins.v1 as bp_legacy
 from elastic_idl import _conformance as conf
+from elastic_idl._errors import CaseError
 
 REPO = Path(__file__).resolve().parent.parent
 CONTRACT = REPO / "contract"
@@ -226,11 +227,11 @@ def test_runner_rejects_broken_folders(tmp_path: Path) -> None:
     (lying / "case.yaml").write_text((lying / "case.yaml").read_text().replace("kind: invalid", "kind: valid"))
     assert "a valid case breaks no rule" in folder_problems(conf.load_case(lying))
     (tmp_path / "no_case").mkdir()
-    with pytest.raises(conf.CaseError, match=r"no case\.yaml"):
+    with pytest.raises(CaseError, match=r"no case\.yaml"):
         conf.load_case(tmp_path / "no_case")
     unknown_key = copy("v0_empty")
     (unknown_key / "case.yaml").write_text((unknown_key / "case.yaml").read_text() + "expected: {}\n")
-    with pytest.raises(conf.CaseError, match="unknown keys"):
+    with pytest.raises(CaseError, match="unknown keys"):
         conf.load_case(unknown_key)
 
 
@@ -557,8 +558,9 @@ LAUNCH_CASES = sorted(n for n in TASK_CASES if any("error" not in d for d in EXP
 @pytest.mark.parametrize("name", LAUNCH_CASES)
 def test_launch_config(name: str) -> None:
     """Every pinned LaunchSpec becomes a torch LaunchConfig (ei.to_launch_config) with exactly those fields."""
-    # elastic_idl._torch first: it silences torch's import-time NumPy warning before torch loads.
-    from elastic_idl._torch import DEFAULT_SHUTDOWN_TIMEOUT_S, resolve_nproc
+    # elastic_idl._launch.agent first: it silences torch's import-time NumPy warning before torch loads.
+    from elastic_idl._launch.agent import resolve_nproc
+    from elastic_idl._task.names import DEFAULT_SHUTDOWN_TIMEOUT_S
 
     torch = sys.modules["torch"]
     Std = sys.modules["torch.distributed.elastic.multiprocessing.api"].Std
@@ -624,17 +626,18 @@ def _requests(input_format: str) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("input_format", ["textproto", "json", "binary_hex"])
-def test_conformance_entry_point(input_format: str) -> None:
-    """Run the entry point (or CONFORMANCE_CMD) as a subprocess on every case; compare each output it produces."""
-    cmd, impl = _conformance_command()
+def conformance_problems(cmd: list[str], impl: str, input_format: str) -> tuple[dict[str, Any], list[str]]:
+    """Run an entry point on every case in one input format: its response, and every mismatch as text.
+
+    ``impl`` picks the section of known_failures.yaml that applies.
+    """
     entries = _requests(input_format)
     request = {"version": conf.CONTRACT_VERSION, "cases": entries}
     proc = subprocess.run(
         cmd, input=json.dumps(request), capture_output=True, text=True, timeout=300, cwd=REPO, check=False
     )
     assert proc.returncode == 0, f"{cmd} exited {proc.returncode}: {proc.stderr[-2000:]}"
-    response = json.loads(proc.stdout)
+    response: dict[str, Any] = json.loads(proc.stdout)
     assert response["version"] == conf.CONTRACT_VERSION
     produced = set(response["outputs"])
     assert produced, "the response lists the outputs it produces"
@@ -652,6 +655,14 @@ def test_conformance_entry_point(input_format: str) -> None:
                     problems.append(f"{name}.{output}: listed in known_failures.yaml but now passes")
             elif not ok:
                 problems.append(f"{name}.{output}: expected {exp[output]!r}, got {got.get(output)!r}"[:600])
+    return response, problems
+
+
+@pytest.mark.parametrize("input_format", ["textproto", "json", "binary_hex"])
+def test_conformance_entry_point(input_format: str) -> None:
+    """Run the entry point (or CONFORMANCE_CMD) as a subprocess on every case; compare each output it produces."""
+    cmd, impl = _conformance_command()
+    _, problems = conformance_problems(cmd, impl, input_format)
     assert not problems, f"{impl} ({input_format}): {len(problems)} mismatches:\n" + "\n".join(problems)
 
 
@@ -678,3 +689,27 @@ def test_entry_point_case_mode_and_usage() -> None:
     assert bad.returncode == 2
     assert "bad request" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"[" * 100_000 + b"]" * 100_000,  # deeper than Python's recursion limit
+        b'{"version": 1, "cases": [], "x": "\xff"}',  # not UTF-8 (the C locale's stdin would not notice)
+        b'{"version": 1, "cases": [{"name": "c", "input": {"format": "json", "data": "{}"}, '
+        b'"task_type_version": 1, "envs": [1]}]}',  # envs not a mapping: was an AttributeError traceback
+    ],
+    ids=["deep", "not-utf8", "envs-not-a-mapping"],
+)
+def test_entry_point_refuses_deep_or_non_utf8_requests(request_bytes: bytes) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "elastic_idl.conformance"],
+        input=request_bytes,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "LC_ALL": "C"},
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stdout[:200]
+    assert proc.stderr.startswith(b"conformance: bad request: ")
+    assert b"Traceback" not in proc.stderr

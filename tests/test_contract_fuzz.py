@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import elastic_idl as ei
 from elastic_idl import _conformance as conf
-from elastic_idl._kubeflow import TASK_ENV
+from elastic_idl._task.names import TASK_ENV
 from strategies import arbitrary_tasks
 
 CASES_DIR = Path(__file__).resolve().parent.parent / "contract" / "cases"

@@ -23,8 +23,8 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 
 import elastic_idl as ei
-from elastic_idl._sdk import Elastic, from_custom
-from elastic_idl._spec import DEFAULT_START_METHOD
+from elastic_idl._sdk.elastic import Elastic, from_custom
+from elastic_idl._task.names import DEFAULT_START_METHOD
 
 #: Our extension fields (ElasticConfig numbers >= 100), by JSON name.
 EXTENSIONS = {f.json_name for f in ei.ElasticConfig.DESCRIPTOR.fields if f.number >= 100}
@@ -40,7 +40,7 @@ def fk() -> SimpleNamespace:
     pytest.importorskip("flytekitplugins.kfpytorch")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        importlib.import_module("elastic_idl._torch")
+        importlib.import_module("elastic_idl._launch.agent")
         kfp = importlib.import_module("flytekitplugins.kfpytorch")
         flytekit = importlib.import_module("flytekit")
         configuration = importlib.import_module("flytekit.configuration")
@@ -312,7 +312,7 @@ def flytekit_pod_config(fk: SimpleNamespace, task: Any, monkeypatch: pytest.Monk
 
 
 def our_config(task: Any, env: dict[str, str]) -> Any:
-    from elastic_idl._launcher import to_launch_config
+    from elastic_idl._launch.launcher import to_launch_config
 
     return to_launch_config(task, env=env, run_id=RUN_ID)
 

@@ -103,7 +103,11 @@ print(json.dumps({
     proc = _run_python(code)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out == {"entry": True, "ours": True, "loaded": ["elastic_idl.flytekit._entry"]}
+    assert out == {
+        "entry": True,
+        "ours": True,
+        "loaded": ["elastic_idl.flytekit._entry", "elastic_idl.flytekit._support"],
+    }
 
 
 def test_elastic_and_its_subclasses_reach_our_plugin_and_kfpytorch_keeps_its_own() -> None:

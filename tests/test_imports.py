@@ -13,7 +13,7 @@ import sys
 import pytest
 
 #: The one module that imports torch at import time (DESIGN: torch lives in exactly one module).
-TORCH_MODULES = {"elastic_idl._torch"}
+TORCH_MODULES = {"elastic_idl._launch.agent"}
 #: Heavy upstream packages the runtime must not pull in either.
 FORBIDDEN = ("torch", "flytekit", "flyteidl", "kubernetes", "kubeflow")
 
@@ -39,11 +39,11 @@ print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}})))
     "module",
     [
         "elastic_idl",
-        "elastic_idl._validate",
-        "elastic_idl._spec",
-        "elastic_idl._view",
-        "elastic_idl._codec",
-        "elastic_idl._messages",
+        "elastic_idl._task.validate",
+        "elastic_idl._launch.spec",
+        "elastic_idl._task.view",
+        "elastic_idl._task.codec",
+        "elastic_idl._task.messages",
         "elastic_idl.plugins.kubeflow.v1.pytorch_pb2",
         "elastic_idl.plugins.v1.pytorch_pb2",
         "elastic_idl.betterproto.plugins.kubeflow.v1",
@@ -70,14 +70,14 @@ names = sorted(
 )
 out = {}
 for name in names:
-    if name == "elastic_idl._torch":
+    if name == "elastic_idl._launch.agent":
         continue
     importlib.import_module(name)
     out[name] = "torch" in sys.modules
 print(json.dumps(out))
 """
     found = _run(code)
-    assert "elastic_idl._validate" in found
+    assert "elastic_idl._task.validate" in found
     assert "elastic_idl.plugins.kubeflow.v1.pytorch_pb2" in found
     assert len(found) >= 15
     assert [name for name, torch_loaded in found.items() if torch_loaded] == []

@@ -9,18 +9,12 @@ from typing import Any
 import pytest
 
 import elastic_idl as ei
+from elastic_idl._backend.operator import pod_env
+from elastic_idl._backend.pytorchjob import CONTAINER_NAME, DEFAULT_PORT, POD_ENTRYPOINT, PORT_NAME, render_pytorchjob
 from elastic_idl._errors import RenderError
-from elastic_idl._kubeflow import (
-    CONTAINER_NAME,
-    DEFAULT_PORT,
-    POD_ENTRYPOINT,
-    PORT_NAME,
-    TASK_ENV,
-    TASK_TYPE_VERSION_ENV,
-    pod_env,
-    render_pytorchjob,
-)
-from elastic_idl._messages import KubeflowTask, LegacyTask
+from elastic_idl._sdk.elastic import Elastic
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
+from elastic_idl._task.names import TASK_ENV, TASK_TYPE_VERSION_ENV
 
 # flytekit 1.16's custom for Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2) (REFERENCE §2).
 FLYTEKIT_CUSTOM: dict[str, Any] = {
@@ -205,9 +199,12 @@ def test_resources_map_every_resource_name() -> None:
 
 
 def test_task_resources_apply_unless_the_replica_sets_its_own() -> None:
-    task_res = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": 3}}
+    task_res = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": 3 * 1024**3}}
     job = render(kf(), resources=task_res)
-    assert container(job)["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "3"}}
+    assert container(job)["resources"] == {
+        "requests": {"cpu": "1", "memory": "2Gi"},
+        "limits": {"memory": "3221225472"},
+    }
     t = kf()
     t.worker_replicas.resources.limits.add(name=2, value="1")
     assert container(render(t, resources=task_res))["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
@@ -333,9 +330,10 @@ def test_non_elastic_legacy() -> None:
     [(LegacyTask(workers=0), 0, "workers"), (KubeflowTask(), 1, "worker_replicas.replicas")],
 )
 def test_non_elastic_needs_a_worker(task: Any, version: int, field: str) -> None:
-    with pytest.raises(RenderError) as info:
+    # A rule since issue #9 (validate rejects what render refuses): a ValidationError, not a RenderError.
+    with pytest.raises(ei.ValidationError) as info:
         render(task, version=version)
-    assert info.value.field == field
+    assert (field, "replicas.workers_required") in [(v.field, v.rule) for v in info.value.violations]
 
 
 # --------------------------------------------------------------------------- inputs, purity, determinism
@@ -464,9 +462,11 @@ def test_replica_image_is_checked_and_named() -> None:
     t.worker_replicas.common.replicas = 3
     t.worker_replicas.ClearField("replicas")
     t.worker_replicas.common.image = "bad image"
-    with pytest.raises(RenderError) as info:
+    with pytest.raises(ei.ValidationError) as info:  # rule replicas.image.format since issue #9
         render(t)
-    assert info.value.field == "worker_replicas.common.image"
+    assert [(v.field, v.rule) for v in info.value.violations] == [
+        ("worker_replicas.common.image", "replicas.image.format")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -622,3 +622,67 @@ def test_pod_env_agrees_with_the_message() -> None:
         assert (spec.min_nodes, spec.max_nodes, spec.nproc_per_node, spec.max_restarts) == (1, 3, 4, 2)
         assert spec.run_id == "exec-9"
         assert dict(spec.rdzv_configs) == {"join_timeout": 30, "is_host": "0"}
+
+
+# --------------------------------------------------------------------------- issue #9: quantities
+
+
+@pytest.mark.parametrize(
+    ("resources", "field"),
+    [
+        ({"requests": {"cpu": "-1"}}, "resources.requests.cpu"),
+        ({"requests": {"cpu": -1}}, "resources.requests.cpu"),
+        ({"requests": {"memory": "4Gi "}}, "resources.requests.memory"),
+        ({"limits": {"nvidia.com/gpu": "1.5"}}, "resources.limits.nvidia.com/gpu"),
+        ({"limits": {"example.com/fpga": "500m"}}, "resources.limits.example.com/fpga"),  # any extended resource
+        ({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}, "resources.requests.cpu"),
+        ({"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}, "resources.requests.nvidia.com/gpu"),
+        (
+            {"requests": {"hugepages-2Mi": "2Mi"}, "limits": {"hugepages-2Mi": "4Mi"}},
+            "resources.requests.hugepages-2Mi",
+        ),
+        ({"requests": {"cpu ": "1"}}, "resources.requests.cpu "),  # a resource name is a qualified name
+        ({"requests": {1: "1", "cpu": "1"}}, "resources.requests"),  # not a TypeError from sorted()
+        ({1: {}, "requests": {}}, "resources"),
+    ],
+)
+def test_resources_option_the_api_server_would_refuse_is_a_render_error(resources: Any, field: str) -> None:
+    with pytest.raises(RenderError) as info:
+        render(kf(), resources=resources)
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("option", ["labels", "annotations", "env"])
+def test_a_key_that_is_not_a_string_is_a_render_error(option: str) -> None:
+    with pytest.raises(RenderError) as info:
+        render(kf(), **{option: {1: "a", "b": "c"}})
+    assert info.value.field == option
+
+
+def test_quantities_the_api_server_accepts_render_as_given() -> None:
+    res = {
+        "requests": {"cpu": ".5", "memory": "1Gi", "nvidia.com/gpu": "1"},
+        "limits": {"cpu": "500m", "nvidia.com/gpu": 1},
+    }
+    assert container(render(kf(), resources=res))["resources"] == {
+        "requests": {"cpu": ".5", "memory": "1Gi", "nvidia.com/gpu": "1"},
+        "limits": {"cpu": "500m", "nvidia.com/gpu": "1"},
+    }
+
+
+@pytest.mark.parametrize(("number", "text"), [(0.5, "0.5"), (2, "2"), (1e-7, "1e-07")])
+def test_a_number_quantity_is_written_as_the_sdk_writes_it(number: float, text: str) -> None:
+    """Elastic(requests={"cpu": 0.5}) was accepted where render_pytorchjob(resources=...) refused 0.5."""
+    assert container(render(kf(), resources={"requests": {"cpu": number}}))["resources"] == {"requests": {"cpu": text}}
+    task = Elastic(nnodes=2, requests={"cpu": number}).to_task()
+    assert container(render(task))["resources"] == {"requests": {"cpu": text}}
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), -0.5])
+def test_a_number_that_is_no_quantity_is_refused_alike(number: float) -> None:
+    with pytest.raises(RenderError) as info:
+        render(kf(), resources={"requests": {"cpu": number}})
+    assert info.value.field == "resources.requests.cpu"
+    with pytest.raises(ei.ValidationError) as v:
+        Elastic(nnodes=2, requests={"cpu": number})
+    assert [x.rule for x in v.value.violations] == ["resources.quantity"]

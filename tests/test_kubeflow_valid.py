@@ -2,7 +2,8 @@
 
 1. The training operator's CRD schema (v1.9.4), made strict: every field we emit
    must be declared (the API server would silently prune an undeclared one) and
-   int32/int64 formats are range-checked. Skips cleanly when the CRD file is absent.
+   int32/int64 formats are range-checked. The CRD is test data in tests/data/ (origin,
+   licence and sha256 in tests/data/README.md); a missing CRD fails, never skips.
 2. The operator's admission webhook rules (validatePyTorchJob), restated below.
 3. A round trip through the kubeflow-training SDK models (they drop unknown fields).
 
@@ -18,6 +19,7 @@ import itertools
 import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,15 +32,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import elastic_idl as ei
-from elastic_idl._kubeflow import pod_env, render_pytorchjob
-from elastic_idl._messages import KubeflowTask, LegacyTask
+from elastic_idl._backend.operator import pod_env
+from elastic_idl._backend.pytorchjob import render_pytorchjob
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "pytorchjob"
-#: Override with ELASTIC_IDL_CRD=/path/to/kubeflow.org_pytorchjobs.yaml. In CI the data
-#: directory sits next to the clone: <clone>/../shared/data.
+#: The training operator's CRD (v1.9.4), test data of this repository; tests/data/README.md says
+#: where it comes from. Override with ELASTIC_IDL_CRD=/path/to/kubeflow.org_pytorchjobs.yaml.
 CRD_ENV = "ELASTIC_IDL_CRD"
-CRD_DEFAULT = ROOT.parent / "shared" / "data" / "kubeflow.org_pytorchjobs.yaml"
+DATA_DIR = Path(__file__).resolve().parent / "data"
+CRD_DEFAULT = DATA_DIR / "kubeflow.org_pytorchjobs.yaml"
 GOLDEN_HEADER = (
     "# Golden case for elastic_idl.render_pytorchjob. First document: the input (task_type_version,\n"
     "# the TaskTemplate custom dict, render options). Second document: the PyTorchJob it renders, whole.\n"
@@ -87,7 +91,7 @@ def _strict(node: Any) -> Any:
 def crd_validator() -> Any:
     path = crd_path()
     if not path.is_file():
-        pytest.skip(f"CRD schema not found at {path} (set {CRD_ENV})")
+        pytest.fail(f"CRD schema not found at {path} ({CRD_ENV} overrides tests/data/)", pytrace=False)
     import jsonschema
 
     crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # 9k lines: C if present
@@ -493,3 +497,39 @@ if __name__ == "__main__":
         raise SystemExit(2)
     for p in update_goldens():
         print(f"updated {p.relative_to(ROOT)}")
+
+
+# --------------------------------------------------------------------------- issue #9: the CRD is ours
+
+
+def test_the_crd_is_the_documented_copy() -> None:
+    """tests/data/README.md gives the sha256 of the CRD copy; the file must match it byte for byte."""
+    import hashlib
+
+    readme = (DATA_DIR / "README.md").read_text()
+    (documented,) = re.findall(r"\| sha256 \| `([0-9a-f]{64})` \|", readme)
+    (size,) = re.findall(r"\| size \| ([0-9]+) bytes \|", readme)
+    data = CRD_DEFAULT.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == documented
+    assert len(data) == int(size)
+    assert "kubeflow/training-operator) v1.9.4" in readme and "Apache-2.0" in readme
+
+
+def test_a_missing_crd_fails_instead_of_skipping(tmp_path: Path) -> None:
+    """ELASTIC_IDL_CRD pointing nowhere is a failure, not a skip (no test silently stops checking)."""
+    test = tmp_path / "test_missing.py"
+    test.write_text(
+        "import test_kubeflow_valid as t\ncrd_validator = t.crd_validator\ndef test_uses_it(crd_validator):\n    pass\n"
+    )
+    env = {**os.environ, CRD_ENV: str(tmp_path / "absent.yaml"), "PYTHONPATH": str(Path(__file__).parent)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(test)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 error" in proc.stdout and "CRD schema not found" in proc.stdout, proc.stdout

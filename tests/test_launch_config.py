@@ -18,18 +18,18 @@ from google.protobuf.duration_pb2 import Duration
 
 from elastic_idl import to_launch_spec
 from elastic_idl._errors import ValidationError
-from elastic_idl._launcher import to_launch_config
-from elastic_idl._messages import KubeflowTask, LegacyTask
-from elastic_idl._spec import DEFAULT_START_METHOD
+from elastic_idl._launch.launcher import to_launch_config
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
+from elastic_idl._task.names import DEFAULT_START_METHOD, is_loopback
 from elastic_idl.plugins.v1 import elastic_pb2
 
-with warnings.catch_warnings():  # torch 2.13 without numpy warns at import; _torch filters it too
+with warnings.catch_warnings():  # torch 2.13 without numpy warns at import; _launch.agent filters it too
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig
     from torch.numa.binding import AffinityMode
 
-    from elastic_idl import _torch
+    from elastic_idl._launch import agent
 
 #: The env the Kubeflow training operator v1.9 injects into worker 1 of job "train" for
 #: Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2) with an rdzv id and two rdzv options
@@ -122,8 +122,8 @@ def test_caller_owned_mappings_are_never_mutated() -> None:
     task = kubeflow_task()
     spec = to_launch_spec(task, env=env)
     before = dict(spec.rdzv_configs)
-    first = _torch.build_launch_config(spec)
-    second = _torch.build_launch_config(spec)
+    first = agent.build_launch_config(spec)
+    second = agent.build_launch_config(spec)
     assert "timeout" in first.rdzv_configs  # LaunchConfig wrote into its own dict ...
     assert dict(spec.rdzv_configs) == before  # ... not into the spec's
     assert isinstance(spec.rdzv_configs, MappingProxyType)
@@ -150,7 +150,7 @@ def test_outside_a_pod_the_launch_is_local_on_loopback() -> None:
     t.elastic_config.nproc_per_node = 2
     lc = to_launch_config(t)
     assert (lc.rdzv_endpoint, lc.rdzv_backend, lc.run_id) == ("127.0.0.1:0", "c10d", "none")
-    assert _torch.is_loopback(lc.rdzv_endpoint.rpartition(":")[0])
+    assert is_loopback(lc.rdzv_endpoint.rpartition(":")[0])
 
 
 def test_the_extensions_reach_their_launch_config_fields() -> None:

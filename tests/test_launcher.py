@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
-from elastic_idl._launcher import (
+from elastic_idl._launch.forkserver import thread_count
+from elastic_idl._launch.launcher import (
     LaunchFailedError,
     RendezvousIncompleteError,
     launch,
 )
-from elastic_idl._launcher_zygote import thread_count
-from elastic_idl._messages import KubeflowTask, LegacyTask
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
 
 WORKERS = Path(__file__).resolve().parent / "workers"
 sys.path.insert(0, str(WORKERS))
@@ -280,3 +280,39 @@ def test_a_second_launch_in_the_same_process_is_as_good_as_the_first() -> None:
     first = launch(task(), launch_fns.allreduce, return_all=True)
     second = launch(task(), launch_fns.allreduce, return_all=True)
     assert [v["sum"] for v in first.values()] == [v["sum"] for v in second.values()] == [3.0, 3.0]
+
+
+# ---------------------------------------------------------------- issue #9
+
+
+def test_a_module_in_the_working_directory_launches_from_a_script_elsewhere(tmp_path: Path) -> None:
+    """``ei.launch(task, "-m", "pkg.mod")`` finds what ``python -m pkg.mod`` finds, in the launcher and the workers."""
+    import subprocess
+
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    (work / "ei_cwd_pkg").mkdir(parents=True)
+    elsewhere.mkdir()
+    (work / "ei_cwd_pkg" / "__init__.py").write_text("")
+    (work / "ei_cwd_pkg" / "train.py").write_text(
+        "import os, sys\nopen(f\"{os.environ['RANK']}-{sys.argv[1]}.txt\", 'w').close()\n"
+    )
+    driver = elsewhere / "driver.py"  # python puts elsewhere/, not work/, first on sys.path
+    driver.write_text(
+        "import elastic_idl as ei\n"
+        "from elastic_idl._task.messages import LegacyTask\n"
+        "t = LegacyTask()\n"
+        "e = t.elastic_config\n"
+        "e.min_replicas = e.max_replicas = 1\n"
+        "e.nproc_per_node, e.rdzv_backend = 2, 'c10d'\n"
+        "if __name__ == '__main__':\n"
+        "    for method in ('forkserver', 'spawn'):\n"
+        "        ei.launch(t, '-m', 'ei_cwd_pkg.train', method, start_method=method)\n"
+    )
+    out = subprocess.run([sys.executable, str(driver)], cwd=work, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert sorted(p.name for p in work.glob("*.txt")) == [
+        "0-forkserver.txt",
+        "0-spawn.txt",
+        "1-forkserver.txt",
+        "1-spawn.txt",
+    ]

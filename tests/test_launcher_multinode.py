@@ -55,6 +55,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def _wait_until(cond: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -207,11 +212,14 @@ def test_a_signal_to_the_launcher_stops_every_worker_and_says_so(nodes: Nodes, t
 
 
 def test_a_signal_during_the_rendezvous_stops_the_launcher_promptly(nodes: Nodes) -> None:
+    port = _free_port()
     node = nodes.start(
         "--fn", "allreduce", "--min", "2", "--max", "2", "--join-timeout", "600",
-        "--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "never-fills",
+        "--endpoint", f"127.0.0.1:{port}", "--run-id", "never-fills",
     )  # fmt: skip
-    time.sleep(4)
+    # In the rendezvous once its store listens (a fixed sleep raced the interpreter's start-up under load).
+    _wait_until(lambda: _listening(port) or node.proc.poll() is not None, 120, "the rendezvous store")
+    time.sleep(0.5)
     os.kill(node.proc.pid, signal.SIGTERM)
     code, result = node.result(timeout=30)
     assert code == 130

@@ -10,17 +10,20 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.protobuf import json_format
 
-from elastic_idl._launcher import _entrypoint
-from elastic_idl._launcher_failures import FailureLog, WorkerExit, write_report
-from elastic_idl._launcher_worker import KIND_CALLABLE, KIND_MODULE, KIND_SCRIPT, WorkerMain, _substitute
-from elastic_idl._launcher_zygote import Zygote, cpython_forkserver, fork_hazard
-from elastic_idl._messages import FailureReport
+import elastic_idl as ei
+from elastic_idl._launch.failures import FailureLog, WorkerExit, write_report
+from elastic_idl._launch.forkserver import Zygote, cpython_forkserver, fork_hazard
+from elastic_idl._launch.launcher import _entrypoint
+from elastic_idl._launch.worker import KIND_CALLABLE, KIND_MODULE, KIND_SCRIPT, WorkerMain, _substitute
+from elastic_idl._task.messages import FailureReport
 
 WORKERS = Path(__file__).resolve().parent / "workers"
+DEMO = Path(__file__).resolve().parent.parent / "examples" / "demo.yaml"
 
 
 def _error_file(path: Path, message: str, tb: str, mtime_ns: int) -> str:
@@ -161,7 +164,7 @@ def _python(code: str) -> str:
 
 
 def test_importing_the_launcher_does_not_import_torch() -> None:
-    code = "import sys, elastic_idl._launcher; print('torch' in sys.modules)"
+    code = "import sys, elastic_idl._launch.launcher; print('torch' in sys.modules)"
     assert _python(code) == "False"
 
 
@@ -170,7 +173,7 @@ def test_logging_a_worker_failure_does_not_import_torch_dynamo() -> None:
     # the launcher pre-formats such records, which is what makes restarts cheap.
     code = """
 import logging, sys
-import elastic_idl._torch as t
+import elastic_idl._launch.agent as t
 from torch._logging._internal import TorchLogsFormatter
 logger = logging.getLogger("torch.distributed.elastic.multiprocessing.api")
 handler = logging.StreamHandler(sys.stderr)
@@ -184,3 +187,196 @@ with t._plain_tracebacks():
 print("torch._dynamo" in sys.modules)
 """
     assert _python(code) == "False"
+
+
+# ---------------------------------------------------------------- issue #9
+
+
+def _legacy(backend: str = "c10d", nodes: int = 1) -> Any:
+    from elastic_idl._task.messages import LegacyTask
+
+    t = LegacyTask()
+    e = t.elastic_config
+    e.min_replicas = e.max_replicas = nodes
+    e.nproc_per_node, e.rdzv_backend = 1, backend
+    if backend == "static":
+        e.rdzv_host, e.rdzv_port = "127.0.0.1", 29500
+    return t
+
+
+def test_report_json_always_has_rank_local_rank_and_attempt(tmp_path: Path) -> None:
+    rep = FailureReport(run_id="r", attempts=1, summary="s")
+    rep.failures.add(rank=0, local_rank=0, attempt=0, exit_code=1, message="m")
+    write_report(rep, tmp_path / "r.json")
+    (rec,) = json.loads((tmp_path / "r.json").read_text())["failures"]
+    assert (rec["rank"], rec["localRank"], rec["attempt"]) == (0, 0, 0)
+    assert json_format.Parse((tmp_path / "r.json").read_text(), FailureReport()) == rep
+
+
+def test_the_zero_value_option_follows_the_installed_protobuf(monkeypatch: pytest.MonkeyPatch) -> None:
+    from elastic_idl._launch import failures as lf
+
+    def old(message: Any, including_default_value_fields: bool = False, indent: int = 2) -> str:
+        return ""  # protobuf 4.21's spelling
+
+    def new(message: Any, indent: int = 2, always_print_fields_with_no_presence: bool = False) -> str:
+        return ""  # protobuf 5.26+ (7.x)
+
+    monkeypatch.setattr(lf.json_format, "MessageToJson", old)
+    assert lf._zero_fields_option() == {"including_default_value_fields": True}
+    monkeypatch.setattr(lf.json_format, "MessageToJson", new)
+    assert lf._zero_fields_option() == {"always_print_fields_with_no_presence": True}
+
+
+def test_the_attempt_line_puts_the_first_failure_first_and_marks_the_others(tmp_path: Path) -> None:
+    from elastic_idl._launch.failures import describe_attempt
+
+    log = FailureLog(run_id="r", role="default", node="n0")
+    late = _error_file(tmp_path / "0.json", "RuntimeError: Connection closed by peer", "tb0", 2_000_000_000)
+    early = _error_file(tmp_path / "1.json", "ValueError: boom", "tb1", 1_000_000_000)
+    records = log.add(0, [WorkerExit(0, 0, 10, 1, late, 0), WorkerExit(1, 1, 11, 1, early, 0)])
+    line = describe_attempt(records)
+    first, second = line.split("; ")
+    assert first.startswith("rank 1 (local rank 1, pid 11) in attempt 0, exit code 1: ValueError: boom")
+    assert second.startswith("[collateral: failed after rank 1] rank 0 ")
+
+
+def test_a_report_that_cannot_be_written_never_replaces_the_launch_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from elastic_idl._launch.failures import check_writable, save_report
+
+    with pytest.raises(OSError, match="cannot write the failure report") as info:
+        check_writable("/proc/nope/f.json", "failure report")
+    assert info.value.filename == "/proc/nope/f.json"
+    check_writable(tmp_path / "new" / "f.json", "failure report")  # creates the directory, leaves nothing
+    assert list((tmp_path / "new").iterdir()) == []
+    save_report(FailureReport(summary="s"), "/proc/nope/f.json")  # logs, does not raise
+    assert "cannot write the failure report to /proc/nope/f.json" in caplog.text
+
+
+def test_launch_checks_files_and_the_endpoint_before_anything_starts(tmp_path: Path) -> None:
+    from elastic_idl._errors import HostNotFoundError
+    from elastic_idl._launch.launcher import launch
+
+    script = tmp_path / "t.py"
+    script.write_text("")
+    with pytest.raises(OSError, match="cannot write the failure report"):
+        launch(_legacy(), str(script), failure_path="/proc/nope/f.json")
+    with pytest.raises(HostNotFoundError, match=r"'no-such-host.invalid'.*does not resolve") as info:
+        launch(_legacy(), str(script), rdzv_endpoint="no-such-host.invalid:29400")
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(ei.ValidationError, match=r"rdzv_endpoint: elastic.rdzv_port.range"):
+        launch(_legacy(), str(script), rdzv_endpoint="127.0.0.1:99999")
+    with pytest.raises(ei.ValidationError, match=r"local_addr: elastic.rdzv_host.format"):
+        launch(_legacy(), str(script), local_addr="a b")
+    code = f"""
+import sys
+import elastic_idl as ei
+try:
+    ei.launch(ei.decode(open({str(DEMO)!r}, "rb").read()), {str(script)!r}, rdzv_endpoint="no-such-host.invalid:1")
+except ValueError:
+    print("torch" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "False"  # refused before torch was even imported
+
+
+def test_node_rank_fits_the_backend() -> None:
+    from elastic_idl._launch.launcher import _overrides
+    from elastic_idl._launch.spec import to_launch_spec
+
+    static = to_launch_spec(_legacy("static", nodes=2))
+    assert _overrides(static, node_rank=None, local_addr=None).rdzv_configs["rank"] == 0  # torchrun's default
+    assert _overrides(static, node_rank=1, local_addr="10.0.0.2").rdzv_configs["rank"] == 1
+    with pytest.raises(ValueError, match=r"node_rank: 2 is not in 0\.\.1"):
+        _overrides(static, node_rank=2, local_addr=None)
+    c10d = to_launch_spec(_legacy())
+    assert "rank" not in _overrides(c10d, node_rank=0, local_addr=None).rdzv_configs
+    with pytest.raises(ValueError, match="only the static rendezvous backend takes a node rank"):
+        _overrides(c10d, node_rank=1, local_addr=None)
+    with pytest.raises(TypeError):
+        _overrides(c10d, node_rank="1", local_addr=None)  # type: ignore[arg-type]
+
+
+def test_a_pod_waits_for_the_rendezvous_host_within_join_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    from elastic_idl._errors import RendezvousIncompleteError
+    from elastic_idl._launch import launcher as _launcher
+    from elastic_idl._launch.spec import to_launch_spec
+
+    answers = iter(["Name or service not known", "Name or service not known", ""])
+    monkeypatch.setattr(_launcher, "_resolve", lambda host: next(answers))
+    monkeypatch.setattr(_launcher, "_RESOLVE_RETRY_S", 0.01)
+    spec = to_launch_spec(_legacy(), env={"PET_RDZV_ENDPOINT": "job-worker-0:23456"})
+    log = FailureLog(run_id="r", role="default")
+    _launcher._wait_for_host(spec, "job-worker-0", log)  # resolves on the third look-up
+    monkeypatch.setattr(_launcher, "_resolve", lambda host: "Name or service not known")
+    short = _launcher._replace(spec, rdzv_configs={"join_timeout": 0.05})
+    with pytest.raises(RendezvousIncompleteError, match=r"did not resolve within join_timeout=0.05s"):
+        _launcher._wait_for_host(short, "job-worker-0", log)
+
+
+def test_modules_are_looked_up_in_the_working_directory_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "ei_cwd_pkg_9").mkdir()
+    (tmp_path / "ei_cwd_pkg_9" / "__init__.py").write_text("")
+    (tmp_path / "ei_cwd_pkg_9" / "train.py").write_text("")
+    (tmp_path / "ei_bad_pkg_9").mkdir()
+    (tmp_path / "ei_bad_pkg_9" / "__init__.py").write_text("raise RuntimeError('package init failed')")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    main = _entrypoint("ei_cwd_pkg_9.train", (), True)
+    assert (main.kind, main.target) == (KIND_MODULE, "ei_cwd_pkg_9.train")
+    assert str(tmp_path) not in sys.path
+    with pytest.raises(ImportError, match="RuntimeError: package init failed"):
+        _entrypoint("ei_bad_pkg_9.train", (), True)
+    with pytest.raises(ModuleNotFoundError, match=f"looked in {tmp_path} first"):
+        _entrypoint("ei_nope_pkg_9", (), True)
+
+
+def test_torchs_worker_tracebacks_are_logged_only_when_verbose() -> None:
+    code = """
+import logging, sys
+from elastic_idl._launch import agent as _torch
+flt = _torch._PlainTraceback()
+try:
+    raise RuntimeError("x")
+except RuntimeError:
+    info = sys.exc_info()
+def rec(name):
+    return logging.LogRecord(name, logging.ERROR, "f", 1, "failed (exitcode: 1)", (), info)
+quiet = flt.filter(rec("torch.distributed.elastic.multiprocessing.api"))
+other = rec("torch.distributed.elastic.agent.server.api")
+kept = flt.filter(other) and other.exc_info is None and "RuntimeError" in other.exc_text
+logging.getLogger("elastic_idl").setLevel(logging.DEBUG)
+loud = flt.filter(rec("torch.distributed.elastic.multiprocessing.api"))
+print(quiet, kept, loud)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["False", "True", "True"]
+
+
+def test_the_root_cause_traceback_starts_at_the_users_code() -> None:
+    from elastic_idl._launch.failures import user_traceback
+
+    tb = (
+        "Traceback (most recent call last):\n"
+        '  File "/venv/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 367, in wrapper\n'
+        "    return f(*args, **kwargs)\n"
+        "           ^^^^^^^^^^^^^^^^^^\n"
+        '  File "/venv/elastic_idl/_launch/worker.py", line 211, in __call__\n'
+        "    _run_as_main(...)\n"
+        '  File "<frozen runpy>", line 88, in _run_code\n'
+        '  File "/home/me/train.py", line 5, in <module>\n'
+        '    raise ValueError("boom")\n'
+        "ValueError: boom\n"
+    )
+    internal = ("/venv/torch/", "/venv/elastic_idl/")
+    assert user_traceback(tb, internal) == (
+        "Traceback (most recent call last):\n"
+        '  File "/home/me/train.py", line 5, in <module>\n'
+        '    raise ValueError("boom")\n'
+        "ValueError: boom\n"
+    )
+    only_internal = tb.split('  File "/home/me/train.py"')[0] + "ValueError: boom\n"
+    assert user_traceback(only_internal, internal) == only_internal  # nothing of the user's: unchanged
+    assert user_traceback("not a traceback", internal) == "not a traceback"

@@ -129,7 +129,7 @@ from elastic_idl.plugins.kubeflow.v1 import pytorch_pb2
 from elastic_idl.plugins.v1 import elastic_pb2, failure_pb2
 from elastic_idl.plugins.v1 import pytorch_pb2 as legacy_pb2
 from elastic_idl.betterproto.plugins.kubeflow import v1 as bp_kubeflow
-import elastic_idl._validate
+import elastic_idl._task.validate
 
 checkout = sys.argv[1]
 assert not elastic_idl.__file__.startswith(checkout), elastic_idl.__file__
@@ -151,7 +151,14 @@ assert bytes(bp) == wire
 assert legacy_pb2.DistributedPyTorchTrainingTask(workers=2).SerializeToString() == b"\x08\x02"
 failure_pb2.FailureReport(failures=[failure_pb2.FailureRecord(rank=1, exit_code=3)]).SerializeToString()
 
-validate = getattr(elastic_idl, "validate", elastic_idl._validate.validate)
+# A FailureReport's JSON keeps zero values (rank 0, attempt 0): the option's name differs by protobuf version.
+from elastic_idl._launch.failures import report_json
+zero = json.loads(report_json(failure_pb2.FailureReport(failures=[failure_pb2.FailureRecord(exit_code=1)])))
+assert {k: zero["failures"][0][k] for k in ("rank", "localRank", "attempt")} == dict.fromkeys(
+    ("rank", "localRank", "attempt"), 0
+), zero
+
+validate = getattr(elastic_idl, "validate", elastic_idl._task.validate.validate)
 validate(t)
 try:
     bad = pytorch_pb2.DistributedPyTorchTrainingTask()
@@ -254,3 +261,16 @@ def test_installed_wheel_has_no_torch_and_a_console_script(installed: tuple[str,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "usage" in proc.stdout.lower()
+
+
+def test_wheel_declares_its_license(wheel: Path) -> None:
+    """Apache-2.0 (issue #9: the repository had no LICENSE), in the metadata and shipped in the wheel."""
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    zf = zipfile.ZipFile(wheel)
+    (meta_name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+    meta = zf.read(meta_name).decode().splitlines()
+    assert "License-Expression: Apache-2.0" in meta
+    assert "License-File: LICENSE" in meta
+    (shipped,) = [n for n in zf.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+    assert zf.read(shipped).decode() == text

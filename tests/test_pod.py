@@ -18,8 +18,9 @@ from google.protobuf import json_format
 
 import elastic_idl as ei
 from elastic_idl import pod
-from elastic_idl._kubeflow import pod_env, render_pytorchjob
-from elastic_idl._messages import FailureReport, KubeflowTask, LegacyTask
+from elastic_idl._backend.operator import pod_env
+from elastic_idl._backend.pytorchjob import render_pytorchjob
+from elastic_idl._task.messages import FailureReport, KubeflowTask, LegacyTask
 
 CUSTOM = {
     "elasticConfig": {"maxReplicas": 2, "maxRestarts": 1, "minReplicas": 1, "nprocPerNode": 1, "rdzvBackend": "c10d"},
@@ -45,7 +46,7 @@ def operator_env(t: Any = None, version: int = 1, index: int = 0) -> dict[str, s
 
 
 class FakeLauncher:
-    """Stands in for elastic_idl._launcher: records the call, returns or raises what it is told."""
+    """Stands in for elastic_idl._launch.launcher: records the call, returns or raises what it is told."""
 
     def __init__(self, result: Any = None, error: BaseException | None = None, report: Any = None) -> None:
         self.calls: list[dict[str, Any]] = []
@@ -65,9 +66,9 @@ class FakeLauncher:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeLauncher:
     f = FakeLauncher()
-    module = types.ModuleType("elastic_idl._launcher")
+    module = types.ModuleType("elastic_idl._launch.launcher")
     module.launch = f.launch  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "elastic_idl._launcher", module)
+    monkeypatch.setitem(sys.modules, "elastic_idl._launch.launcher", module)
     return f
 
 
@@ -269,7 +270,7 @@ def _report() -> Any:
 
 
 def _failures() -> Any:
-    return pytest.importorskip("elastic_idl._launcher_failures")
+    return pytest.importorskip("elastic_idl._errors")
 
 
 def test_job_failure_exits_3_with_report_and_termination_log(fake: FakeLauncher, tmp_path: Path, capsys: Any) -> None:
@@ -346,3 +347,78 @@ def test_cli_pod_subcommand(fake: FakeLauncher, tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv(pod.OUTPUT_ENV, str(out))
     assert cli.main(["pod", "--", "t.py"]) == 0
     assert json.loads(out.read_text())["return_value"] == "ok"
+
+
+# --------------------------------------------------------------------------- issue #9
+
+
+def test_module_and_call_take_their_name_as_written_in_the_docs(fake: FakeLauncher, tmp_path: Path) -> None:
+    env = operator_env()
+    assert run(["--module", "pkg.train"], env, tmp_path) == pod.EXIT_OK
+    assert (fake.calls[-1]["entrypoint"], fake.calls[-1]["args"], fake.calls[-1]["module"]) == ("pkg.train", (), True)
+    assert run(["--module", "pkg.train", "--", "--lr", "1"], env, tmp_path) == pod.EXIT_OK
+    assert (fake.calls[-1]["entrypoint"], fake.calls[-1]["args"]) == ("pkg.train", ("--lr", "1"))
+    assert run(["--call", "json:dumps", "--", "x"], env, tmp_path) == pod.EXIT_OK
+    assert (fake.calls[-1]["entrypoint"], fake.calls[-1]["args"]) == (json.dumps, ("x",))
+    # the rendered container's form (pod_args=["--module"]): the name first after --
+    assert run(["--module", "--", "pkg.train", "a"], env, tmp_path) == pod.EXIT_OK
+    assert (fake.calls[-1]["entrypoint"], fake.calls[-1]["args"]) == ("pkg.train", ("a",))
+    assert run(["--module", "a", "--call", "b:c"], env, tmp_path) == pod.EXIT_USAGE
+
+
+def test_call_finds_a_package_in_the_working_directory(
+    fake: FakeLauncher, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "ei_pod_pkg_9").mkdir()
+    (tmp_path / "ei_pod_pkg_9" / "__init__.py").write_text("def fn(*a):\n    return a\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "ei_pod_pkg_9", raising=False)
+    assert run(["--call", "ei_pod_pkg_9:fn"], operator_env(), tmp_path) == pod.EXIT_OK
+    assert fake.calls[-1]["entrypoint"].__name__ == "fn"
+    assert str(tmp_path) not in sys.path  # only while importing
+
+
+def test_unwritable_output_paths_are_refused_before_launching(fake: FakeLauncher, tmp_path: Path, capsys: Any) -> None:
+    env = operator_env()
+    argv = ["--output", "/proc/nope/r.json", "--failure-path", str(tmp_path / "f.json"), "--", "t.py"]
+    assert pod.pod_main(argv, environ=env) == pod.EXIT_INVALID
+    assert "/proc/nope/r.json: cannot write the result file" in capsys.readouterr().err
+    argv = ["--output", str(tmp_path / "r.json"), "--failure-path", "/proc/nope/f.json", "--", "t.py"]
+    assert pod.pod_main(argv, environ=env) == pod.EXIT_INVALID
+    assert fake.calls == []
+
+
+def test_the_fallback_failure_report_keeps_zero_values(fake: FakeLauncher, tmp_path: Path) -> None:
+    failures = _failures()
+    rep = FailureReport(run_id="r")
+    rep.failures.add(rank=0, local_rank=0, attempt=0, exit_code=1, message="boom")
+    fake.error = failures.LaunchFailedError("boom", rep)  # the launcher wrote no file
+    assert run(["--", "t.py"], operator_env(), tmp_path) == pod.EXIT_JOB_FAILED
+    data = json.loads((tmp_path / "failure.json").read_text())
+    assert data["attempts"] == 0 and data["failures"] == []  # summary-only, zeros written
+
+
+def test_launch_time_env_values_are_checked(fake: FakeLauncher, tmp_path: Path, capsys: Any) -> None:
+    env = operator_env() | {"PET_RDZV_ENDPOINT": "job-worker-0:99999"}
+    assert run(["--", "t.py"], env, tmp_path) == pod.EXIT_INVALID
+    assert "PET_RDZV_ENDPOINT: elastic.rdzv_port.range" in capsys.readouterr().err
+    assert run(["--run-id", "a b", "--", "t.py"], operator_env(), tmp_path) == pod.EXIT_INVALID
+    assert fake.calls == []
+
+
+def test_argv_as_one_string_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="list of strings"):
+        pod.pod_main("--task-file t.yaml -- t.py", environ={})  # type: ignore[arg-type]
+
+
+def test_version_and_verbose(capsys: Any, fake: FakeLauncher, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    assert pod.pod_main(["--version"], environ={}) == 0
+    assert capsys.readouterr().out.strip() == f"elastic-idl {ei.__version__}"
+    logger = logging.getLogger("elastic_idl")
+    monkeypatch.setattr(logger, "level", logging.NOTSET)
+    assert run(["-v", "--", "t.py"], operator_env(), tmp_path) == pod.EXIT_OK
+    assert logger.level == logging.DEBUG
+    assert run(["-v", "-q", "--", "t.py"], operator_env(), tmp_path) == pod.EXIT_USAGE

@@ -33,11 +33,12 @@ from typing import Any
 import pytest
 
 import elastic_idl as ei
-from elastic_idl._kubeflow import pod_env, render_pytorchjob
+from elastic_idl._backend.operator import pod_env
+from elastic_idl._backend.pytorchjob import render_pytorchjob
 from elastic_idl.pod import EXIT_JOB_FAILED, FAILURE_PATH_ENV, OUTPUT_ENV, RDZV_ENDPOINT_OVERRIDE_ENV
 
 pytest.importorskip("torch")
-pytest.importorskip("elastic_idl._launcher")  # the runtime's launcher the pods run through
+pytest.importorskip("elastic_idl._launch.launcher")  # the runtime's launcher the pods run through
 
 #: The training code the pods run (written to a temporary directory, imported by the workers).
 #: gloo all_reduce every step; rank 0 checkpoints its step so a restarted attempt resumes.

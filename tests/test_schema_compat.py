@@ -433,11 +433,11 @@ def test_upstream_emitter_is_exact_when_nothing_would_be_lost() -> None:
         [
             "flyteidl.plugins.kubeflow.pytorch_pb2",
             "flyteidl.plugins.pytorch_pb2",
-            "elastic_idl._messages",
+            "elastic_idl._task.messages",
             "elastic_idl.betterproto.plugins.kubeflow.v1",
         ],
         [
-            "elastic_idl._messages",
+            "elastic_idl._task.messages",
             "elastic_idl.betterproto.plugins.kubeflow.v1",
             "flyteidl.plugins.pytorch_pb2",
             "flyteidl.plugins.kubeflow.pytorch_pb2",

@@ -6,6 +6,7 @@ import dataclasses
 import subprocess
 import sys
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -14,18 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import elastic_idl as ei
-from elastic_idl._messages import KubeflowTask, LegacyTask, Resources
-from elastic_idl._messages import RunPolicy as RunPolicyMessage
-from elastic_idl._sdk import (
-    SDK_RULES,
-    CleanPodPolicy,
-    CustomTemplate,
-    Elastic,
-    RestartPolicy,
-    RunPolicy,
-    from_custom,
-)
-from elastic_idl._view import view
+from elastic_idl._sdk.arguments import RunPolicy
+from elastic_idl._sdk.elastic import SDK_RULES, CustomTemplate, Elastic, from_custom
+from elastic_idl._task.enums import CleanPodPolicy, RestartPolicy
+from elastic_idl._task.messages import KubeflowTask, LegacyTask, Resources
+from elastic_idl._task.messages import RunPolicy as RunPolicyMessage
+from elastic_idl._task.view import view
 from strategies import arbitrary_tasks, elastic_kwargs, valid_tasks
 
 #: REFERENCE §2: what flytekit 1.16 emits for Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2).
@@ -237,7 +232,7 @@ def test_rdzv_configs_is_copied_and_read_only() -> None:
         ({"monitor_interval": "soon"}, "monitor_interval"),
         ({"monitor_interval": float("nan")}, "monitor_interval"),
         ({"monitor_interval": True}, "monitor_interval"),
-        ({"max_restarts": "1"}, "max_restarts"),
+        ({"max_restarts": "one"}, "max_restarts"),
         ({"rdzv_configs": [("join_timeout", 1)]}, "rdzv_configs"),
         ({"rdzv_configs": {1: 2}}, "rdzv_configs"),
         ({"rdzv_configs": {"k": [1]}}, "rdzv_configs.k"),
@@ -253,7 +248,7 @@ def test_rdzv_configs_is_copied_and_read_only() -> None:
         ({"restart_policy": "sometimes"}, "restart_policy"),
         ({"image": 3}, "image"),
         ({"rdzv_backend": None}, "rdzv_backend"),
-        ({"rdzv_port": "80"}, "rdzv_port"),
+        ({"rdzv_port": "http"}, "rdzv_port"),
         ({"redirects": 7}, "redirects"),
         ({"tee": "both"}, "tee"),
         ({"local_ranks_filter": "0,x"}, "local_ranks_filter"),
@@ -515,8 +510,10 @@ def test_from_task_picks_the_pytorchjob_form_of_nnodes() -> None:
 
 
 def test_from_task_refuses_what_elastic_cannot_say() -> None:
+    non_elastic = KubeflowTask()
+    non_elastic.worker_replicas.replicas = 2  # valid (an empty task is not: task.not_empty)
     with pytest.raises(ei.ValidationError) as info:
-        Elastic.from_task(KubeflowTask())
+        Elastic.from_task(non_elastic)
     assert rules_of(info.value) == [("elastic_config", "sdk.expressible")]
 
     task = kubeflow_task(min_replicas=1, max_replicas=1, nproc_per_node=1)
@@ -574,7 +571,7 @@ def test_to_task_is_a_copy() -> None:
 def test_no_torch_and_no_flytekit_import() -> None:
     code = (
         "import sys\n"
-        "from elastic_idl._sdk import Elastic, from_custom\n"
+        "from elastic_idl._sdk.elastic import Elastic, from_custom\n"
         "c = Elastic(nnodes='1:4', nproc_per_node='auto', start_method='fork')\n"
         "from_custom(c.to_custom().custom)\n"
         "Elastic.from_task(c.to_task())\n"
@@ -632,3 +629,71 @@ def test_pickle_copy_and_asdict() -> None:
         with pytest.raises(TypeError):
             mutate(cfg.requests)
     assert dict(cfg.requests) == {"cpu": "1"}
+
+
+# ---------------------------------------------------------------- issue #9: public names, round trip
+
+
+def test_sdk_companion_types_are_public() -> None:
+    """The README's own import line: every type an Elastic argument documents is a public name."""
+    from elastic_idl import CleanPodPolicy as PublicClean
+    from elastic_idl import RestartPolicy as PublicRestart
+    from elastic_idl import RunPolicy as PublicRunPolicy
+
+    assert (PublicClean, PublicRestart, PublicRunPolicy) == (CleanPodPolicy, RestartPolicy, RunPolicy)
+
+
+@given(elastic_kwargs())
+def test_a_config_is_the_config_its_task_gives_back(kwargs: dict[str, Any]) -> None:
+    """README: ``cfg == Elastic.from_task(cfg.to_task())``, for every config but the documented two."""
+    cfg = Elastic(**kwargs)
+    if cfg.task_type == "python-task":  # nnodes=1: from_task says "1:1" (a task is a PyTorchJob)
+        cfg = dataclasses.replace(cfg, nnodes="1:1")
+    back = Elastic.from_task(cfg.to_task())
+    assert back == cfg
+    assert hash(back) == hash(cfg)
+    assert back.to_task() == cfg.to_task()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "normal"),
+    [
+        ({"nnodes": "2"}, {"nnodes": 2}),
+        ({"nnodes": "2:2"}, {"nnodes": 2}),
+        ({"nnodes": "1"}, {"nnodes": 1}),
+        ({"nnodes": "01:3"}, {"nnodes": "1:3"}),
+        ({"nproc_per_node": "4"}, {"nproc_per_node": 4}),
+        ({"max_restarts": "3"}, {"max_restarts": 3}),  # refused before, where nproc_per_node="4" was accepted
+        ({"rdzv_port": "29400", "rdzv_host": "h"}, {"rdzv_port": 29400}),
+        ({"monitor_interval": "5"}, {"monitor_interval": 5}),
+        ({"monitor_interval": "0.1"}, {"monitor_interval": 0.1}),
+        ({"shutdown_timeout": Decimal("2.50")}, {"shutdown_timeout": 2.5}),
+        ({"shutdown_timeout": "315575999999.000000001"}, {"shutdown_timeout": Decimal("315575999999.000000001")}),
+        ({"redirects": "all", "tee": "2"}, {"redirects": 3, "tee": 2}),
+        ({"local_ranks_filter": ["0", 1], "nproc_per_node": 2}, {"local_ranks_filter": (0, 1)}),
+        ({"rdzv_backend": ""}, {"rdzv_backend": "c10d"}),
+        ({"image": ""}, {"image": None}),
+        ({"requests": {"cpu": 2}}, {"requests": {"cpu": "2"}, "limits": {}}),
+        ({"limits": {}}, {"requests": {}, "limits": {}}),
+        ({"restart_policy": "Never"}, {"restart_policy": None}),
+        (
+            {"run_policy": {"clean_pod_policy": "None", "backoff_limit": "0", "ttl_seconds_after_finished": "60"}},
+            {"run_policy": RunPolicy(ttl_seconds_after_finished=60)},
+        ),
+    ],
+)
+def test_arguments_are_stored_in_their_normal_form(kwargs: dict[str, Any], normal: dict[str, Any]) -> None:
+    cfg = Elastic(nnodes=kwargs.pop("nnodes", "1:2"), **kwargs)
+    for name, value in normal.items():
+        assert getattr(cfg, name) == value and isinstance(getattr(cfg, name), type(value)), name
+    if cfg.task_type == "pytorch":  # nnodes=1 comes back as "1:1", the PyTorchJob form
+        assert Elastic.from_task(cfg.to_task()) == cfg
+
+
+def test_a_run_policy_object_is_checked_like_a_mapping() -> None:
+    """RunPolicy(...) objects went unchecked into the message: a TypeError or AttributeError traceback."""
+    with pytest.raises(ei.ValidationError) as info:
+        Elastic(nnodes=2, run_policy=RunPolicy(ttl_seconds_after_finished="soon", clean_pod_policy="All"))  # type: ignore[arg-type]
+    assert rules_of(info.value) == [("run_policy.ttl_seconds_after_finished", "sdk.argument")]
+    cfg = Elastic(nnodes=2, run_policy=RunPolicy(clean_pod_policy="All"))  # type: ignore[arg-type]
+    assert cfg.run_policy == RunPolicy(clean_pod_policy=CleanPodPolicy.ALL)

@@ -9,9 +9,10 @@ from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
 import elastic_idl as ei
-from elastic_idl._messages import KubeflowTask, LegacyTask
-from elastic_idl._sdk import Elastic
-from elastic_idl._torchrun import TorchrunError, from_torchrun, to_torchrun
+from elastic_idl._errors import TorchrunError
+from elastic_idl._sdk.elastic import Elastic
+from elastic_idl._sdk.torchrun import from_torchrun, to_torchrun
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
 from strategies import (
     arbitrary_tasks,
     elastic_configs,

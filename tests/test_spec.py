@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
 import elastic_idl as ei
-from elastic_idl._messages import KubeflowTask, LegacyTask
-from elastic_idl._spec import DEFAULT_MONITOR_INTERVAL_S, DEFAULT_START_METHOD
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
+from elastic_idl._task.names import DEFAULT_MONITOR_INTERVAL_S, DEFAULT_START_METHOD
 
 # What the Kubeflow training operator v1.9 injects into an elastic worker (REFERENCE §4).
 OPERATOR_ENV = {
@@ -160,3 +161,31 @@ def test_legacy_and_betterproto_give_the_same_spec() -> None:
     legacy.elastic_config.CopyFrom(t.elastic_config)
     bp = Bp().parse(t.SerializeToString())
     assert ei.to_launch_spec(legacy) == ei.to_launch_spec(t) == ei.to_launch_spec(bp)
+
+
+# ---------------------------------------------------------------- issue #9: launch-time values
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "rule"),
+    [
+        ({"rdzv_endpoint": "host:99999"}, "rdzv_endpoint", "elastic.rdzv_port.range"),
+        ({"rdzv_endpoint": "host:x"}, "rdzv_endpoint", "elastic.rdzv_port.range"),
+        ({"rdzv_endpoint": ":29400"}, "rdzv_endpoint", "elastic.rdzv_host.format"),
+        ({"rdzv_endpoint": "a b:1"}, "rdzv_endpoint", "elastic.rdzv_host.format"),
+        ({"run_id": "a b"}, "run_id", "elastic.rdzv_id.format"),
+        ({"run_id": ""}, "run_id", "elastic.rdzv_id.format"),
+        ({"start_method": "thread"}, "start_method", "enum.known"),
+        ({"env": {"PET_RDZV_ENDPOINT": "job-worker-0:70000"}}, "PET_RDZV_ENDPOINT", "elastic.rdzv_port.range"),
+        ({"env": {"PET_RDZV_ID": "x,y"}}, "PET_RDZV_ID", "elastic.rdzv_id.format"),
+    ],
+)
+def test_launch_time_values_obey_the_rules_of_their_fields(kwargs: dict[str, Any], field: str, rule: str) -> None:
+    with pytest.raises(ei.ValidationError) as info:
+        ei.to_launch_spec(task(), **kwargs)
+    assert [(v.field, v.rule) for v in info.value.violations] == [(field, rule)]
+
+
+@pytest.mark.parametrize("endpoint", ["host:29400", "host", "[::1]:29400", "10.0.0.1:0", "job-worker-0:65535"])
+def test_good_launch_time_endpoints_pass(endpoint: str) -> None:
+    assert ei.to_launch_spec(task(), rdzv_endpoint=endpoint).rdzv_endpoint == endpoint

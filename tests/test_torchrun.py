@@ -20,8 +20,7 @@ from google.protobuf.duration_pb2 import Duration
 from hypothesis import given, settings
 
 import elastic_idl as ei
-from elastic_idl._messages import KubeflowTask, LegacyTask
-from elastic_idl._torchrun import (
+from elastic_idl._sdk.torchrun import (
     FLAGS,
     TorchrunEntrypoint,
     TorchrunError,
@@ -31,6 +30,7 @@ from elastic_idl._torchrun import (
     from_torchrun,
     to_torchrun,
 )
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
 from strategies import raw_torchrun_command_lines, torchrun_command_lines, torchrun_entrypoints, torchrun_tasks
 
 
@@ -131,7 +131,7 @@ def test_every_covered_flag_in_every_spelling(
 def test_every_torchrun_flag_is_classified() -> None:
     covered = {c[0] for c in COVERED} | {c[1] for c in COVERED if c[1]}
     for f in FLAGS:
-        assert f.status in ("covered", "entrypoint", "refused"), f
+        assert f.status in ("covered", "entrypoint", "launch", "refused"), f
         if f.status == "covered" and f.dest not in ("master_addr", "master_port"):
             assert set(f.options) & covered, f"{f.options} has no unit case"
 
@@ -363,7 +363,7 @@ REFUSED: list[tuple[list[str], dict[str, str], str]] = [
     (["--duplicate-stdout-filters=a,b"], {}, "--duplicate-stdout-filters"),
     (["--duplicate_stderr_filters", ""], {}, "--duplicate-stderr-filters"),
     (["--node-rank=1"], {}, "--node-rank"),
-    ([], {"PET_NODE_RANK": "2"}, "--node-rank"),
+    ([], {"PET_NODE_RANK": "2"}, "--node-rank"),  # under static: see test_node_rank_* at the end
     (["--local-addr=10.0.0.2"], {}, "--local-addr"),
     (["--local_addr", "10.0.0.2"], {}, "--local-addr"),
     (["--nproc-per-node=xpu"], {}, "--nproc-per-node"),
@@ -375,8 +375,10 @@ REFUSED: list[tuple[list[str], dict[str, str], str]] = [
 
 @pytest.mark.parametrize(("argv", "env", "flag"), REFUSED, ids=[f"{c[2]}:{c[0] or c[1]}" for c in REFUSED])
 def test_refused_flags_name_the_flag(argv: list[str], env: dict[str, str], flag: str) -> None:
+    # An ambient PET_NODE_RANK only matters to the static backend (c10d ignores it, as torchrun does).
+    backend = "--rdzv-backend=static" if "PET_NODE_RANK" in env else "--rdzv-backend=c10d"
     with pytest.raises(UnsupportedFlagError) as info:
-        from_torchrun(["--rdzv-backend=c10d", *argv, "train.py"], env)
+        from_torchrun([backend, "--nnodes=3", "--rdzv-endpoint=h:1", *argv, "train.py"], env)
     assert info.value.flag == flag
     assert str(info.value).startswith(f"{flag}: ")
     for var in env:
@@ -544,8 +546,10 @@ def test_to_torchrun_refuses_options_torch_would_read_differently(key: str, valu
 
 
 def test_to_torchrun_refuses_invalid_tasks_and_bad_entrypoints() -> None:
+    non_elastic = KubeflowTask()
+    non_elastic.worker_replicas.replicas = 2  # valid; an empty task also breaks task.not_empty
     with pytest.raises(ei.ValidationError) as info:
-        to_torchrun(KubeflowTask(), "t.py")
+        to_torchrun(non_elastic, "t.py")
     assert [v.rule for v in info.value.violations] == ["launch.elastic_required"]
     with pytest.raises(ei.ValidationError):
         to_torchrun(expected_task(min_replicas=3), "t.py")
@@ -594,7 +598,7 @@ def test_argv_to_task_to_argv(case: tuple[list[str], dict[str, str], KubeflowTas
 
 
 def _torch_run_module() -> Any:
-    import elastic_idl._torch  # noqa: F401  (silences torch's import-time NumPy warning first)
+    import elastic_idl._launch.agent  # noqa: F401  (silences torch's import-time NumPy warning first)
 
     return pytest.importorskip("torch.distributed.run")
 
@@ -670,7 +674,8 @@ def test_task_means_what_torchrun_would_run(
     run = _torch_run_module()
     from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
-    from elastic_idl._torch import DEFAULT_SHUTDOWN_TIMEOUT_S, resolve_nproc
+    from elastic_idl._launch.agent import resolve_nproc
+    from elastic_idl._task.names import DEFAULT_SHUTDOWN_TIMEOUT_S
 
     argv, env, _, _ = case
     task, _ = from_torchrun(argv, env)
@@ -722,7 +727,7 @@ def test_readme_flag_table_is_the_flag_table(repo_root: Any) -> None:
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[1] in ("covered", "entrypoint", "refused", "error"):
+        if len(cells) == 3 and cells[1] in ("covered", "entrypoint", "launch", "refused", "error"):
             for flag in cells[0].replace("`", "").split(","):
                 rows[flag.strip()] = cells[1]
     for f in FLAGS:
@@ -731,3 +736,79 @@ def test_readme_flag_table_is_the_flag_table(repo_root: Any) -> None:
                 continue  # the underscore spelling of a dashed flag
             assert rows.get(option) == f.status, option
     assert rows.get("--help") == "error"
+
+
+# ---------------------------------------------------------------- issue #9
+
+
+def test_a_command_line_as_one_string_is_a_type_error_that_says_what_to_pass() -> None:
+    with pytest.raises(TypeError, match=r"pass argv=\['--nproc_per_node=2', 'x.py'\]"):
+        from_torchrun("--nproc_per_node=2 x.py")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="strings only"):
+        from_torchrun(["--nnodes", 2, "x.py"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="env must be a mapping"):
+        from_torchrun(["x.py"], ["PET_NNODES=2"])  # type: ignore[arg-type]
+    task, _ = from_torchrun(["x.py"])
+    with pytest.raises(TypeError, match="list of arguments"):
+        to_torchrun(task, "x.py", "--lr 1")  # type: ignore[arg-type]
+
+
+def test_what_torchruns_parser_rejects_is_a_usage_error() -> None:
+    from elastic_idl._errors import TorchrunUsageError
+
+    for argv, env in (([], {}), (["--bogus", "t.py"], {}), (["-h"], {}), (["t.py"], {"PET_MAX_RESTARTS": "x"})):
+        with pytest.raises(TorchrunUsageError):
+            from_torchrun(argv, env)
+    for argv in (["--nnodes=3:1", "t.py"], ["--logs-specs=x", "t.py"], ["--module", "--no-python", "t"]):
+        with pytest.raises((TorchrunError, ei.ValidationError)) as info:
+            from_torchrun(argv)
+        assert not isinstance(info.value, TorchrunUsageError)
+
+
+def test_per_node_settings_are_launch_time_settings_of_the_drop_in() -> None:
+    from elastic_idl._sdk.torchrun import NodeSettings, parse_torchrun
+
+    static = ["--nnodes=2", "--master-addr=10.0.0.1", "--master-port=29500"]
+    task, _, node = parse_torchrun([*static, "--node-rank=1", "--local-addr=10.0.0.2", "--log-dir=/l", "t.py"])
+    assert node == NodeSettings(node_rank=1, local_addr="10.0.0.2", log_dir="/l")
+    assert (task.elastic_config.rdzv_backend, task.elastic_config.rdzv_host) == ("static", "10.0.0.1")
+    assert parse_torchrun([*static, "t.py"], {"PET_NODE_RANK": "1", "PET_LOG_DIR": "/e"})[2] == NodeSettings(
+        node_rank=1, log_dir="/e"
+    )
+    assert parse_torchrun(["t.py"])[2] == NodeSettings()
+    # from_torchrun cannot put them in a task: refused, saying where they go instead
+    with pytest.raises(UnsupportedFlagError, match=r"--node-rank: 1: a launch-time setting .*elastic-idl torchrun"):
+        from_torchrun([*static, "--node-rank=1", "t.py"])
+    with pytest.raises(TorchrunError, match=r"--node-rank: 2 is not in 0\.\.1"):
+        parse_torchrun([*static, "--node-rank=2", "t.py"])
+
+
+def test_node_rank_where_the_rendezvous_assigns_it() -> None:
+    from elastic_idl._sdk.torchrun import NodeSettings, parse_torchrun
+
+    # An ambient PET_NODE_RANK (a non-elastic pod sets one) with torchrun's default one-node line:
+    # ignored, as torchrun ignores it; the message no longer contradicts itself.
+    task, _, node = parse_torchrun(["t.py"], {"PET_NODE_RANK": "1"})
+    assert node == NodeSettings() and task.elastic_config.rdzv_backend == "c10d"
+    assert from_torchrun(["t.py"], {"PET_NODE_RANK": "1"})[0] == task
+    # On the command line, with c10d: refused (torchrun would ignore it), saying why.
+    with pytest.raises(UnsupportedFlagError, match="only the static backend uses a node rank") as info:
+        from_torchrun(["--rdzv-backend=c10d", "--rdzv-endpoint=h:1", "--nnodes=1:2", "--node-rank=1", "t.py"])
+    assert "PET_NODE_RANK" not in str(info.value)
+
+
+def test_per_rank_redirect_maps_say_what_to_use_instead() -> None:
+    with pytest.raises(UnsupportedFlagError, match=r"give one value .*--local-ranks-filter"):
+        from_torchrun(["-r", "0:1,1:2", "t.py"])
+
+
+def test_the_help_lists_every_flag_by_status() -> None:
+    from elastic_idl._sdk.torchrun import torchrun_help
+
+    text = torchrun_help()
+    for f in FLAGS:
+        dashed = next(o for o in f.options if o.startswith("--"))
+        assert dashed in text, dashed
+    sections = text.split("\n\n")
+    launch = next(sec for sec in sections if sec.startswith("Launch-time"))
+    assert all(flag in launch for flag in ("--node-rank", "--local-addr", "--log-dir"))

@@ -10,8 +10,9 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 
 import elastic_idl as ei
-from elastic_idl._messages import KubeflowTask, LegacyTask
-from elastic_idl._validate import RULES
+from elastic_idl._errors import MAX_ERROR_CHARS
+from elastic_idl._task.messages import KubeflowTask, LegacyTask
+from elastic_idl._task.validate import RULES
 
 
 def kubeflow(**elastic: Any) -> KubeflowTask:
@@ -153,6 +154,12 @@ INVALID: list[tuple[str, Any, str, str]] = [
         "worker_replicas.resources.requests[0].value",
     ),
     (
+        "resource_quantity",
+        _with(lambda t: t.worker_replicas.resources.limits.add(name=2, value="1.5")),
+        "resources.quantity",
+        "worker_replicas.resources.limits[0].value",
+    ),
+    (
         "clean_pod",
         _with(lambda t: setattr(t.run_policy, "clean_pod_policy", 5)),
         "enum.known",
@@ -165,6 +172,34 @@ INVALID: list[tuple[str, Any, str, str]] = [
         "run_policy.backoff_limit",
     ),
     ("tee", kubeflow(tee=8), "enum.known", "elastic_config.tee"),
+    # What the renderer refuses is invalid: an empty task, no workers, an image with whitespace.
+    ("empty_kubeflow", KubeflowTask(), "task.not_empty", ""),
+    ("empty_legacy", LegacyTask(), "task.not_empty", ""),
+    (
+        "no_workers_master_only",
+        _with(lambda t: t.master_replicas.SetInParent(), KubeflowTask()),
+        "replicas.workers_required",
+        "worker_replicas.replicas",
+    ),
+    ("no_workers_legacy", LegacyTask(workers=0), "replicas.workers_required", "workers"),
+    (
+        "no_workers_common",
+        _with(lambda t: setattr(t.worker_replicas.common, "image", "train:1"), KubeflowTask()),
+        "replicas.workers_required",
+        "worker_replicas.common.replicas",
+    ),
+    (
+        "image_space",
+        _with(lambda t: setattr(t.worker_replicas, "image", "train: 1")),
+        "replicas.image.format",
+        "worker_replicas.image",
+    ),
+    (
+        "image_newline_master",
+        _with(lambda t: setattr(t.master_replicas.common, "image", "train:1\n")),
+        "replicas.image.format",
+        "master_replicas.common.image",
+    ),
 ]
 
 # Rules that no task can break on its own: they are about the launch context.
@@ -208,7 +243,8 @@ VALID: list[tuple[str, Any]] = [
     ("unicode_role", kubeflow(role="trainer-é", rdzv_id="run-1", rdzv_host="::1", rdzv_port=65535)),
     ("legacy_zero_workers", legacy(workers=0)),
     ("legacy_no_elastic", LegacyTask(workers=3)),
-    ("kubeflow_no_elastic", KubeflowTask()),
+    ("kubeflow_no_elastic", _with(lambda t: setattr(t.worker_replicas, "replicas", 2), KubeflowTask())),
+    ("image", _with(lambda t: setattr(t.worker_replicas, "image", "ghcr.io/acme/train@sha256:0a1b"))),
     ("master_one", _with(lambda t: setattr(t.master_replicas, "replicas", 1))),
     (
         "common_wins",
@@ -267,6 +303,112 @@ def test_validate_ignores_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
 def test_validate_does_not_import_torch() -> None:
     import subprocess
 
-    code = "import sys, elastic_idl as ei; from elastic_idl._messages import KubeflowTask; ei.violations(KubeflowTask()); print('torch' in sys.modules)"
+    code = "import sys, elastic_idl as ei; from elastic_idl._task.messages import KubeflowTask; ei.violations(KubeflowTask()); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------- issue #9: Kubernetes quantities
+
+
+def _resources_task(requests: list[tuple[int, str]], limits: list[tuple[int, str]]) -> Any:
+    def fill(t: Any) -> None:
+        for name, value in requests:
+            t.worker_replicas.resources.requests.add(name=name, value=value)
+        for name, value in limits:
+            t.worker_replicas.resources.limits.add(name=name, value=value)
+
+    return _with(fill)
+
+
+CPU, GPU, MEMORY = 1, 2, 3
+
+
+@pytest.mark.parametrize(
+    ("requests", "limits", "fields"),
+    [
+        ([(GPU, "x")], [], ["requests[0]"]),  # not a quantity
+        ([(CPU, "-1")], [], ["requests[0]"]),  # negative
+        ([(MEMORY, "4Gi ")], [], ["requests[0]"]),  # surrounding whitespace
+        ([(MEMORY, " 4Gi")], [], ["requests[0]"]),
+        ([], [(GPU, "1.5")], ["limits[0]"]),  # a GPU is whole
+        ([(CPU, "2")], [(CPU, "1")], ["requests[0]"]),  # request above its limit
+        ([(GPU, "1")], [(GPU, "2")], ["requests[0]"]),  # GPU request and limit differ
+        ([(CPU, "1"), (CPU, "3")], [(CPU, "2")], ["requests[1]"]),  # the last value of a name counts
+        ([(CPU, "1K"), (MEMORY, "1e1.5")], [(CPU, "-0.1n")], ["requests[0]", "requests[1]", "limits[0]"]),
+    ],
+)
+def test_quantities_the_api_server_refuses_are_violations(
+    requests: list[tuple[int, str]], limits: list[tuple[int, str]], fields: list[str]
+) -> None:
+    found = ei.violations(_resources_task(requests, limits))
+    assert [(v.field, v.rule) for v in found] == [
+        (f"worker_replicas.resources.{f}.value", "resources.quantity") for f in fields
+    ]
+
+
+@pytest.mark.parametrize(
+    ("requests", "limits"),
+    [
+        ([(CPU, "500m"), (MEMORY, "1Gi"), (GPU, "1")], [(CPU, "1"), (MEMORY, "1024Mi"), (GPU, "1000m")]),
+        ([(CPU, ".5"), (MEMORY, "+1.")], [(CPU, "5e-1"), (MEMORY, "1E3")]),
+        ([(GPU, "2")], []),  # a GPU request alone is not refused here (see _resources.py)
+        ([(CPU, "0")], [(CPU, "0")]),
+        ([(MEMORY, "1e2147483647")], []),  # int32 exponent
+    ],
+)
+def test_quantities_the_api_server_accepts_are_valid(
+    requests: list[tuple[int, str]], limits: list[tuple[int, str]]
+) -> None:
+    assert ei.violations(_resources_task(requests, limits)) == []
+
+
+def test_the_empty_task_and_no_workers_are_what_render_refuses() -> None:
+    """validate rejects every task whose content the renderer refuses (issue #9)."""
+    master_only = _with(lambda t: t.master_replicas.SetInParent(), KubeflowTask())
+    for task, version in ((KubeflowTask(), 1), (LegacyTask(), 0), (LegacyTask(workers=0), 0), (master_only, 1)):
+        assert ei.violations(task), task
+        with pytest.raises(ei.ValidationError) as info:
+            ei.render_pytorchjob(task, task_type_version=version, name="j", image="i", entrypoint=["t.py"])
+        assert info.value.violations == tuple(ei.violations(task))
+    empty = ei.violations(KubeflowTask())
+    assert [(v.field, v.rule) for v in empty] == [
+        ("", "task.not_empty"),
+        ("worker_replicas.replicas", "replicas.workers_required"),
+    ]
+    assert str(empty[0]).startswith("task.not_empty: the task is empty")
+    # A negative count is replicas.non_negative only; workers_required is about 0.
+    assert [v.rule for v in ei.violations(LegacyTask(workers=-1))] == ["replicas.non_negative"]
+
+
+def test_violation_messages_are_bounded() -> None:
+    t = kubeflow(rdzv_id="x" * 100_000, rdzv_host="h " * 50_000)
+    t.elastic_config.local_ranks_filter.extend(range(-1, 100_000))
+    t.elastic_config.rdzv_options.add(key="k,\n" * 10_000, value="v")
+    found = ei.violations(t)
+    assert {v.rule for v in found} >= {"elastic.rdzv_id.format", "elastic.rdzv_host.format", "elastic.rdzv_options.key"}
+    for v in found:
+        assert len(v.message) <= MAX_ERROR_CHARS and "\n" not in str(v), v.rule
+
+
+def test_validation_error_lists_a_bounded_number_of_violations() -> None:
+    t = kubeflow()
+    for _ in range(500):
+        t.elastic_config.rdzv_options.add(key="", value="v")
+    err = ei.ValidationError(ei.violations(t))
+    assert len(err.violations) == 500
+    lines = str(err).splitlines()
+    assert lines[0] == "500 violations:" and lines[-1] == "  ... and 480 more violations"
+    assert len(lines) == 1 + 20 + 1
+
+
+def test_upstream_flyteidl_messages_are_validated_by_their_bytes() -> None:
+    from flyteidl.plugins import pytorch_pb2 as up_legacy
+    from flyteidl.plugins.kubeflow import pytorch_pb2 as up_kubeflow
+
+    up = up_kubeflow.DistributedPyTorchTrainingTask()
+    up.worker_replicas.replicas = 3
+    up.elastic_config.min_replicas, up.elastic_config.max_replicas = 3, 2
+    ours = ei.decode(up.SerializeToString(), format="binary")
+    assert ei.violations(up) == ei.violations(ours) and ei.violations(up)
+    assert ei.violations(up_legacy.DistributedPyTorchTrainingTask(workers=2)) == []

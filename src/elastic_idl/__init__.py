@@ -19,64 +19,70 @@ __version__ = "0.1.0"
 #: public name -> private module that defines it
 _EXPORTS: dict[str, str] = {
     # formats
-    "FORMATS": "_codec",
-    "EncodeError": "_codec",
-    "SkewError": "_codec",
-    "SkewWarning": "_codec",
-    "decode": "_codec",
-    "detect_format": "_codec",
-    "encode": "_codec",
-    "extension_fields": "_codec",
-    "to_custom": "_codec",
-    # errors
+    "FORMATS": "_task.codec",
+    "decode": "_task.codec",
+    "detect_format": "_task.codec",
+    "encode": "_task.codec",
+    "extension_fields": "_task.codec",
+    "to_custom": "_task.codec",
+    # errors (all in one module)
     "DecodeError": "_errors",
     "ElasticIdlError": "_errors",
+    "EncodeError": "_errors",
+    "LaunchFailedError": "_errors",
+    "LaunchInterruptedError": "_errors",
     "RenderError": "_errors",
+    "RendezvousIncompleteError": "_errors",
+    "SkewError": "_errors",
+    "SkewWarning": "_errors",
+    "TorchrunError": "_errors",
+    "UnsupportedFlagError": "_errors",
     "UnsupportedVersionError": "_errors",
     "ValidationError": "_errors",
     "Violation": "_errors",
     # messages
-    "ElasticConfig": "_messages",
-    "FailureRecord": "_messages",
-    "FailureReport": "_messages",
-    "KubeflowTask": "_messages",
-    "LegacyTask": "_messages",
-    "Task": "_messages",
-    "as_pb2": "_messages",
+    "ElasticConfig": "_task.messages",
+    "FailureRecord": "_task.messages",
+    "FailureReport": "_task.messages",
+    "KubeflowTask": "_task.messages",
+    "LegacyTask": "_task.messages",
+    "Task": "_task.messages",
+    "as_pb2": "_task.messages",
     # validate, view
-    "RULES": "_validate",
-    "validate": "_validate",
-    "violations": "_validate",
-    "DEFAULT_RDZV_BACKEND": "_view",
-    "TaskView": "_view",
-    "view": "_view",
+    "RULES": "_task.validate",
+    "validate": "_task.validate",
+    "violations": "_task.validate",
+    "DEFAULT_RDZV_BACKEND": "_task.names",
+    "TaskView": "_task.view",
+    "view": "_task.view",
     # launch
-    "EnvDecision": "_spec",
-    "LaunchSpec": "_spec",
-    "to_launch_spec": "_spec",
-    "to_launch_config": "_launcher",
-    "launch": "_launcher",
-    "LaunchFailedError": "_launcher",
-    "LaunchInterruptedError": "_launcher",
-    "RendezvousIncompleteError": "_launcher",
+    "EnvDecision": "_launch.spec",
+    "LaunchSpec": "_launch.spec",
+    "to_launch_spec": "_launch.spec",
+    "to_launch_config": "_launch.launcher",
+    "launch": "_launch.launcher",
+    # pod entrypoint
+    "pod_main": "pod",
     # backend side
-    "render_pytorchjob": "_kubeflow",
-    "pod_env": "_kubeflow",
+    "render_pytorchjob": "_backend.pytorchjob",
+    "pod_env": "_backend.operator",
     # SDK side
-    "Elastic": "_sdk",
-    "CustomTemplate": "_sdk",
-    "from_custom": "_sdk",
-    "from_torchrun": "_torchrun",
-    "to_torchrun": "_torchrun",
-    "TorchrunEntrypoint": "_torchrun",
-    "TorchrunError": "_torchrun",
-    "UnsupportedFlagError": "_torchrun",
+    "Elastic": "_sdk.elastic",
+    "CleanPodPolicy": "_task.enums",
+    "CustomTemplate": "_sdk.elastic",
+    "RestartPolicy": "_task.enums",
+    "RunPolicy": "_sdk.arguments",
+    "from_custom": "_sdk.elastic",
+    "from_torchrun": "_sdk.torchrun",
+    "to_torchrun": "_sdk.torchrun",
+    "TorchrunEntrypoint": "_sdk.torchrun",
 }
 
 __all__ = [
     "DEFAULT_RDZV_BACKEND",
     "FORMATS",
     "RULES",
+    "CleanPodPolicy",
     "CustomTemplate",
     "DecodeError",
     "Elastic",
@@ -93,6 +99,8 @@ __all__ = [
     "LegacyTask",
     "RenderError",
     "RendezvousIncompleteError",
+    "RestartPolicy",
+    "RunPolicy",
     "SkewError",
     "SkewWarning",
     "Task",
@@ -113,6 +121,7 @@ __all__ = [
     "from_torchrun",
     "launch",
     "pod_env",
+    "pod_main",
     "render_pytorchjob",
     "to_custom",
     "to_launch_config",
@@ -138,34 +147,39 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from elastic_idl._codec import (
-        FORMATS,
+    from elastic_idl._backend.operator import pod_env
+    from elastic_idl._backend.pytorchjob import render_pytorchjob
+    from elastic_idl._errors import (
+        DecodeError,
+        ElasticIdlError,
         EncodeError,
+        LaunchFailedError,
+        LaunchInterruptedError,
+        RenderError,
+        RendezvousIncompleteError,
         SkewError,
         SkewWarning,
+        TorchrunError,
+        UnsupportedFlagError,
+        UnsupportedVersionError,
+        ValidationError,
+        Violation,
+    )
+    from elastic_idl._launch.launcher import launch, to_launch_config
+    from elastic_idl._launch.spec import EnvDecision, LaunchSpec, to_launch_spec
+    from elastic_idl._sdk.arguments import RunPolicy
+    from elastic_idl._sdk.elastic import CustomTemplate, Elastic, from_custom
+    from elastic_idl._sdk.torchrun import TorchrunEntrypoint, from_torchrun, to_torchrun
+    from elastic_idl._task.codec import (
+        FORMATS,
         decode,
         detect_format,
         encode,
         extension_fields,
         to_custom,
     )
-    from elastic_idl._errors import (
-        DecodeError,
-        ElasticIdlError,
-        RenderError,
-        UnsupportedVersionError,
-        ValidationError,
-        Violation,
-    )
-    from elastic_idl._kubeflow import pod_env, render_pytorchjob
-    from elastic_idl._launcher import (
-        LaunchFailedError,
-        LaunchInterruptedError,
-        RendezvousIncompleteError,
-        launch,
-        to_launch_config,
-    )
-    from elastic_idl._messages import (
+    from elastic_idl._task.enums import CleanPodPolicy, RestartPolicy
+    from elastic_idl._task.messages import (
         ElasticConfig,
         FailureRecord,
         FailureReport,
@@ -174,14 +188,7 @@ if TYPE_CHECKING:
         Task,
         as_pb2,
     )
-    from elastic_idl._sdk import CustomTemplate, Elastic, from_custom
-    from elastic_idl._spec import EnvDecision, LaunchSpec, to_launch_spec
-    from elastic_idl._torchrun import (
-        TorchrunEntrypoint,
-        TorchrunError,
-        UnsupportedFlagError,
-        from_torchrun,
-        to_torchrun,
-    )
-    from elastic_idl._validate import RULES, validate, violations
-    from elastic_idl._view import DEFAULT_RDZV_BACKEND, TaskView, view
+    from elastic_idl._task.names import DEFAULT_RDZV_BACKEND
+    from elastic_idl._task.validate import RULES, validate, violations
+    from elastic_idl._task.view import TaskView, view
+    from elastic_idl.pod import pod_main

@@ -24,10 +24,18 @@ from typing import Any
 
 import yaml
 
-from elastic_idl._codec import EncodeError, decode, encode, to_custom
-from elastic_idl._errors import DecodeError, ElasticIdlError, RenderError, ValidationError, Violation
-from elastic_idl._spec import to_launch_spec
-from elastic_idl._validate import violations
+from elastic_idl._errors import (
+    CaseError,
+    DecodeError,
+    ElasticIdlError,
+    EncodeError,
+    RenderError,
+    ValidationError,
+    Violation,
+)
+from elastic_idl._launch.spec import to_launch_spec
+from elastic_idl._task.codec import decode, encode, to_custom
+from elastic_idl._task.validate import violations
 
 __all__ = [
     "CASE_FILE",
@@ -93,10 +101,6 @@ _CASE_KEYS = {"kind", "description", "task_type_version", "render", "envs", "fly
 _PINNED_INDICES = (0, 1)
 #: Order of replica types in pod_env / launch_spec keys.
 _REPLICA_ORDER = ("Master", "Worker")
-
-
-class CaseError(ValueError):
-    """A case folder is malformed (unknown key, missing input, bad kind)."""
 
 
 @dataclass(frozen=True)
@@ -271,7 +275,8 @@ def outputs_of_task(
     - ``launch_spec``: ``LaunchSpec.as_dict()`` under no env (``none``), under each
       pod env of ``pod_env`` and under each named extra env; or the error.
     """
-    from elastic_idl._kubeflow import pod_env, render_pytorchjob
+    from elastic_idl._backend.operator import pod_env
+    from elastic_idl._backend.pytorchjob import render_pytorchjob
 
     out: dict[str, Any] = {}
     binary = encode(task, "binary")
@@ -353,12 +358,15 @@ def respond(request: Mapping[str, Any]) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for entry in request.get("cases", []):
         inp = entry["input"]
+        envs = entry.get("envs") or {}
+        if not isinstance(envs, Mapping) or not all(isinstance(e, Mapping) for e in envs.values()):
+            raise ValueError(f"case {entry.get('name')!r}: envs must map a name to a mapping of strings")
         results[entry["name"]] = evaluate(
             inp["data"],
             format=inp["format"],
             task_type_version=entry["task_type_version"],
             render=entry.get("render") or DEFAULT_RENDER,
-            envs=entry.get("envs") or {},
+            envs=envs,
         )
     return {
         "version": CONTRACT_VERSION,
@@ -531,11 +539,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "cases": [request_for(c) for c in cases if c.kind != "flytekit"],
             }
         else:
-            request = json.load(sys.stdin)
+            # The bytes, strictly UTF-8: a text stdin in the C locale would turn bad bytes into surrogates.
+            stream = getattr(sys.stdin, "buffer", sys.stdin)
+            raw = stream.read()
+            request = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
         if not isinstance(request, dict):
             raise ValueError("the request must be a JSON object")
         response = respond(request)
-    except (ValueError, KeyError, TypeError, OSError) as exc:
+    except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         sys.stderr.write(f"conformance: bad request: {type(exc).__name__}: {exc}\n")
         return 2
     sys.stdout.write(json.dumps(response, sort_keys=True, ensure_ascii=False) + "\n")

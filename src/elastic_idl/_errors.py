@@ -1,18 +1,72 @@
-"""The project's exception types. Every error a user can cause is one of these."""
+"""The project's exception and warning types, all of them. Every error a user can cause is one of these.
+
+The public ones are re-exported by ``elastic_idl``; the exit code each maps to is
+:mod:`elastic_idl.exit_codes`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+import reprlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
+    "MAX_ERROR_CHARS",
+    "MAX_FIELD_CHARS",
+    "MAX_VIOLATIONS_SHOWN",
+    "CaseError",
     "DecodeError",
     "ElasticIdlError",
+    "EncodeError",
+    "HostNotFoundError",
+    "LaunchFailedError",
+    "LaunchInterruptedError",
     "RenderError",
+    "RendezvousIncompleteError",
+    "SkewError",
+    "SkewWarning",
+    "TorchrunError",
+    "TorchrunUsageError",
+    "UnsupportedFlagError",
     "UnsupportedVersionError",
     "ValidationError",
     "Violation",
+    "brief",
+    "one_line",
+    "violation_lines",
 ]
+
+#: The longest message an error or violation carries, in characters; longer text
+#: (echoed input, a long value) is cut, so an error stays short whatever the input.
+MAX_ERROR_CHARS = 500
+#: The longest field path a DecodeError carries (an unknown key is echoed in it).
+MAX_FIELD_CHARS = 120
+#: How many violations a ValidationError's message (and the CLI) lists; the rest are counted.
+MAX_VIOLATIONS_SHOWN = 20
+
+_repr = reprlib.Repr()
+_repr.maxlevel = 2
+_repr.maxstring = 60
+_repr.maxother = 60
+_repr.maxlong = 40
+_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxfrozenset = _repr.maxdeque = _repr.maxarray = 4
+_repr.maxdict = 4
+_LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+
+
+def brief(value: object) -> str:
+    """A bounded ``repr`` for messages: long strings, deep or large containers are cut."""
+    return _repr.repr(value)
+
+
+def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` on one line, at most ``limit`` characters (cut text ends with "...")."""
+    flat = _LINE_BREAKS.sub(" ", text.strip())
+    if len(flat) > limit:
+        flat = flat[: limit - 3] + "..."
+    return flat
 
 
 class ElasticIdlError(Exception):
@@ -26,15 +80,38 @@ class DecodeError(ElasticIdlError, ValueError):
         field: Dotted path of the offending field ("" when the input as a whole is bad).
         reason: What is wrong, in words.
         format: The input format that was being decoded ("binary", "json", ...).
+        line, column, offset: Where the input is bad, when known (see below).
+
+    Where the parser gives one, the position of the error: ``line`` and
+    ``column`` (1-based) in text, ``offset`` (0-based byte) in binary or
+    undecodable input; None when unknown. The message ends with the format and
+    the position, e.g. ``(yaml, line 2, column 1)``.
     """
 
-    def __init__(self, field: str, reason: str, *, format: str = "") -> None:
-        self.field = field
-        self.reason = reason
+    def __init__(
+        self,
+        field: str,
+        reason: str,
+        *,
+        format: str = "",
+        line: int | None = None,
+        column: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.field = one_line(field, MAX_FIELD_CHARS)
+        self.reason = one_line(reason)
         self.format = format
-        where = f"{field}: " if field else ""
-        fmt = f" ({format})" if format else ""
-        super().__init__(f"{where}{reason}{fmt}")
+        self.line = line
+        self.column = column
+        self.offset = offset
+        where = f"{self.field}: " if self.field else ""
+        at = [format] if format else []
+        if line is not None:
+            at.append(f"line {line}" + (f", column {column}" if column is not None else ""))
+        if offset is not None:
+            at.append(f"byte {offset}")
+        suffix = f" ({', '.join(at)})" if at else ""
+        super().__init__(f"{where}{self.reason}{suffix}")
 
 
 class UnsupportedVersionError(ElasticIdlError, ValueError):
@@ -43,7 +120,7 @@ class UnsupportedVersionError(ElasticIdlError, ValueError):
     def __init__(self, version: object) -> None:
         self.version = version
         super().__init__(
-            f"task_type_version: unsupported task template version {version!r} "
+            f"task_type_version: unsupported task template version {brief(version)} "
             "(0 = legacy DistributedPyTorchTrainingTask, 1 = kubeflow DistributedPyTorchTrainingTask)"
         )
 
@@ -62,8 +139,22 @@ class Violation:
     rule: str
     message: str
 
+    def __post_init__(self) -> None:
+        # Messages quote values from the input: keep them one bounded line.
+        object.__setattr__(self, "message", one_line(self.message))
+
     def __str__(self) -> str:
-        return f"{self.field}: {self.rule}: {self.message}"
+        # An empty field is the task as a whole.
+        where = f"{self.field}: " if self.field else ""
+        return f"{where}{self.rule}: {self.message}"
+
+
+def violation_lines(violations: Sequence[Violation], limit: int = MAX_VIOLATIONS_SHOWN) -> list[str]:
+    """One line per violation, at most ``limit`` of them, then how many more there are."""
+    lines = [str(v) for v in violations[:limit]]
+    if len(violations) > limit:
+        lines.append(f"... and {len(violations) - limit} more violations")
+    return lines
 
 
 class ValidationError(ElasticIdlError, ValueError):
@@ -71,7 +162,7 @@ class ValidationError(ElasticIdlError, ValueError):
 
     def __init__(self, violations: Iterable[Violation]) -> None:
         self.violations: tuple[Violation, ...] = tuple(violations)
-        lines = "\n".join(f"  {v}" for v in self.violations)
+        lines = "\n".join(f"  {line}" for line in violation_lines(self.violations))
         n = len(self.violations)
         super().__init__(f"{n} violation{'s' if n != 1 else ''}:\n{lines}")
 
@@ -86,5 +177,142 @@ class RenderError(ElasticIdlError, ValueError):
 
     def __init__(self, field: str, reason: str) -> None:
         self.field = field
+        self.reason = one_line(reason)
+        super().__init__(f"{field}: {self.reason}")
+
+
+# --------------------------------------------------------------------------- formats (decode/encode)
+
+
+class SkewError(ElasticIdlError, ValueError):
+    """Emitting for an upstream-only reader would drop extension fields that are set.
+
+    Attributes:
+        fields: Paths of the extension fields that upstream would lose.
+    """
+
+    def __init__(self, fields: Sequence[str]) -> None:
+        self.fields = tuple(fields)
+        super().__init__(
+            "upstream readers do not know these fields and would lose them: "
+            + ", ".join(self.fields)
+            + " (clear them, or pass allow_loss=True to drop them with a warning)"
+        )
+
+
+class SkewWarning(UserWarning):
+    """Extension fields were dropped to emit the upstream-only form (allow_loss=True)."""
+
+
+class EncodeError(ElasticIdlError, ValueError):
+    """A message holds a value its JSON/YAML form cannot express (e.g. an invalid Duration).
+
+    Attributes:
+        field: Dotted path of the offending field ("" when unknown).
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        reason = one_line(reason)
+        super().__init__(f"{field}: {reason}" if field else reason)
+
+
+# --------------------------------------------------------------------------- torchrun command lines
+
+
+class TorchrunError(ElasticIdlError, ValueError):
+    """A torchrun command line (or its ``PET_*`` env) could not be turned into a task, or back.
+
+    Attributes:
+        flag: The flag at fault in its dash spelling ("--nnodes"), or "training_script".
+        reason: What is wrong; names the env variable when the value came from one.
+    """
+
+    def __init__(self, flag: str, reason: str) -> None:
+        self.flag = flag
         self.reason = reason
-        super().__init__(f"{field}: {reason}")
+        super().__init__(f"{flag}: {reason}")
+
+
+class UnsupportedFlagError(TorchrunError):
+    """A torchrun flag (or value) the schema cannot hold, so converting would drop it."""
+
+
+class TorchrunUsageError(TorchrunError):
+    """A command line torchrun's own parser rejects (no script, an unknown flag, a bad type, -h).
+
+    torchrun exits 2 (argparse's usage error) on these; ``elastic-idl torchrun`` does too.
+    """
+
+
+# --------------------------------------------------------------------------- launches
+
+
+class LaunchFailedError(ElasticIdlError, RuntimeError):
+    """A launch failed for good: the one exception :func:`elastic_idl.launch` raises.
+
+    Attributes:
+        report: The ``FailureReport`` message (also written as JSON when the launch
+            was given a ``failure_path``).
+        failures: ``report.failures`` as a tuple of ``FailureRecord``, root cause first.
+    """
+
+    def __init__(self, message: str, report: Any) -> None:
+        super().__init__(message)
+        self.report = report
+        self.failures: tuple[Any, ...] = tuple(report.failures)
+
+
+class RendezvousIncompleteError(LaunchFailedError):
+    """Not enough nodes joined the rendezvous within its join timeout.
+
+    Attributes:
+        joined: How many nodes were seen in the rendezvous (this one included);
+            -1 when the backend cannot tell.
+        needed: The minimum number of nodes (min_nodes).
+        timeout_s: The join timeout that ran out, in seconds.
+    """
+
+    def __init__(self, message: str, report: Any, *, joined: int, needed: int, timeout_s: float) -> None:
+        super().__init__(message, report)
+        self.joined = joined
+        self.needed = needed
+        self.timeout_s = timeout_s
+
+
+class LaunchInterruptedError(LaunchFailedError):
+    """The launcher got a termination signal (SIGTERM, SIGINT, ...) and stopped every worker.
+
+    Attributes:
+        signal: The signal number received.
+        stopped_pids: Worker processes that were running and have been stopped.
+    """
+
+    def __init__(self, message: str, report: Any, *, signum: int, stopped_pids: Sequence[int]) -> None:
+        super().__init__(message, report)
+        self.signal = signum
+        self.stopped_pids = tuple(stopped_pids)
+
+
+class HostNotFoundError(ElasticIdlError, ValueError):
+    """The rendezvous host of a local launch does not resolve.
+
+    Attributes:
+        host: The host name that did not resolve.
+        endpoint: The whole rendezvous endpoint.
+    """
+
+    def __init__(self, host: str, endpoint: str, reason: str) -> None:
+        self.host = host
+        self.endpoint = endpoint
+        super().__init__(
+            f"rdzv_endpoint: the host {host!r} of {endpoint!r} does not resolve ({reason}); "
+            "a one-machine launch can use 127.0.0.1"
+        )
+
+
+# --------------------------------------------------------------------------- contract cases
+
+
+class CaseError(ValueError):
+    """A case folder is malformed (unknown key, missing input, bad kind)."""

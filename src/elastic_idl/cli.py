@@ -1,7 +1,9 @@
 """The ``elastic-idl`` command line. With pod.py, the only code that prints, reads files or the env.
 
-Exit codes: 0 ok; 1 invalid input (decode or validation error, bad option
-value); 2 usage error; 3 the launched job failed; 130 interrupted.
+Exit codes: the table of :mod:`elastic_idl.exit_codes`, shared with the pod entrypoint:
+0 ok; 1 invalid input (decode or validation error, bad option value, unusable
+entrypoint or path); 2 usage error; 3 the launched job failed; 4 the rendezvous
+never completed; 128+N stopped by signal N (130 SIGINT, 143 SIGTERM).
 """
 
 from __future__ import annotations
@@ -16,22 +18,37 @@ from typing import Any
 
 import yaml
 
-from elastic_idl._codec import FORMATS, decode, encode, to_custom
-from elastic_idl._errors import ElasticIdlError, ValidationError
-from elastic_idl._messages import Task
-from elastic_idl._spec import to_launch_spec
+from elastic_idl import __version__
+from elastic_idl._errors import (
+    ElasticIdlError,
+    LaunchInterruptedError,
+    TorchrunUsageError,
+    UnsupportedFlagError,
+    ValidationError,
+    violation_lines,
+)
+from elastic_idl._launch.spec import to_launch_spec
+from elastic_idl._task.codec import FORMATS, MAX_TASK_BYTES, decode, encode, format_of_path, read_task_bytes, to_custom
+from elastic_idl._task.messages import Task
+from elastic_idl.exit_codes import EXIT_CODES_TEXT, ExitCode, exit_code_of
 
-EXIT_OK = 0
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_JOB_FAILED = 3
-EXIT_INTERRUPTED = 130
+EXIT_OK = ExitCode.OK
+EXIT_INVALID = ExitCode.INVALID
+EXIT_USAGE = ExitCode.USAGE
+EXIT_JOB_FAILED = ExitCode.JOB_FAILED
+EXIT_RENDEZVOUS = ExitCode.RENDEZVOUS
+EXIT_INTERRUPTED = ExitCode.SIGINT
+
+#: Subcommands that take their own flags (torchrun's, the pod's): the rest of the line is theirs.
+_PASS_THROUGH = ("pod", "torchrun")
+#: Global options that may come before the subcommand.
+_GLOBAL_FLAGS = ("-v", "--verbose")
 
 _EPILOG = (
-    "FILE is a task in textproto, JSON, YAML or binary ('-' reads stdin; the format is detected, "
-    "or give --format). --task-type-version says which task shape FILE holds: 1 (default, the "
-    "kubeflow shape flytekit 1.16 emits) or 0 (legacy). Exit codes: 0 ok, 1 invalid input, 2 usage, "
-    "3 the job failed, 130 interrupted."
+    f"FILE is a task in textproto, JSON, YAML or binary, at most {MAX_TASK_BYTES:,} bytes ('-' reads "
+    "stdin; the format is --format, else the file's extension, else detected). --task-type-version says "
+    "which task shape FILE holds: 1 (default, the kubeflow shape flytekit 1.16 emits) or 0 (legacy). "
+    f"{EXIT_CODES_TEXT}"
 )
 
 
@@ -48,20 +65,23 @@ def _add_input(p: argparse.ArgumentParser) -> None:
 
 
 def _read(args: argparse.Namespace) -> Task:
+    # --format, else the file's extension, else detected; at most MAX_TASK_BYTES are read.
     if args.file == "-":
-        data: bytes = sys.stdin.buffer.read()
+        data = read_task_bytes(sys.stdin.buffer)
+        fmt = args.format
     else:
         with open(args.file, "rb") as fh:
-            data = fh.read()
-    return decode(data, format=args.format, task_type_version=args.task_type_version)
+            data = read_task_bytes(fh)
+        fmt = args.format or format_of_path(args.file)
+    return decode(data, format=fmt, task_type_version=args.task_type_version)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from elastic_idl._validate import violations
+    from elastic_idl._task.validate import violations
 
     found = violations(_read(args))
-    for v in found:
-        print(v, file=sys.stderr)
+    for line in violation_lines(found):
+        print(line, file=sys.stderr)
     if found:
         return EXIT_INVALID
     print("valid")
@@ -107,7 +127,7 @@ def _entrypoint(args: argparse.Namespace) -> list[str]:
 
 
 def _render(args: argparse.Namespace, entrypoint: list[str]) -> dict[str, Any]:
-    from elastic_idl._kubeflow import render_pytorchjob
+    from elastic_idl._backend.pytorchjob import render_pytorchjob
 
     job: dict[str, Any] = render_pytorchjob(
         _read(args),
@@ -129,7 +149,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
-    from elastic_idl._kubeflow import pod_env
+    from elastic_idl._backend.operator import pod_env
 
     # The entrypoint does not change the env; a placeholder keeps the render valid.
     env = pod_env(_render(args, _entrypoint(args) or ["train.py"]), args.replica_type, args.replica)
@@ -139,10 +159,10 @@ def _cmd_env(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from elastic_idl._launcher import launch
+    from elastic_idl._launch.launcher import launch
 
     command = list(args.tail)
-    if not command:
+    if not command or not command[0]:
         raise _Usage("run: give a script after --, or -m MODULE")
     target, rest, module = command[0], command[1:], bool(args.module)
     env = dict(os.environ)
@@ -155,6 +175,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         rdzv_endpoint=args.rdzv_endpoint,
         failure_path=args.failure_file,
+        log_dir=args.log_dir,
+        node_rank=args.node_rank,
+        local_addr=args.local_addr,
     )
     if result is not None:
         print(json.dumps(result, default=repr))
@@ -162,14 +185,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_torchrun(args: argparse.Namespace) -> int:
-    from elastic_idl._launcher import launch
-    from elastic_idl._torchrun import from_torchrun
+    from elastic_idl._sdk.torchrun import parse_torchrun, torchrun_help
 
-    task, entry = from_torchrun(list(args.tail), dict(os.environ))
+    try:
+        # torchrun's own env fallbacks (PET_*) are applied here; the command line wins.
+        task, entry, node = parse_torchrun(list(args.tail), dict(os.environ))
+    except TorchrunUsageError as exc:
+        if exc.flag == "--help":
+            sys.stdout.write(torchrun_help())
+            return EXIT_OK
+        raise
     if entry.no_python:
-        raise _Usage("torchrun: --no-python runs a non-Python program; use torchrun itself for that")
-    # torchrun's own env fallbacks (PET_*) were applied by from_torchrun; the command line won.
-    launch(task, entry.target, *entry.args, module=entry.module)
+        raise UnsupportedFlagError(
+            "--no-python", "the drop-in runs Python scripts and modules only; use torchrun itself for other programs"
+        )
+    from elastic_idl._launch.launcher import launch
+
+    launch(
+        task,
+        entry.target,
+        *entry.args,
+        module=entry.module,
+        node_rank=node.node_rank,
+        local_addr=node.local_addr,
+        log_dir=node.log_dir,
+    )
     return EXIT_OK
 
 
@@ -189,7 +229,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Validate, convert, render and launch elastic PyTorch training tasks.",
         epilog=_EPILOG,
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what the runtime decides")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log what the runtime decides, and torch's own tracebacks of failed workers",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser(
@@ -239,11 +285,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="run id (default: from the task, else random)")
     p.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous (default: 127.0.0.1 and a free port)")
     p.add_argument("--failure-file", help="write the FailureReport JSON here when the job fails")
+    p.add_argument("--log-dir", help="keep torch's per-attempt logs of this node here (default: a temporary dir)")
+    p.add_argument("--node-rank", type=int, help="this node's rank, static rendezvous backend only (default 0)")
+    p.add_argument("--local-addr", help="this node's address as other nodes see it")
     p.usage = "elastic-idl run FILE [options] -- script.py args... | elastic-idl run FILE [options] -m MODULE args..."
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser(
-        "torchrun", help="drop-in for torchrun: parse, validate, launch through our launcher", add_help=False
+        "torchrun",
+        help="drop-in for torchrun: parse, validate, launch through our launcher (see its --help)",
+        add_help=False,
     )
     p.set_defaults(func=_cmd_torchrun)
 
@@ -252,31 +303,57 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _split_tail(argv: list[str]) -> tuple[list[str], list[str], bool]:
+def _command_index(argv: Sequence[str]) -> int | None:
+    """Where the subcommand is: the first token that is not a global option."""
+    for i, token in enumerate(argv):
+        if token not in _GLOBAL_FLAGS:
+            return i
+    return None
+
+
+def _split_tail(argv: list[str], command: int | None) -> tuple[list[str], list[str], bool]:
     """Split off what the workers run: after "--", or from "-m MODULE" on (run only)."""
+    is_run = command is not None and argv[command] == "run"
     for i, token in enumerate(argv):
         if token == "--":
             return argv[:i], argv[i + 1 :], False
-        if token in ("-m", "--module") and argv[:1] == ["run"]:
+        if is_run and command is not None and i > command and token in ("-m", "--module"):
             return argv[:i], argv[i + 1 :], True
     return argv, [], False
 
 
+def _argv(argv: Sequence[str] | None) -> list[str]:
+    if argv is None:
+        return sys.argv[1:]
+    if isinstance(argv, (str, bytes)) or not all(isinstance(a, str) for a in argv):
+        raise TypeError("argv must be a list of strings (shlex.split() splits a command line), not one string")
+    return list(argv)
+
+
+def _setup_logging(verbose: bool, command: str) -> None:
+    # Launches report progress (rendezvous, attempts, restarts, failed ranks) by default;
+    # -v adds torch's own tracebacks of failed workers (the elastic_idl logger at DEBUG).
+    if command != "pod":  # the pod entrypoint sets up its own logging (its -q)
+        level = logging.INFO if verbose or command in ("run", "torchrun") else logging.WARNING
+        logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+    if verbose:
+        logging.getLogger("elastic_idl").setLevel(logging.DEBUG)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code."""
+    """Run the CLI; returns the exit code (see :mod:`elastic_idl.exit_codes`)."""
     parser = build_parser()
-    raw = list(sys.argv[1:] if argv is None else argv)
-    if raw[:1] in (["pod"], ["torchrun"]):
+    raw = _argv(argv)
+    command = _command_index(raw)
+    if command is not None and raw[command] in _PASS_THROUGH:
         # These take their own flags (torchrun's, the pod's): hand the rest over untouched.
-        raw = [raw[0], "--", *raw[1:]]
-    head, tail, module = _split_tail(raw)
+        raw = [*raw[: command + 1], "--", *raw[command + 1 :]]
+    head, tail, module = _split_tail(raw, command)
     args = parser.parse_args(head)
     args.tail = tail
     if args.command == "run":
         args.module = module
-    # Launches report progress (rendezvous, attempts, restarts, failed ranks) by default.
-    verbose = args.verbose or args.command in ("run", "torchrun")
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s", stream=sys.stderr)
+    _setup_logging(args.verbose, args.command)
     try:
         return int(args.func(args))
     except _Usage as exc:
@@ -284,25 +361,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"elastic-idl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ValidationError as exc:
-        for v in exc.violations:
-            print(v, file=sys.stderr)
+        for line in violation_lines(exc.violations):
+            print(line, file=sys.stderr)
         return EXIT_INVALID
     except (ElasticIdlError, ValueError) as exc:
-        # A launched job's failure is an ElasticIdlError too; only the launcher raises these types.
-        from elastic_idl._launcher_failures import LaunchFailedError, LaunchInterruptedError
-
+        if isinstance(exc, TorchrunUsageError):
+            print("usage: elastic-idl torchrun [torchrun flags] SCRIPT [ARGS...] (see --help)", file=sys.stderr)
+            print(f"elastic-idl torchrun: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         if isinstance(exc, LaunchInterruptedError):
             print(f"elastic-idl: {exc}", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        code = EXIT_JOB_FAILED if isinstance(exc, LaunchFailedError) else EXIT_INVALID
+        else:
+            print(f"elastic-idl: error: {exc}", file=sys.stderr)
+        # A launched job's failure is an ElasticIdlError too: 3, 4 or 128+N by its kind.
+        return exit_code_of(exc)
+    except ImportError as exc:  # a module entrypoint that does not import
         print(f"elastic-idl: error: {exc}", file=sys.stderr)
-        return code
+        return EXIT_INVALID
     except OSError as exc:
         print(f"elastic-idl: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INVALID
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("elastic-idl: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exit_code_of(exc)
 
 
 if __name__ == "__main__":

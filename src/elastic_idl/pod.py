@@ -13,8 +13,9 @@ In a pod it:
    precedence: the endpoint and run id come from the env, everything else from
    the task (a differing env value is logged and ignored);
 3. launches ENTRYPOINT through the runtime's launcher: a script path, a module
-   (``--module``) or a function (``--call pkg.module:function``, called with ARGS
-   as strings).
+   (``--module MODULE [-- ARGS...]``, or ``--module -- MODULE ARGS...``) or a
+   function (``--call pkg.module:function [-- ARGS...]``, likewise; called with
+   ARGS as strings).
 
 On exit:
 
@@ -29,11 +30,13 @@ On exit:
   4096 bytes) to ``--termination-log`` (default ``/dev/termination-log`` when it
   exists), which Kubernetes shows as the container's termination message.
 
-Exit codes: 0 ok (also for pods without rank 0); 1 invalid input (the task does
-not decode or breaks a rule, bad env); 2 usage (bad flags, no task, no
-ENTRYPOINT); 3 the job failed (workers failed after all restarts); 4 the
-rendezvous never completed (fewer than min nodes within the join timeout);
-128+N stopped by signal N (130 SIGINT, 143 SIGTERM).
+Exit codes (:mod:`elastic_idl.exit_codes`, the CLI's table): 0 ok (also for pods
+without rank 0); 1 invalid input (the task does not decode or breaks a rule, bad
+env, an unusable entrypoint, an output path that cannot be written); 2 usage (bad
+flags, no task, no ENTRYPOINT); 3 the job failed (workers failed after all
+restarts); 4 the rendezvous never completed (fewer than min nodes within the join
+timeout, or the rendezvous host never resolved); 128+N stopped by signal N (130
+SIGINT, 143 SIGTERM).
 
 Endpoint override, for running pods outside Kubernetes: ``--rdzv-endpoint
 HOST:PORT`` or ``$ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE`` replaces the endpoint
@@ -49,18 +52,18 @@ import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from elastic_idl._codec import decode, from_custom
-from elastic_idl._errors import DecodeError, ElasticIdlError, ValidationError
-from elastic_idl._kubeflow import TASK_ENV, TASK_TYPE_VERSION_ENV
-from elastic_idl._messages import Task, task_class
-from elastic_idl._spec import DEFAULT_RUN_ID, to_launch_spec
+from elastic_idl._errors import DecodeError, ElasticIdlError, ValidationError, violation_lines
+from elastic_idl._launch.failures import check_writable, report_json, write_atomic
+from elastic_idl._launch.spec import to_launch_spec
+from elastic_idl._launch.worker import cwd_first_on_path
+from elastic_idl._task.codec import decode, format_of_path, from_custom, load_document, read_task_bytes
+from elastic_idl._task.messages import Task, task_class
+from elastic_idl._task.names import DEFAULT_RUN_ID, TASK_ENV, TASK_TYPE_VERSION_ENV
+from elastic_idl.exit_codes import EXIT_CODES_TEXT, ExitCode, exit_code_of
 
 __all__ = [
     "DEFAULT_FAILURE_PATH",
@@ -74,17 +77,17 @@ __all__ = [
     "FAILURE_PATH_ENV",
     "OUTPUT_ENV",
     "RDZV_ENDPOINT_OVERRIDE_ENV",
+    "ExitCode",
     "main",
     "pod_main",
 ]
 
-EXIT_OK = 0
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_JOB_FAILED = 3
-EXIT_RENDEZVOUS = 4
-EXIT_INTERRUPTED = 130
-_EXIT_SIGNAL_BASE = 128
+EXIT_OK = ExitCode.OK
+EXIT_INVALID = ExitCode.INVALID
+EXIT_USAGE = ExitCode.USAGE
+EXIT_JOB_FAILED = ExitCode.JOB_FAILED
+EXIT_RENDEZVOUS = ExitCode.RENDEZVOUS
+EXIT_INTERRUPTED = ExitCode.SIGINT
 
 #: Env var: where the rank-0 pod writes the result (``--output`` wins).
 OUTPUT_ENV = "ELASTIC_IDL_OUTPUT"
@@ -107,9 +110,12 @@ _log = logging.getLogger("elastic_idl")
 
 _EPILOG = (
     "Task source: --task-file, --task-template, else $ELASTIC_IDL_TASK (+ $ELASTIC_IDL_TASK_TYPE_VERSION). "
+    "ENTRYPOINT: a script, --module MODULE or --call pkg.module:function (ARGS after --; or the flag "
+    "alone and the name first after --). "
     "Rank 0's pod writes the result to --output; a failure writes the FailureReport JSON to --failure-path. "
-    "Exit codes: 0 ok, 1 invalid input, 2 usage, 3 job failed, 4 rendezvous incomplete, 128+N signal N."
+    f"{EXIT_CODES_TEXT}"
 )
+_NO_ENTRYPOINT = "give what to run: -- SCRIPT [ARGS...], --module MODULE or --call pkg.module:function"
 
 
 class _Usage(Exception):
@@ -130,7 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     """The pod entrypoint's argument parser (everything after ``--`` is the ENTRYPOINT)."""
     p = _Parser(
         prog="python -m elastic_idl.pod",
-        usage="%(prog)s [options] -- ENTRYPOINT [ARGS...]",
+        usage=(
+            "%(prog)s [options] -- SCRIPT [ARGS...]\n"
+            "       %(prog)s [options] --module MODULE [-- ARGS...]\n"
+            "       %(prog)s [options] --call pkg.module:function [-- ARGS...]"
+        ),
         description="Run one pod of an elastic PyTorchJob: decode the task, merge the operator's env, launch.",
         epilog=_EPILOG,
     )
@@ -146,8 +156,20 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"task shape of --task-file or ${TASK_ENV} (default ${TASK_TYPE_VERSION_ENV}, else 1)",
     )
     kind = p.add_mutually_exclusive_group()
-    kind.add_argument("--module", action="store_true", help="ENTRYPOINT is a module (like python -m)")
-    kind.add_argument("--call", action="store_true", help="ENTRYPOINT is pkg.module:function, called with ARGS")
+    kind.add_argument(
+        "--module",
+        nargs="?",
+        const=True,
+        metavar="MODULE",
+        help="run MODULE like python -m (alone: the first word after -- is the module)",
+    )
+    kind.add_argument(
+        "--call",
+        nargs="?",
+        const=True,
+        metavar="pkg.module:function",
+        help="call the function with ARGS as strings (alone: the first word after -- names it)",
+    )
     p.add_argument(
         "--output", metavar="PATH", help=f"result file of rank 0's pod (default ${OUTPUT_ENV}, else {DEFAULT_OUTPUT})"
     )
@@ -170,7 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--run-id",
         help=f"rendezvous id (default: PET_RDZV_ID, the task's rdzv_id, ${FLYTE_EXECUTION_ID_ENV}, else 'none')",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+    verbosity = p.add_mutually_exclusive_group()
+    verbosity.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+    verbosity.add_argument(
+        "-v", "--verbose", action="store_true", help="also log torch's own tracebacks of failed workers"
+    )
+    from elastic_idl import __version__
+
+    p.add_argument("--version", action="version", version=f"elastic-idl {__version__}")
     return p
 
 
@@ -197,11 +226,10 @@ def _version(flag: int | None, environ: Mapping[str, str]) -> int:
 def load_task(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Task, int]:
     """The task and its task_type_version, from the first source that is given."""
     if args.task_template:
-        text = Path(args.task_template).read_text()
-        try:
-            template = yaml.safe_load(text)  # YAML is a superset of JSON
-        except yaml.YAMLError as exc:
-            raise DecodeError("", f"task template is neither JSON nor YAML: {exc}") from None
+        with open(args.task_template, "rb") as fh:
+            data = read_task_bytes(fh)
+        template_format = format_of_path(args.task_template)
+        template = load_document(data, template_format if template_format in ("json", "yaml") else None)
         if not isinstance(template, Mapping) or not isinstance(template.get(_TEMPLATE_CUSTOM), Mapping):
             raise DecodeError(_TEMPLATE_CUSTOM, "a task template needs a `custom` object")
         found = [template[k] for k in _TEMPLATE_VERSION_KEYS if k in template]
@@ -217,7 +245,9 @@ def load_task(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Tas
         return from_custom(template[_TEMPLATE_CUSTOM], task_type_version=declared), declared
     version = _version(args.task_type_version, environ)
     if args.task_file:
-        return decode(Path(args.task_file).read_bytes(), task_type_version=version), version
+        with open(args.task_file, "rb") as fh:
+            data = read_task_bytes(fh)
+        return decode(data, format=format_of_path(args.task_file), task_type_version=version), version
     if TASK_ENV in environ:
         return decode(environ[TASK_ENV], format="json", task_type_version=version), version
     raise _Usage(f"no task: give --task-file or --task-template, or set {TASK_ENV}")
@@ -228,9 +258,10 @@ def _callable(target: str) -> Callable[..., Any]:
     if not sep or not module or not name:
         raise _Usage(f"--call needs pkg.module:function, got {target!r}")
     try:
-        obj: Any = importlib.import_module(module)
-    except ImportError as exc:
-        raise DecodeError("ENTRYPOINT", f"cannot import {module!r}: {exc}") from None
+        with cwd_first_on_path():  # found as python -m finds modules: the working directory first
+            obj: Any = importlib.import_module(module)
+    except Exception as exc:  # a missing module, or one whose import raised
+        raise DecodeError("ENTRYPOINT", f"cannot import {module!r}: {type(exc).__name__}: {exc}") from None
     for part in name.split("."):
         if not hasattr(obj, part):
             raise DecodeError("ENTRYPOINT", f"{module!r} has no attribute {name!r}")
@@ -238,14 +269,6 @@ def _callable(target: str) -> Callable[..., Any]:
     if not callable(obj):
         raise DecodeError("ENTRYPOINT", f"{target!r} is not callable")
     return obj  # type: ignore[no-any-return]
-
-
-def _write_atomic(path: str, text: str) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.time_ns()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, target)
 
 
 def _result_json(run_id: str, value: Any) -> str:
@@ -272,13 +295,11 @@ def _record_failure(exc: BaseException, args: argparse.Namespace, failure_path: 
     """Make sure a FailureReport exists at failure_path, then write the termination message."""
     if not Path(failure_path).is_file():
         # The launcher writes the full report itself; this covers errors before it could.
-        from google.protobuf import json_format
-
-        from elastic_idl._messages import FailureReport
+        from elastic_idl._task.messages import FailureReport
 
         report = FailureReport(run_id=run_id, summary=str(exc) or type(exc).__name__)
         try:
-            _write_atomic(failure_path, json_format.MessageToJson(report) + "\n")
+            write_atomic(failure_path, report_json(report))
         except OSError as err:
             _log.warning("elastic-idl pod: cannot write the failure report to %s: %s", failure_path, err)
     log = args.termination_log
@@ -290,15 +311,6 @@ def _record_failure(exc: BaseException, args: argparse.Namespace, failure_path: 
                 fh.write(_termination_message(failure_path, str(exc)))
         except OSError as err:
             _log.warning("elastic-idl pod: cannot write the termination log %s: %s", log, err)
-
-
-def _exit_code_of_launch_failure(exc: BaseException) -> int:
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if "LaunchInterruptedError" in names:
-        return _EXIT_SIGNAL_BASE + int(getattr(exc, "signal", EXIT_INTERRUPTED - _EXIT_SIGNAL_BASE))
-    if "RendezvousIncompleteError" in names:
-        return EXIT_RENDEZVOUS
-    return EXIT_JOB_FAILED
 
 
 @contextlib.contextmanager
@@ -331,6 +343,8 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
 
     ``environ`` defaults to ``os.environ`` (the pod's env, with the operator's ``PET_*``).
     """
+    if argv is not None and (isinstance(argv, (str, bytes)) or not all(isinstance(a, str) for a in argv)):
+        raise TypeError("argv must be a list of strings (shlex.split() splits a command line), not one string")
     environ = dict(os.environ if environ is None else environ)
     head, tail = _split(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -339,8 +353,12 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
             args = parser.parse_args(head)
         except SystemExit as exc:  # --help
             return int(exc.code or 0)
+        # --module NAME / --call NAME name the target themselves; alone, the first word after -- does.
+        named = next((x for x in (args.module, args.call) if isinstance(x, str)), None)
+        if named is not None:
+            tail = [named, *tail]
         if not tail:
-            raise _Usage("give what to run after --: a script, --module MODULE or --call pkg.module:function")
+            raise _Usage(_NO_ENTRYPOINT)
     except _Usage as exc:
         parser.print_usage(sys.stderr)
         _say(f"elastic-idl pod: error: {exc}")
@@ -351,6 +369,8 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
             format="%(message)s",
             stream=sys.stderr,
         )
+    if args.verbose:
+        _log.setLevel(logging.DEBUG)  # the launcher then lets torch's worker tracebacks through
     output = args.output or environ.get(OUTPUT_ENV) or DEFAULT_OUTPUT
     failure_path = args.failure_path or environ.get(FAILURE_PATH_ENV) or DEFAULT_FAILURE_PATH
     endpoint = args.rdzv_endpoint or environ.get(RDZV_ENDPOINT_OVERRIDE_ENV) or None
@@ -359,21 +379,25 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
         task, _ = load_task(args, environ)
         run_id = _run_id(task, environ, args.run_id, endpoint)
         target: Any = _callable(tail[0]) if args.call else tail[0]
+        # Fail now, not after the job ran: a result or failure report that cannot be written is lost.
+        check_writable(output, "result file")
+        check_writable(failure_path, "failure report")
     except _Usage as exc:
         parser.print_usage(sys.stderr)
         _say(f"elastic-idl pod: error: {exc}")
         return EXIT_USAGE
     except ValidationError as exc:
-        for v in exc.violations:
-            _say(f"elastic-idl pod: {v}")
+        for line in violation_lines(exc.violations):
+            _say(f"elastic-idl pod: {line}")
         return EXIT_INVALID
     except (ElasticIdlError, OSError) as exc:
-        _say(f"elastic-idl pod: error: {exc}")
+        where = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else str(exc)
+        _say(f"elastic-idl pod: error: {where}")
         return EXIT_INVALID
     if endpoint:
         _log.info("elastic-idl pod: rendezvous endpoint overridden by %s: %s", RDZV_ENDPOINT_OVERRIDE_ENV, endpoint)
 
-    from elastic_idl._launcher import launch  # imports torch: only now
+    from elastic_idl._launch.launcher import launch  # imports torch: only now
 
     try:
         results = launch(
@@ -385,28 +409,34 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
             run_id=run_id,
             rdzv_endpoint=endpoint,
             failure_path=failure_path,
-            module=bool(args.module),
+            module=args.module is not None,
         )
     except ValidationError as exc:
-        for v in exc.violations:
-            _say(f"elastic-idl pod: {v}")
+        for line in violation_lines(exc.violations):
+            _say(f"elastic-idl pod: {line}")
         return EXIT_INVALID
-    except (TypeError, FileNotFoundError, ModuleNotFoundError) as exc:
+    except (TypeError, FileNotFoundError, ImportError) as exc:
         # The launcher checks the entrypoint before it starts anything.
         _say(f"elastic-idl pod: error: ENTRYPOINT: {exc}")
         return EXIT_INVALID
     except KeyboardInterrupt as exc:
         _record_failure(exc, args, failure_path, run_id)
-        return EXIT_INTERRUPTED
+        return exit_code_of(exc)
     except ElasticIdlError as exc:
-        code = _exit_code_of_launch_failure(exc)
+        code = exit_code_of(exc)
+        if code == EXIT_INVALID:  # a launch-time value (node rank, local address) the launcher refused
+            _say(f"elastic-idl pod: error: {exc}")
+            return code
         _say(f"elastic-idl pod: job failed: {exc}")
         _record_failure(exc, args, failure_path, run_id)
         return code
+    except (OSError, ValueError) as exc:  # a path the launcher could not prepare, an unresolvable nproc policy
+        _say(f"elastic-idl pod: error: {exc}")
+        return EXIT_INVALID
     if not isinstance(results, Mapping):
         raise TypeError(f"launch(return_all=True) returned {type(results).__name__}, expected a mapping of rank")
     if 0 in results:
-        _write_atomic(output, _result_json(run_id, results[0]))
+        write_atomic(output, _result_json(run_id, results[0]))
         _log.info("elastic-idl pod: this pod ran global rank 0; result written to %s", output)
     else:
         _log.info("elastic-idl pod: no global rank 0 here (ranks %s); no outputs, like IgnoreOutputs", sorted(results))

@@ -20,8 +20,9 @@ import launch_fns
 from google.protobuf import json_format
 from google.protobuf.duration_pb2 import Duration
 
-from elastic_idl._launcher import LaunchFailedError, LaunchInterruptedError, launch
-from elastic_idl._messages import LegacyTask
+from elastic_idl._errors import LaunchFailedError, LaunchInterruptedError
+from elastic_idl._launch.launcher import launch
+from elastic_idl._task.messages import LegacyTask
 
 
 def main() -> int:

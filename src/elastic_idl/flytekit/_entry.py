@@ -28,12 +28,12 @@ import logging
 import sys
 from typing import Any
 
+from elastic_idl.flytekit._support import SUPPORTED_FLYTEKIT
+
 __all__ = ["SUPPORTED_FLYTEKIT", "install", "plugin_error"]
 
 _log = logging.getLogger("elastic_idl")
 
-#: The flytekit release line (major, minor) the plugin is built and tested for.
-SUPPORTED_FLYTEKIT = (1, 16)
 #: Modules of the ``flytekit`` extra that the plugin needs besides flytekit itself.
 _EXTRA_MODULES = ("kubernetes", "cloudpickle")
 _INSTALL_HINT = "pip install 'elastic-idl[flytekit]'"

@@ -41,8 +41,8 @@ import os
 import threading
 from typing import Any
 
-from elastic_idl.flytekit._entry import SUPPORTED_FLYTEKIT
 from elastic_idl.flytekit._runtime import thread_count
+from elastic_idl.flytekit._support import SUPPORTED_FLYTEKIT
 
 __all__ = ["checkpoint_paths", "is_local_path", "stop_idle_loop_runners"]
 

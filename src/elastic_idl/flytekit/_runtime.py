@@ -10,10 +10,10 @@ import contextlib
 import logging
 from collections.abc import Iterator, Mapping
 
-from elastic_idl._kubeflow import RESOURCE_NAMES
-from elastic_idl._launcher_zygote import thread_count
-from elastic_idl._messages import Resources as ResourceName
-from elastic_idl._spec import DEFAULT_START_METHOD, ENV
+from elastic_idl._launch.forkserver import thread_count
+from elastic_idl._task.enums import K8S_RESOURCE
+from elastic_idl._task.messages import Resources as ResourceName
+from elastic_idl._task.names import DEFAULT_START_METHOD, ENV
 from elastic_idl.pod import FLYTE_EXECUTION_ID_ENV, RDZV_ENDPOINT_OVERRIDE_ENV
 
 __all__ = [
@@ -28,8 +28,11 @@ __all__ = [
     "thread_count",
 ]
 
+#: flyteidl ResourceName -> Kubernetes resource name.
+RESOURCE_NAMES = K8S_RESOURCE.text
+
 #: What the launcher logs (WARNING, logger "elastic_idl") when it cannot fork its warm
-#: server (elastic_idl._launcher._prepare_start). The plugin decides that case itself and
+#: server (elastic_idl._launch.launcher's _prepare_start). The plugin decides that case itself and
 #: says so once, so the launcher's line is dropped while the plugin launches.
 _COLD_START_PREFIX = "elastic-idl: workers start from a cold fork server"
 

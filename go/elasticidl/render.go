@@ -1,0 +1,704 @@
+package elasticidl
+
+// Backend side: task -> kubeflow.org/v1 PyTorchJob, as the reference's
+// render_pytorchjob (elastic_idl/_backend/pytorchjob.py): what flytepropeller's pytorch
+// plugin renders, plus spec.nprocPerNode, the rendezvous host/port/id/conf, and
+// the task itself in the container env. Same options, same checks in the same
+// order, same RenderError fields.
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	eidlcorev1 "github.com/elastic-idl/elastic-idl/go/gen/elastic_idl/core/v1"
+	eidlpluginsv1 "github.com/elastic-idl/elastic-idl/go/gen/elastic_idl/plugins/v1"
+)
+
+// RenderOptions are the options of RenderPyTorchJob (render_pytorchjob's keyword arguments).
+type RenderOptions struct {
+	// Name is the job name: a DNS-1035 label, short enough that "<name>-worker-<N-1>"
+	// (the operator's pod and Service names) has at most 63 characters. Required.
+	Name string
+	// Namespace is a DNS-1123 label; "" means "default".
+	Namespace string
+	// Image is the task's container image; a replica spec's image wins over it. Required.
+	Image string
+	// Entrypoint is what the pod entrypoint launches: a script (or a module with
+	// PodArgs ["--module"]) and its arguments. Required unless Args is given.
+	Entrypoint []string
+	// PodArgs are flags of the pod entrypoint itself, before "--".
+	PodArgs []string
+	// Command is the container command; nil means ["python", "-m", "elastic_idl.pod"].
+	Command []string
+	// Args are the container args; nil means [PodArgs..., "--", Entrypoint...].
+	Args []string
+	// Resources are task-level Kubernetes resources, for every replica whose spec sets none.
+	Resources *ResourceRequirements
+	// Labels and Annotations go on the job and on every pod template.
+	Labels      map[string]string
+	Annotations map[string]string
+	// Env is extra container env; names the operator or the renderer sets are refused.
+	Env map[string]string
+
+	raw *jsonObject // options read by RenderOptionsFromJSON, checked as the reference checks them
+}
+
+// renderOptionKeys are the options the reference's render_pytorchjob takes.
+var renderOptionKeys = []string{
+	"name", "image", "namespace", "entrypoint", "pod_args", "command", "args", "resources", "labels",
+	"annotations", "env",
+}
+
+// RenderOptionsFromJSON reads render options as a JSON object with the reference's
+// keyword names (name, image, namespace, entrypoint, pod_args, command, args,
+// resources, labels, annotations, env). A value of the wrong type is reported by
+// RenderPyTorchJob as the reference reports it (a *RenderError naming the option);
+// an unknown or missing required key is an error here, as it is a TypeError there.
+func RenderOptionsFromJSON(data []byte) (RenderOptions, error) {
+	v, err := parsePyJSON(string(data))
+	if err != nil {
+		return RenderOptions{}, fmt.Errorf("render options: %v", err)
+	}
+	obj, ok := v.(*jsonObject)
+	if !ok {
+		return RenderOptions{}, fmt.Errorf("render options: expected an object, got %s", pyTypeName(v))
+	}
+	return renderOptionsFromObject(obj)
+}
+
+func renderOptionsFromObject(obj *jsonObject) (RenderOptions, error) {
+	for _, k := range obj.keys {
+		if !contains(renderOptionKeys, k) {
+			return RenderOptions{}, fmt.Errorf("render options: unexpected keyword argument %q", k)
+		}
+	}
+	for _, k := range []string{"name", "image"} {
+		if _, ok := obj.get(k); !ok {
+			return RenderOptions{}, fmt.Errorf("render options: missing required keyword argument %q", k)
+		}
+	}
+	return RenderOptions{raw: obj}, nil
+}
+
+// generic is the options as the reference's keyword arguments (absent = None).
+func (o RenderOptions) generic() *jsonObject {
+	if o.raw != nil {
+		return o.raw
+	}
+	obj := newObject()
+	obj.set("name", o.Name)
+	obj.set("image", o.Image)
+	if o.Namespace != "" {
+		obj.set("namespace", o.Namespace)
+	}
+	strs := func(key string, s []string) {
+		if s != nil {
+			list := make([]jsonValue, len(s))
+			for i, x := range s {
+				list[i] = x
+			}
+			obj.set(key, list)
+		}
+	}
+	strs("entrypoint", o.Entrypoint)
+	strs("pod_args", o.PodArgs)
+	strs("command", o.Command)
+	strs("args", o.Args)
+	if o.Resources != nil {
+		res := newObject()
+		if o.Resources.Requests != nil {
+			res.set(keyRequests, stringMap(o.Resources.Requests))
+		}
+		if o.Resources.Limits != nil {
+			res.set(keyLimits, stringMap(o.Resources.Limits))
+		}
+		obj.set("resources", res)
+	}
+	for _, m := range []struct {
+		key    string
+		values map[string]string
+	}{{"labels", o.Labels}, {"annotations", o.Annotations}, {"env", o.Env}} {
+		if m.values != nil {
+			obj.set(m.key, stringMap(m.values))
+		}
+	}
+	return obj
+}
+
+func stringMap(m map[string]string) *jsonObject {
+	out := newObject()
+	for _, k := range sortedKeys(m) {
+		out.set(k, m[k])
+	}
+	return out
+}
+
+// Kubernetes name patterns, as the reference writes them.
+var (
+	dns1035Re          = pyRegexp(dns1035Pattern)
+	dns1123LabelRe     = pyRegexp(dns1123LabelPattern)
+	dns1123SubdomainRe = pyRegexp(dns1123SubdomainPattern)
+	qualifiedNameRe    = pyRegexp(qualifiedNamePattern)
+	labelValueRe       = pyRegexp(labelValuePattern)
+	envNameRe          = pyRegexp(envNamePattern)
+)
+
+func renderErr(field, format string, args ...any) error {
+	return &RenderError{Field: field, Reason: oneLine(fmt.Sprintf(format, args...), maxErrorChars)}
+}
+
+func pyLen(s string) int { return utf8.RuneCountInString(s) }
+
+// ReplicaName is the operator's name for pod index of a replica type (also its Service and host name).
+func ReplicaName(jobName, replicaType string, index int) string {
+	return fmt.Sprintf("%s-%s-%d", jobName, strings.ToLower(replicaType), index)
+}
+
+func checkName(name jsonValue, counts []replicaCount) error {
+	s, ok := name.(string)
+	if !ok || s == "" {
+		return renderErr("name", "the job name is required (a DNS-1035 label)")
+	}
+	if pyLen(s) > maxNameLen || !dns1035Re.MatchString(s) {
+		return renderErr("name", "%q is not a DNS-1035 label (the operator's webhook requires one): at most %d "+
+			"characters, lower-case letters, digits and '-', starting with a letter and ending with a letter or digit",
+			s, maxNameLen)
+	}
+	for _, c := range counts {
+		last := int(c.count) - 1
+		if last < 0 {
+			last = 0
+		}
+		longest := ReplicaName(s, c.replicaType, last)
+		if pyLen(longest) > maxNameLen {
+			return renderErr("name", "%q is too long: the operator names pods and Services %q, which exceeds %d "+
+				"characters (use at most %d characters)", s, longest, maxNameLen, maxNameLen-pyLen(longest)+pyLen(s))
+		}
+	}
+	return nil
+}
+
+func checkNamespace(ns jsonValue) error {
+	s, ok := ns.(string)
+	if !ok || pyLen(s) > maxNameLen || !dns1123LabelRe.MatchString(s) {
+		return renderErr("namespace", "%s is not a DNS-1123 label (at most %d characters)", pyRepr(ns), maxNameLen)
+	}
+	return nil
+}
+
+func checkImage(field string, image jsonValue) error {
+	s, ok := image.(string)
+	if !ok || s == "" {
+		return renderErr(field, "a container image is required")
+	}
+	if strings.IndexFunc(s, isPySpace) >= 0 {
+		return renderErr(field, "%q is not an image reference (no whitespace)", s)
+	}
+	return nil
+}
+
+// optStrings is a list-of-strings option: nil when absent (None).
+func optStrings(field string, v jsonValue) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]jsonValue)
+	if !ok {
+		return nil, renderErr(field, "expected a list of strings")
+	}
+	out := make([]string, len(list))
+	for i, item := range list {
+		s, ok := item.(string)
+		if !ok {
+			return nil, renderErr(fmt.Sprintf("%s[%d]", field, i), "expected a string, got %s", pyTypeName(item))
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+func qualifiedKey(field, key string) error {
+	if key == "" {
+		return renderErr(field, "key %q must be a non-empty string", key)
+	}
+	prefix, name := "", key
+	if i := strings.LastIndex(key, "/"); i >= 0 {
+		prefix, name = key[:i], key[i+1:]
+		if pyLen(prefix) > 253 || !dns1123SubdomainRe.MatchString(prefix) {
+			return renderErr(field+"."+key, "prefix %q is not a DNS-1123 subdomain", prefix)
+		}
+	}
+	if pyLen(name) > 63 || !qualifiedNameRe.MatchString(name) {
+		return renderErr(field+"."+key, "name part must be at most 63 characters of letters, digits, '-', '_' "+
+			"or '.', starting and ending with a letter or digit")
+	}
+	return nil
+}
+
+func optLabels(field string, v jsonValue, isLabel bool) (map[string]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	obj, ok := v.(*jsonObject)
+	if !ok {
+		return nil, renderErr(field, "expected a mapping of strings, got %s", pyTypeName(v))
+	}
+	out := map[string]string{}
+	for _, key := range sortedStrings(obj.keys) {
+		if err := qualifiedKey(field, key); err != nil {
+			return nil, err
+		}
+		value, ok := obj.vals[key].(string)
+		if !ok {
+			return nil, renderErr(field+"."+key, "value must be a string, got %s", pyTypeName(obj.vals[key]))
+		}
+		if isLabel && (pyLen(value) > 63 || !labelValueRe.MatchString(value)) {
+			return nil, renderErr(field+"."+key, "%q is not a valid label value (at most 63 characters)", value)
+		}
+		out[key] = value
+	}
+	return out, nil
+}
+
+func userEnv(v jsonValue) ([]EnvVar, error) {
+	if v == nil {
+		return nil, nil
+	}
+	obj, ok := v.(*jsonObject)
+	if !ok {
+		return nil, renderErr("env", "expected a mapping of strings, got %s", pyTypeName(v))
+	}
+	var out []EnvVar
+	for _, key := range sortedStrings(obj.keys) {
+		if !envNameRe.MatchString(key) {
+			return nil, renderErr("env."+key, "not a valid environment variable name")
+		}
+		if contains(reservedEnv, key) {
+			return nil, renderErr("env."+key, "is set by the operator or the renderer; it cannot be given")
+		}
+		value, ok := obj.vals[key].(string)
+		if !ok {
+			return nil, renderErr("env."+key, "value must be a string, got %s", pyTypeName(obj.vals[key]))
+		}
+		out = append(out, EnvVar{Name: key, Value: value})
+	}
+	return out, nil
+}
+
+// k8sResources normalises the resources option: {"requests": {...}, "limits": {...}}.
+func k8sResources(field string, v jsonValue) (*ResourceRequirements, error) {
+	if v == nil {
+		return nil, nil
+	}
+	obj, ok := v.(*jsonObject)
+	if !ok {
+		return nil, renderErr(field, "expected {'requests': {...}, 'limits': {...}}, got %s", pyTypeName(v))
+	}
+	out := &ResourceRequirements{}
+	for _, kind := range []string{keyRequests, keyLimits} {
+		entries, _ := obj.get(kind)
+		if entries == nil {
+			continue
+		}
+		m, ok := entries.(*jsonObject)
+		if !ok {
+			return nil, renderErr(field+"."+kind, "expected a mapping of resource name to quantity")
+		}
+		block := map[string]string{}
+		for _, name := range sortedStrings(m.keys) {
+			if err := qualifiedKey(field+"."+kind, name); err != nil { // a resource name is a qualified name
+				return nil, err
+			}
+			qty, ok := quantityText(m.vals[name])
+			if !ok {
+				return nil, renderErr(field+"."+kind+"."+name, "expected a quantity such as '2' or '4Gi', got %s",
+					pyRepr(m.vals[name]))
+			}
+			block[name] = qty
+		}
+		if len(block) > 0 {
+			if kind == keyRequests {
+				out.Requests = block
+			} else {
+				out.Limits = block
+			}
+		}
+	}
+	for _, key := range sortedStrings(obj.keys) {
+		if key != keyRequests && key != keyLimits {
+			return nil, renderErr(field+"."+key, "only 'requests' and 'limits' are allowed")
+		}
+	}
+	// The quantities, as the rule resources.quantity checks a replica's: the first problem is the error.
+	named := func(block map[string]string) []namedQuantity {
+		var list []namedQuantity
+		for _, name := range sortedKeys(block) {
+			list = append(list, namedQuantity{name, block[name]})
+		}
+		return list
+	}
+	requests, limits := named(out.Requests), named(out.Limits)
+	if problems := quantityProblems(requests, limits); len(problems) > 0 {
+		p := problems[0]
+		entries := requests
+		if p.kind == keyLimits {
+			entries = limits
+		}
+		return nil, renderErr(field+"."+p.kind+"."+entries[p.entry].name, "%s", p.message)
+	}
+	return out, nil
+}
+
+// quantityText is str(qty) of a str, int or float quantity (as Elastic(requests=...)
+// writes a number); bools, other types and "" are refused. The quantity rules
+// then check the text.
+func quantityText(v jsonValue) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, x != ""
+	case jsonNumber:
+		if x.isFloat {
+			return pyFloatRepr(x.f), true
+		}
+		if x.lit == "-0" {
+			return "0", true
+		}
+		return x.lit, true
+	}
+	return "", false
+}
+
+type replicaCount struct {
+	replicaType string
+	count       int32
+}
+
+// RenderPyTorchJob renders the kubeflow.org/v1 PyTorchJob the backend creates for
+// a task. Pure: it talks to nobody, and two renders of the same input are equal.
+//
+// Errors, checked in this order: *ValidationError (the task breaks a rule; an
+// empty task and a non-elastic job without workers are violations too),
+// *RenderError naming the option or task field at fault (name, namespace, image,
+// command, args, entrypoint, pod_args, labels, annotations, resources with the
+// quantity rules of resources.quantity, env, a replica's image).
+func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	v := t.view()
+	opts := o.generic()
+	opt := func(key string) jsonValue { x, _ := opts.get(key); return x }
+
+	workers := v.workerCount()
+	if workers <= 0 {
+		// Upstream: "number of workers must be greater than 0"; the webhook agrees.
+		return nil, renderErr(v.worker.replicasPath, "a non-elastic job needs at least 1 worker, got %d", workers)
+	}
+	counts := []replicaCount{{ReplicaWorker, workers}}
+	if v.elastic == nil {
+		counts = []replicaCount{{ReplicaMaster, 1}, {ReplicaWorker, workers}}
+	}
+	if err := checkName(opt("name"), counts); err != nil {
+		return nil, err
+	}
+	namespace, ok := opts.get("namespace")
+	if !ok {
+		namespace = "default"
+	}
+	if err := checkNamespace(namespace); err != nil {
+		return nil, err
+	}
+	if err := checkImage("image", opt("image")); err != nil {
+		return nil, err
+	}
+	cmd, err := optStrings("command", opt("command"))
+	if err != nil {
+		return nil, err
+	}
+	args, err := optStrings("args", opt("args"))
+	if err != nil {
+		return nil, err
+	}
+	entry, err := optStrings("entrypoint", opt("entrypoint"))
+	if err != nil {
+		return nil, err
+	}
+	flags, err := optStrings("pod_args", opt("pod_args"))
+	if err != nil {
+		return nil, err
+	}
+	if contains(flags, "--") {
+		return nil, renderErr("pod_args", "'--' separates the pod flags from the entrypoint; it cannot be a flag")
+	}
+	switch {
+	case args == nil:
+		if cmd == nil && len(entry) == 0 {
+			return nil, renderErr("entrypoint", "what the pod runs is required (a script or module and its args)")
+		}
+		args = append([]string{}, flags...)
+		if len(entry) > 0 {
+			args = append(append(args, "--"), entry...)
+		}
+	case len(entry) > 0:
+		return nil, renderErr("entrypoint", "give either entrypoint/pod_args or args, not both")
+	case len(flags) > 0:
+		return nil, renderErr("pod_args", "give either entrypoint/pod_args or args, not both")
+	}
+	if cmd == nil {
+		cmd = append([]string{}, podEntrypoint...)
+	}
+	labels, err := optLabels("labels", opt("labels"), true)
+	if err != nil {
+		return nil, err
+	}
+	annotations, err := optLabels("annotations", opt("annotations"), false)
+	if err != nil {
+		return nil, err
+	}
+	taskResources, err := k8sResources("resources", opt("resources"))
+	if err != nil {
+		return nil, err
+	}
+	custom, err := t.CustomJSON()
+	if err != nil {
+		return nil, err
+	}
+	extra, err := userEnv(opt("env"))
+	if err != nil {
+		return nil, err
+	}
+	env := append([]EnvVar{
+		{Name: TaskEnv, Value: custom},
+		{Name: TaskTypeVersionEnv, Value: strconv.Itoa(v.version)},
+	}, extra...)
+
+	var podMeta *ObjectMeta
+	if len(labels) > 0 || len(annotations) > 0 {
+		podMeta = &ObjectMeta{Labels: labels, Annotations: annotations}
+	}
+	port := int32(DefaultPort)
+	if v.elastic != nil && v.elastic.GetRdzvPort() != 0 {
+		port = v.elastic.GetRdzvPort()
+	}
+	image := opt("image").(string) // checked above
+	replica := func(count int32, r *replicaView) (*ReplicaSpec, error) {
+		return replicaSpec(count, r, image, cmd, args, env, port, taskResources, podMeta)
+	}
+
+	spec := PyTorchJobSpec{PyTorchReplicaSpecs: map[string]*ReplicaSpec{}}
+	// The legacy shape has no per-replica settings.
+	var workerReplica *replicaView
+	if v.worker.specPath != "" {
+		workerReplica = &v.worker
+	}
+	if v.elastic != nil {
+		spec.ElasticPolicy = ElasticPolicyOf(v.elastic)
+		nproc := nprocOf(v.elastic)
+		spec.NprocPerNode = &nproc
+	} else {
+		master, err := replica(1, v.master)
+		if err != nil {
+			return nil, err
+		}
+		spec.PyTorchReplicaSpecs[ReplicaMaster] = master
+	}
+	worker, err := replica(workers, workerReplica)
+	if err != nil {
+		return nil, err
+	}
+	spec.PyTorchReplicaSpecs[ReplicaWorker] = worker
+	spec.RunPolicy = runPolicyOf(v)
+
+	return &PyTorchJob{
+		APIVersion: apiVersion,
+		Kind:       kind,
+		Metadata: ObjectMeta{
+			Name: opt("name").(string), Namespace: namespace.(string), Labels: labels, Annotations: annotations,
+		},
+		Spec: spec,
+	}, nil
+}
+
+func replicaSpec(count int32, r *replicaView, image string, cmd, args []string, env []EnvVar, port int32,
+	resources *ResourceRequirements, podMeta *ObjectMeta,
+) (*ReplicaSpec, error) {
+	restart := int32(0) // RESTART_POLICY_NEVER
+	if r != nil {
+		if r.image != "" {
+			if err := checkImage(r.specPath+".image", r.image); err != nil {
+				return nil, err
+			}
+			image = r.image
+		}
+		if r.resources != nil {
+			// Upstream: the replica's resources replace the task's for this replica.
+			resources = replicaResources(r.resources)
+		}
+		restart = r.restart
+	}
+	c := Container{
+		Name:    ContainerName,
+		Image:   image,
+		Command: append([]string{}, cmd...),
+		Env:     append([]EnvVar{}, env...),
+		Ports:   []ContainerPort{{ContainerPort: port, Name: PortName}},
+	}
+	if len(args) > 0 {
+		c.Args = append([]string{}, args...)
+	}
+	if !resources.empty() {
+		c.Resources = &ResourceRequirements{Requests: copyMap(resources.Requests), Limits: copyMap(resources.Limits)}
+	}
+	policy, _ := enumTextOf(restartPolicies, restart) // validated: a known value
+	tmpl := PodTemplateSpec{Spec: PodSpec{Containers: []Container{c}}}
+	if podMeta != nil {
+		tmpl.Metadata = &ObjectMeta{Labels: copyMap(podMeta.Labels), Annotations: copyMap(podMeta.Annotations)}
+	}
+	return &ReplicaSpec{Replicas: count, RestartPolicy: policy, Template: tmpl}, nil
+}
+
+func replicaResources(res *eidlcorev1.Resources) *ResourceRequirements {
+	out := &ResourceRequirements{}
+	block := func(entries []*eidlcorev1.Resources_ResourceEntry) map[string]string {
+		m := map[string]string{}
+		for _, e := range entries {
+			name, _ := enumTextOf(resourceNames, int32(e.GetName())) // validated: a known name
+			m[name] = e.GetValue()
+		}
+		if len(m) == 0 {
+			return nil
+		}
+		return m
+	}
+	out.Requests = block(res.GetRequests())
+	out.Limits = block(res.GetLimits())
+	return out
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func runPolicyOf(v *taskView) RunPolicy {
+	rp := v.runPolicy
+	if rp == nil {
+		// Upstream always sends a RunPolicy, empty when the task has none.
+		return RunPolicy{}
+	}
+	clean, _ := enumTextOf(cleanPodPolicies, int32(rp.GetCleanPodPolicy())) // validated
+	out := RunPolicy{CleanPodPolicy: &clean}
+	// Zero means unset in the message (proto3), so it is left out like upstream's ParseRunPolicy.
+	nonZero := func(n int32) *int32 {
+		if n == 0 {
+			return nil
+		}
+		return &n
+	}
+	out.TTLSecondsAfterFinished = nonZero(rp.GetTtlSecondsAfterFinished())
+	out.ActiveDeadlineSeconds = nonZero(rp.GetActiveDeadlineSeconds())
+	out.BackoffLimit = nonZero(rp.GetBackoffLimit())
+	return out
+}
+
+// ElasticPolicyOf is spec.elasticPolicy for an elastic config: minReplicas,
+// maxReplicas, rdzvBackend ("" read as c10d), rdzvHost/rdzvPort/rdzvId when set,
+// maxRestarts, and rdzvConf from the typed timeouts then the free-form options.
+// Never the deprecated nProcPerNode (see NprocPerNode) and never standalone.
+// Nil for nil. The config should be valid (Task.Validate).
+func ElasticPolicyOf(e *eidlpluginsv1.ElasticConfig) *ElasticPolicy {
+	if e == nil {
+		return nil
+	}
+	minR, maxR, restarts := e.GetMinReplicas(), e.GetMaxReplicas(), e.GetMaxRestarts()
+	backend := e.GetRdzvBackend()
+	if backend == "" {
+		backend = defaultRdzvBackend
+	}
+	p := &ElasticPolicy{MinReplicas: &minR, MaxReplicas: &maxR, RdzvBackend: &backend, MaxRestarts: &restarts}
+	if h := e.GetRdzvHost(); h != "" {
+		p.RdzvHost = &h
+	}
+	if port := e.GetRdzvPort(); port != 0 {
+		p.RdzvPort = &port
+	}
+	if id := e.GetRdzvId(); id != "" {
+		p.RdzvID = &id
+	}
+	p.RdzvConf = rdzvConf(e)
+	return p
+}
+
+// rdzvConf is the rendezvous options a config states: typed timeouts in seconds,
+// then the free-form options in order (a repeated key keeps its first place).
+func rdzvConf(e *eidlpluginsv1.ElasticConfig) []RdzvConf {
+	var out []RdzvConf
+	put := func(key, value string) {
+		for i := range out {
+			if out[i].Key == key {
+				out[i].Value = value
+				return
+			}
+		}
+		out = append(out, RdzvConf{Key: key, Value: value})
+	}
+	m := e.ProtoReflect()
+	for _, name := range rdzvTimeoutFields {
+		fd := m.Descriptor().Fields().ByName(protoreflect.Name(name))
+		if m.Has(fd) {
+			s, n := durationOf(m.Get(fd).Message())
+			put(name, pySecondsText(s, n))
+		}
+	}
+	for _, opt := range e.GetRdzvOptions() {
+		put(opt.GetKey(), opt.GetValue())
+	}
+	return out
+}
+
+// pySecondsText is str(_num(seconds + nanos / 1e9)) of the reference: float
+// arithmetic, written as an int when integral, else as Python's float repr.
+func pySecondsText(seconds int64, nanos int32) string {
+	f := float64(seconds) + float64(nanos)/1e9
+	if f == float64(int64(f)) {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return pyFloatRepr(f)
+}
+
+// NprocPerNode is spec.nprocPerNode for an elastic config: "auto", "cpu" or "gpu"
+// for an nproc policy, else nproc_per_node as a decimal string. "" for nil.
+func NprocPerNode(e *eidlpluginsv1.ElasticConfig) string {
+	if e == nil {
+		return ""
+	}
+	return nprocOf(e)
+}
+
+func nprocOf(e *eidlpluginsv1.ElasticConfig) string {
+	if text, ok := enumTextOf(nprocPolicies, int32(e.GetNprocPolicy())); ok {
+		return text
+	}
+	return strconv.Itoa(int(e.GetNprocPerNode()))
+}
+
+// ReplicaCounts are the replicas of each replica type of the task's job: an
+// elastic task is Worker-only with max_replicas workers; a non-elastic task has
+// one Master and its Worker count. Keys are ReplicaMaster and ReplicaWorker.
+func (t *Task) ReplicaCounts() map[string]int32 {
+	v := t.view()
+	if v.elastic != nil {
+		return map[string]int32{ReplicaWorker: v.workerCount()}
+	}
+	return map[string]int32{ReplicaMaster: 1, ReplicaWorker: v.workerCount()}
+}

@@ -1,0 +1,933 @@
+"""Everything that touches torch: the LaunchConfig builder and the elastic agent the launcher runs.
+
+The only module of elastic-idl that imports torch. Nothing imports it at
+package import time: :mod:`elastic_idl._launch.launcher` imports it inside functions,
+so ``import elastic_idl`` stays torch-free.
+
+What the agent changes compared with ``torch.distributed.launcher.api.launch_agent``:
+
+- Workers of every rendezvous round get a fresh TCPStore owned by the agent of
+  node rank 0 (see :class:`FreshStoreHandler`). torch 2.13 shares one store
+  across rounds, so keys of attempt 0 are still there in attempt 1
+  (pytorch/pytorch#135712): restarts and late joiners fail at random.
+- For a loopback endpoint the rendezvous store and the worker stores listen on
+  the loopback address only (torch's TCPStore binds every interface).
+- Every failed worker of every attempt is reported to a
+  :class:`~elastic_idl._launch.failures.FailureLog` before a restart wipes it.
+- Stopping workers for a restart honours ``shutdown_timeout`` (torch uses a fixed 30 s).
+- A rendezvous timeout says how many nodes joined out of how many were needed.
+- The exit barrier waits in 1 s slices, so a signal is handled within a second.
+- torch's own traceback of a failed worker (often a collateral rank's) is not logged
+  unless the ``elastic_idl`` logger is at DEBUG; other log records with a traceback are
+  pre-formatted: torch's formatter would import ``torch._dynamo`` (~2 s) to print them.
+- A one-node job skips the rendezvous' random start-up delay (0-0.3 s).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import runpy
+import signal
+import socket
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+with warnings.catch_warnings():
+    # torch 2.13 warns at import when numpy is absent; harmless for elastic launches.
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.elastic.utils.store as store_util
+    from torch.distributed.elastic import metrics
+    from torch.distributed.elastic.agent.server.api import (
+        _TERMINAL_STATE_SYNC_ID,
+        RunResult,
+        WorkerGroup,
+        WorkerSpec,
+        WorkerState,
+    )
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, LogsSpecs, SignalException, Std
+    from torch.distributed.elastic.multiprocessing.api import LogsDest, _terminate_process_handler
+    from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousParameters
+    from torch.distributed.elastic.rendezvous import registry as rdzv_registry
+    from torch.distributed.elastic.rendezvous.api import (
+        RendezvousClosedError,
+        RendezvousConnectionError,
+        RendezvousInfo,
+        RendezvousStoreInfo,
+        RendezvousTimeoutError,
+    )
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
+    from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
+    from torch.distributed.launcher.api import LaunchConfig
+    from torch.numa.binding import AffinityMode, NumaOptions
+
+from elastic_idl._errors import LaunchFailedError, LaunchInterruptedError, RendezvousIncompleteError
+from elastic_idl._launch.failures import (
+    FailureLog,
+    WorkerExit,
+    describe_attempt,
+    user_traceback,
+)
+from elastic_idl._launch.spec import LaunchSpec
+from elastic_idl._task.names import (
+    C10D,
+    DEFAULT_JOIN_TIMEOUT_S,
+    DEFAULT_PORTS,
+    DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_SHUTDOWN_TIMEOUT_S,
+    JOIN_TIMEOUT,
+    RDZV_TIMEOUTS,
+    READ_TIMEOUT,
+    bind_host,
+)
+
+__all__ = [
+    "DISABLE_SHARED_STORE_ENV",
+    "FreshStoreHandler",
+    "LazyLogsSpecs",
+    "SignalException",
+    "build_launch_config",
+    "interrupted_error",
+    "resolve_nproc",
+    "run_agent",
+    "scoped_signal_handlers",
+]
+
+_log = logging.getLogger("elastic_idl")
+
+#: torch's opt-out of its shared rendezvous store; the launcher sets it to "1" (see FreshStoreHandler).
+DISABLE_SHARED_STORE_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+#: Key, in the per-round rendezvous store, under which node rank 0 publishes its worker store port.
+_WORKER_STORE_KEY = "elastic_idl/worker_store"
+#: Whether run_agent gives every round a fresh worker store. Off only for bench/stress_restart.py's
+#: "before" runs, to measure torch's stock behaviour with everything else equal.
+FRESH_STORE_PER_ROUND = True
+
+_RDZV_SECONDS_KEYS = frozenset({*RDZV_TIMEOUTS, "heartbeat_timeout", "timeout"})
+
+
+def resolve_nproc(spec: LaunchSpec) -> int:
+    """Worker count on this node: the number, or the policy resolved like torchrun does.
+
+    "auto" = accelerators when there are any, else CPUs; "cpu" = CPUs available
+    to this process (affinity-aware); "gpu" = CUDA devices, an error without any.
+    """
+    if spec.nproc_per_node is not None:
+        return spec.nproc_per_node
+    cpus = torch._utils.cpu_count() or 1
+    if spec.nproc_policy == "cpu":
+        return cpus
+    if spec.nproc_policy == "gpu":
+        if not torch.cuda.is_available():
+            raise ValueError("nproc_per_node policy 'gpu' needs CUDA, and no CUDA device is available on this node")
+        return int(torch.cuda.device_count())
+    if spec.nproc_policy == "auto":
+        if torch.accelerator.is_available():
+            return int(torch.accelerator.device_count())
+        return cpus
+    raise ValueError(f"unknown nproc_per_node policy {spec.nproc_policy!r}")
+
+
+def _rdzv_configs(spec: LaunchSpec) -> dict[str, Any]:
+    """A new dict (LaunchConfig mutates the one it gets), timeouts as whole seconds.
+
+    torch reads every c10d timeout with ``int()``: 0.5 would become 0 and be
+    rejected, 2.5 would silently become 2. Fractions are rounded up instead.
+    """
+    out: dict[str, Any] = {}
+    for key, value in spec.rdzv_configs.items():
+        if key in _RDZV_SECONDS_KEYS and isinstance(value, float):
+            value = math.ceil(value)
+        out[key] = value
+    return out
+
+
+class LazyLogsSpecs(DefaultLogsSpecs):
+    """torch's DefaultLogsSpecs, except that without a ``log_dir`` the temp dir is made on first use.
+
+    DefaultLogsSpecs(log_dir=None) calls ``tempfile.mkdtemp`` in its constructor: every
+    LaunchConfig built that way leaves an empty ``torchelastic_*`` dir in /tmp, launched or not.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | None = None,
+        redirects: Std | dict[int, Std] = Std.NONE,
+        tee: Std | dict[int, Std] = Std.NONE,
+        local_ranks_filter: set[int] | None = None,
+    ) -> None:
+        if log_dir:
+            super().__init__(log_dir, redirects, tee, local_ranks_filter)
+            return
+        LogsSpecs.__init__(self, None, redirects, tee, local_ranks_filter)
+        self._run_log_dir = None
+
+    def _ensure_root(self) -> str:
+        if not self._root_log_dir:
+            self._root_log_dir = tempfile.mkdtemp(prefix="torchelastic_")
+        return str(self._root_log_dir)
+
+    @property
+    def root_log_dir(self) -> str:
+        return self._ensure_root()
+
+    def reify(self, envs: dict[int, dict[str, str]]) -> LogsDest:
+        self._ensure_root()
+        return super().reify(envs)
+
+
+def build_launch_config(
+    spec: LaunchSpec,
+    *,
+    nproc_per_node: int | None = None,
+    start_method: str | None = None,
+    log_dir: str | None = None,
+    local_addr: str | None = None,
+) -> LaunchConfig:
+    """torch's LaunchConfig for a LaunchSpec, every field set explicitly.
+
+    Args:
+        spec: The resolved spec (see :func:`elastic_idl.to_launch_spec`).
+        nproc_per_node: Overrides the spec's count (the launcher passes the resolved policy).
+        start_method: Overrides the spec's start method.
+        log_dir: Root of torch's per-attempt log and error files (None: a temp dir torch creates).
+        local_addr: This node's address as the other nodes should see it.
+    """
+    nproc = nproc_per_node if nproc_per_node is not None else resolve_nproc(spec)
+    numa = None
+    if spec.numa_binding is not None:
+        numa = NumaOptions(affinity_mode=AffinityMode(spec.numa_binding))
+    logs = LazyLogsSpecs(
+        log_dir=log_dir,
+        redirects=Std.from_str(spec.redirects),
+        tee=Std.from_str(spec.tee),
+        local_ranks_filter=set(spec.local_ranks_filter) or None,
+    )
+    return LaunchConfig(
+        min_nodes=spec.min_nodes,
+        max_nodes=spec.max_nodes,
+        nproc_per_node=nproc,
+        logs_specs=logs,
+        run_id=spec.run_id,
+        role=spec.role,
+        rdzv_endpoint=spec.rdzv_endpoint,
+        rdzv_backend=spec.rdzv_backend,
+        rdzv_configs=_rdzv_configs(spec),
+        rdzv_timeout=-1,
+        max_restarts=spec.max_restarts,
+        monitor_interval=spec.monitor_interval,
+        start_method=start_method or spec.start_method,
+        log_line_prefix_template=None,
+        metrics_cfg={},
+        local_addr=local_addr if local_addr is not None else spec.local_addr,
+        event_log_handler="null",
+        numa_options=numa,
+        signals_to_handle=spec.signals_to_handle,
+        duplicate_stdout_filters=None,
+        duplicate_stderr_filters=None,
+        virtual_local_rank=spec.virtual_local_rank,
+        shutdown_timeout=spec.shutdown_timeout if spec.shutdown_timeout is not None else DEFAULT_SHUTDOWN_TIMEOUT_S,
+    )
+
+
+def _wait_for_key(store: dist.Store, key: str, timeout_s: float) -> bool:
+    """Wait until ``key`` exists, in slices of at most 1 s so that signal handlers run; False on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            store.wait([key], timedelta(seconds=min(1.0, left)))
+            return True
+        except dist.DistStoreError:
+            continue
+
+
+def _listen_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on (host, port); port 0 picks a free one. Raises OSError."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    address = bind_host(host)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+        sock.listen(512)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _server_store(host: str, port: int, timeout_s: float) -> tuple[dist.TCPStore, int]:
+    """A TCPStore server that listens on ``host`` only (torch's own binds every interface)."""
+    sock = _listen_socket(host, port)
+    actual = int(sock.getsockname()[1])
+    fd = sock.detach()  # the store owns the descriptor from here on
+    try:
+        store = dist.TCPStore(
+            host,
+            actual,
+            is_master=True,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=timeout_s),
+            master_listen_fd=fd,
+            use_libuv=True,
+        )
+    except BaseException:
+        os.close(fd)
+        raise
+    return store, actual
+
+
+class FreshStoreHandler(RendezvousHandler):
+    """A rendezvous handler whose every round gives the workers a brand-new TCPStore.
+
+    Why: since mid-2024 torch's c10d handler shares one TCPStore between the
+    agent and the workers of *every* round (``use_agent_store``). Keys the
+    workers of attempt 0 wrote (gloo's peer addresses, barrier counters) are
+    still there when attempt 1 starts, so a new worker may read a dead peer's
+    address: gloo ``connectFullMesh`` times out or hangs (~1 restart in 5 here).
+    When a node joins later, the old node keeps its cached store while the new
+    rank 0 creates another: the two halves never meet (pytorch/pytorch#135712).
+
+    Fix: torch's sharing is switched off (``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``,
+    set by the launcher), and after each completed round the agent of node rank 0
+    starts a fresh store on a port the OS picks, publishes it in that round's own
+    key space of the rendezvous store, and every node points its workers at it as
+    an agent-owned store. Nothing stale can be read, no port is raced for, and the
+    store still outlives the worker processes (the point of torch's sharing).
+    """
+
+    def __init__(self, inner: RendezvousHandler, *, bind_host: str | None, read_timeout_s: float) -> None:
+        self._inner = inner
+        self._bind_host = bind_host
+        self._read_timeout_s = read_timeout_s
+        self._server: dist.TCPStore | None = None
+        self.max_participants_seen = 0
+        self._probed: Any = None
+        self._install_participant_probe()
+
+    def _install_participant_probe(self) -> None:
+        """Count the nodes seen in the current round (for the rendezvous-timeout message)."""
+        holder = getattr(self._inner, "_state_holder", None)
+        sync = getattr(holder, "sync", None)
+        if holder is None or sync is None:
+            return
+
+        def probed_sync() -> Any:
+            result = sync()
+            with contextlib.suppress(Exception):
+                self.max_participants_seen = max(self.max_participants_seen, len(holder.state.participants))
+            return result
+
+        holder.sync = probed_sync
+        self._probed = holder
+
+    def _remove_participant_probe(self) -> None:
+        # The probe closes over the holder: drop it so the stores are freed now, not by a later GC.
+        holder, self._probed = self._probed, None
+        if holder is not None:
+            with contextlib.suppress(AttributeError):
+                del holder.sync
+
+    @property
+    def inner(self) -> RendezvousHandler:
+        return self._inner
+
+    def get_backend(self) -> str:
+        return self._inner.get_backend()
+
+    @property
+    def use_agent_store(self) -> bool:
+        return True
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        self._drop_server()  # the previous round's workers are stopped by now
+        self.max_participants_seen = 0
+        info = self._inner.next_rendezvous()
+        store = info.store
+        master_addr = info.bootstrap_store_info.master_addr if info.bootstrap_store_info else None
+        if info.rank == 0:
+            host = self._bind_host or master_addr or socket.getfqdn()
+            if self._bind_host:
+                self._server, port = _server_store(self._bind_host, 0, self._read_timeout_s)
+            else:
+                self._server = dist.TCPStore(
+                    host, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=self._read_timeout_s)
+                )
+                port = int(self._server.port)
+            store.set(_WORKER_STORE_KEY, f"{host}:{port}")
+        elif not _wait_for_key(store, _WORKER_STORE_KEY, self._read_timeout_s):
+            raise RendezvousConnectionError(
+                f"node rank 0 published no worker store within read_timeout={self._read_timeout_s}s"
+            )
+        addr, _, port_s = store.get(_WORKER_STORE_KEY).decode().rpartition(":")
+        return RendezvousInfo(store, info.rank, info.world_size, RendezvousStoreInfo(addr, int(port_s)))
+
+    def is_closed(self) -> bool:
+        return self._inner.is_closed()
+
+    def set_closed(self) -> None:
+        inner: Any = self._inner  # torch leaves this method unannotated
+        inner.set_closed()
+
+    def num_nodes_waiting(self) -> int:
+        return self._inner.num_nodes_waiting()
+
+    def get_run_id(self) -> str:
+        return self._inner.get_run_id()
+
+    def shutdown(self) -> bool:
+        try:
+            return self._inner.shutdown()
+        finally:
+            self._drop_server()
+            self._remove_participant_probe()
+
+    def abandon(self) -> None:
+        """Stop heart-beating and drop the stores without closing the rendezvous (after a signal).
+
+        Closing would end the rendezvous for every node for good; a node that got
+        SIGTERM (preempted) must leave that decision to the others.
+        """
+        stop = getattr(self._inner, "_stop_heartbeats", None)
+        if stop is not None:
+            with contextlib.suppress(Exception):
+                stop()
+        self._drop_server()
+        self._remove_participant_probe()
+
+    def _drop_server(self) -> None:
+        self._server = None  # the C++ destructor stops the server and closes its socket
+
+    def release(self) -> None:
+        """Let go of the inner handler and its store (call after shutdown/abandon).
+
+        A traceback of the launch (kept by a logging handler, a debugger, pytest)
+        reaches this object through the agent; without this, the store's server
+        thread and socket would live as long as that traceback.
+        """
+        self._drop_server()
+        self._remove_participant_probe()
+        self._inner = _ReleasedHandler(self._inner.get_backend(), self._inner.get_run_id())
+
+
+class _ReleasedHandler(RendezvousHandler):
+    """Stands in for a handler after the launch ended: answers names, refuses the rest."""
+
+    def __init__(self, backend: str, run_id: str) -> None:
+        self._backend, self._run_id = backend, run_id
+
+    def get_backend(self) -> str:
+        return self._backend
+
+    def get_run_id(self) -> str:
+        return self._run_id
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        raise RendezvousClosedError("the launch is over")
+
+    def is_closed(self) -> bool:
+        return True
+
+    def set_closed(self) -> None:
+        pass
+
+    def num_nodes_waiting(self) -> int:
+        return 0
+
+    def shutdown(self) -> bool:
+        return True
+
+
+def _make_handler(params: RendezvousParameters, *, loopback: bool) -> tuple[RendezvousHandler, str]:
+    """The rendezvous handler, and the endpoint as other nodes should use it.
+
+    A c10d rendezvous on a loopback endpoint gets its store from here, bound to
+    the loopback address (port 0 = a free port); otherwise torch's registry builds it.
+    """
+    read_timeout = params.get_as_int(READ_TIMEOUT, DEFAULT_READ_TIMEOUT_S) or DEFAULT_READ_TIMEOUT_S
+    endpoint = params.endpoint
+    if params.backend == C10D and loopback and params.get("store_type", "tcp").strip().lower() == "tcp":
+        host, port = parse_rendezvous_endpoint(params.endpoint, default_port=DEFAULT_PORTS[C10D])
+        is_host = params.get_as_bool("is_host")
+        store: dist.Store | None = None
+        if is_host is not False:
+            try:
+                store, port = _server_store(host, port, read_timeout)
+                _log.info("elastic-idl: this launcher hosts the rendezvous store on %s:%d", host, port)
+            except OSError as exc:
+                if is_host is True or port == 0:
+                    raise RendezvousConnectionError(
+                        f"cannot listen on {host}:{port} for the rendezvous: {exc}"
+                    ) from exc
+        if store is None:
+            try:
+                store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=read_timeout))
+            except (RuntimeError, ValueError, TimeoutError) as exc:
+                raise RendezvousConnectionError(f"cannot reach the rendezvous store at {host}:{port}: {exc}") from exc
+        endpoint = f"{host}:{port}"
+        params.endpoint = endpoint
+        backend = C10dRendezvousBackend(store, params.run_id)
+        handler: RendezvousHandler = create_handler(store, backend, params)
+    else:
+        handler = rdzv_registry.get_rendezvous_handler(params)
+    return handler, endpoint
+
+
+class _Agent(LocalElasticAgent):
+    """torch's LocalElasticAgent, reporting every failed worker of every attempt."""
+
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        logs_specs: DefaultLogsSpecs,
+        *,
+        start_method: str,
+        exit_barrier_timeout: float,
+        shutdown_timeout: int,
+        failure_log: FailureLog,
+    ) -> None:
+        super().__init__(
+            spec=spec,
+            logs_specs=logs_specs,
+            start_method=start_method,
+            exit_barrier_timeout=exit_barrier_timeout,
+            shutdown_timeout=shutdown_timeout,
+        )
+        self._failure_log = failure_log
+        self.current_pids: dict[int, int] = {}
+        self._last_healthy_ns = time.time_ns()
+        self.all_pids: set[int] = set()
+        self.rounds = 0
+
+    def attempt(self) -> int:
+        """Restarts used so far: the attempt number of the running worker group."""
+        return self._worker_group.spec.max_restarts - self._remaining_restarts
+
+    def _start_workers(self, worker_group: WorkerGroup) -> dict[int, Any]:
+        self._drop_traceback_files()  # of the previous attempt
+        pids: dict[int, Any] = super()._start_workers(worker_group)
+        self.rounds += 1
+        self._failure_log.attempt_started(self.attempt())
+        self.current_pids = {int(k): int(v) for k, v in pids.items()}
+        self._last_healthy_ns = time.time_ns()
+        self.all_pids.update(self.current_pids.values())
+        _log.info(
+            "elastic-idl: attempt %d: started %d workers (pids %s), world size %s",
+            self.attempt(),
+            len(pids),
+            sorted(self.current_pids.values()),
+            worker_group.workers[0].world_size if worker_group.workers else "?",
+        )
+        return pids
+
+    def _drop_traceback_files(self) -> None:
+        """Delete torch.multiprocessing's per-worker traceback pickles (it never does; we read error.json)."""
+        pc = getattr(self._pcontext, "_pc", None)
+        for path in getattr(pc, "error_files", None) or []:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def release(self) -> None:
+        """Drop the stores and the process context (see FreshStoreHandler.release)."""
+        self._drop_traceback_files()
+        self._store = None
+        self._worker_group.store = None
+        self._pcontext = None
+
+    def _exit_barrier(self) -> None:
+        """torch's exit barrier (same keys, same bound), waited for in 1 s slices.
+
+        torch waits in one C++ call of up to ``exit_barrier_timeout``; a signal's
+        Python handler cannot run until it returns. Here it runs within a second.
+        """
+        store: Any = self._store
+        size: Any = self._worker_group.group_world_size
+        if store is None or size is None:  # never rendezvoused: nobody to wait for
+            return
+        self._in_exit_barrier = True
+        try:
+            key = store_util._barrier_nonblocking(store=store, world_size=size, key_prefix=_TERMINAL_STATE_SYNC_ID)
+            if not _wait_for_key(store, key, self._exit_barrier_timeout):
+                _log.warning(
+                    "elastic-idl: other nodes did not finish within %s s; leaving the exit barrier",
+                    self._exit_barrier_timeout,
+                )
+        except SignalException:
+            raise
+        except Exception:
+            _log.exception("elastic-idl: error in the exit barrier")
+        finally:
+            self._in_exit_barrier = False
+
+    def _stop_workers(self, worker_group: WorkerGroup) -> None:
+        self._shutdown(timeout=self._shutdown_timeout)
+
+    def _monitor_workers(self, worker_group: WorkerGroup) -> RunResult:
+        polled_ns = time.time_ns()
+        result: RunResult = super()._monitor_workers(worker_group)
+        if result.state == WorkerState.HEALTHY:
+            self._last_healthy_ns = polled_ns
+        elif result.state in (WorkerState.FAILED, WorkerState.UNHEALTHY):
+            self._capture(worker_group, result)
+        return result
+
+    def _capture(self, worker_group: WorkerGroup, result: RunResult) -> None:
+        # A worker that recorded no error died some time after the last healthy poll: date it
+        # then, the earliest it can have happened. A peer's "connection closed" error, caused
+        # by that death, is always later, so the root cause sorts first.
+        now = self._last_healthy_ns
+        pc = self._pcontext
+        error_files: Mapping[int, str] = getattr(pc, "error_files", None) or {}
+        procs = getattr(getattr(pc, "_pc", None), "processes", None) or []
+        exits: list[WorkerExit] = []
+        seen: set[int] = set()
+        for global_rank, failure in result.failures.items():
+            seen.add(failure.local_rank)
+            exits.append(
+                WorkerExit(
+                    rank=int(global_rank),
+                    local_rank=failure.local_rank,
+                    pid=int(failure.pid or 0),
+                    exitcode=failure.exitcode,
+                    error_file=error_files.get(failure.local_rank, ""),
+                    detected_ns=now,
+                )
+            )
+        # torch names only the first failed worker of a function launch; the others that
+        # raised too (e.g. a peer's collective failing) left an error file behind.
+        for worker in worker_group.workers:
+            lr = worker.local_rank
+            path = error_files.get(lr, "")
+            unhealthy = result.state == WorkerState.UNHEALTHY
+            if lr in seen or not (unhealthy or (path and os.path.isfile(path))):
+                continue
+            exitcode = procs[lr].exitcode if lr < len(procs) else None
+            exits.append(
+                WorkerExit(
+                    rank=worker.global_rank,
+                    local_rank=lr,
+                    pid=int(worker.id or 0),
+                    exitcode=exitcode,
+                    error_file=path,
+                    detected_ns=now,
+                    note="unhealthy: stuck in uninterruptible sleep (D state)" if unhealthy else "",
+                )
+            )
+        records = self._failure_log.add(self.attempt(), exits)
+        # Say which ranks failed as it happens, the first failure first; the summary comes
+        # only when the job gives up.
+        _log.warning(
+            "elastic-idl: attempt %d failed (%d restart(s) left): %s",
+            self.attempt(),
+            self._remaining_restarts,
+            describe_attempt(records) or "no worker record",
+        )
+
+
+@contextlib.contextmanager
+def _no_start_jitter(enabled: bool) -> Iterator[None]:
+    """Skip the c10d handler's random 0-0.3 s delay before the first round, for a one-node job.
+
+    The delay spreads many nodes' first store requests; with a single node it only
+    adds 0.15 s on average to every launch. The 1 s polling delay is kept.
+    """
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
+
+    original = dr._delay
+    if not enabled:
+        yield
+        return
+
+    def delay(seconds: float | tuple[float, float]) -> None:
+        if not isinstance(seconds, tuple):
+            original(seconds)
+
+    dr._delay = delay
+    try:
+        yield
+    finally:
+        dr._delay = original
+
+
+#: torch loggers whose tracebacks are about worker processes: the launcher reports those failures itself.
+_WORKER_FAILURE_LOGGERS = "torch.distributed.elastic.multiprocessing"
+
+
+class _PlainTraceback(logging.Filter):
+    """Keep torch's internal tracebacks out of the way, and cheap to print.
+
+    - torch logs a worker failure with its own traceback (``failed (exitcode: 1) ...``)
+      for the lowest local rank that failed, which is often a collateral one ("Connection
+      closed by peer"), before the launcher says which rank failed first. Such records
+      are dropped unless the ``elastic_idl`` logger is enabled for DEBUG (``elastic-idl -v``):
+      the launcher's per-attempt line and the final error carry the root cause.
+    - Any other record's exception is pre-formatted: torch's ``TorchLogsFormatter``
+      imports ``torch._dynamo`` (about 2 s here) to format a record with ``exc_info``,
+      which delayed every first restart. The text is unchanged.
+    """
+
+    _formatter = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info:
+            if record.name.startswith(_WORKER_FAILURE_LOGGERS) and not _log.isEnabledFor(logging.DEBUG):
+                return False
+            if not record.exc_text:
+                record.exc_text = self._formatter.formatException(record.exc_info)
+            record.exc_info = None
+        return True
+
+
+@contextlib.contextmanager
+def _plain_tracebacks() -> Iterator[None]:
+    """Install :class:`_PlainTraceback` on torch's elastic loggers for the launch."""
+    names = [n for n in list(logging.root.manager.loggerDict) if n.startswith("torch.distributed.elastic")]
+    loggers = [logging.getLogger(n) for n in names]
+    flt = _PlainTraceback()
+    for lg in loggers:
+        lg.addFilter(flt)
+    try:
+        yield
+    finally:
+        for lg in loggers:
+            lg.removeFilter(flt)
+
+
+def _pid_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (zombies count as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # pragma: no cover
+            return True
+        return True
+
+
+@contextlib.contextmanager
+def scoped_signal_handlers(names: str) -> Iterator[None]:
+    """While the launch runs, turn the given signals into torch's SignalException; restore after.
+
+    torch installs these handlers only when workers start, and never removes them:
+    a SIGTERM during the rendezvous would kill the launcher without cleanup, and
+    one after ``launch()`` returned would raise in unrelated code.
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved: dict[signal.Signals, Any] = {}
+    try:
+        for name in names.split(","):
+            sig = getattr(signal, name.strip(), None)
+            if isinstance(sig, signal.Signals) and sig not in saved:
+                saved[sig] = signal.signal(sig, _terminate_process_handler)
+        yield
+    finally:
+        for sig, handler in saved.items():
+            with contextlib.suppress(Exception):
+                signal.signal(sig, handler)
+
+
+def run_agent(
+    config: LaunchConfig,
+    entrypoint: Callable[..., Any],
+    *,
+    failure_log: FailureLog,
+    loopback: bool,
+    on_endpoint: Callable[[str], None] | None = None,
+) -> dict[int, Any]:
+    """Run the elastic agent for one node until the job succeeds or fails for good.
+
+    Returns the return values of this node's workers by global rank.
+
+    Raises:
+        LaunchFailedError: workers failed and no restart is left (or the rendezvous broke).
+        RendezvousIncompleteError: too few nodes joined within join_timeout.
+        LaunchInterruptedError: a termination signal arrived; every worker has been stopped.
+    """
+    configs = dict(config.rdzv_configs)
+    configs.pop("timeout", None)  # LaunchConfig's legacy key; c10d reads join_timeout
+    params = RendezvousParameters(
+        backend=config.rdzv_backend,
+        endpoint=config.rdzv_endpoint,
+        run_id=config.run_id,
+        min_nodes=config.min_nodes,
+        max_nodes=config.max_nodes,
+        local_addr=config.local_addr,
+        **configs,
+    )
+    join_timeout = params.get_as_int(JOIN_TIMEOUT, DEFAULT_JOIN_TIMEOUT_S) or DEFAULT_JOIN_TIMEOUT_S
+    read_timeout = params.get_as_int(READ_TIMEOUT, DEFAULT_READ_TIMEOUT_S) or DEFAULT_READ_TIMEOUT_S
+    endpoint = config.rdzv_endpoint
+    attempts_cap = config.max_restarts + 1
+    agent: _Agent | None = None
+    handler: RendezvousHandler | None = None
+    spec: WorkerSpec | None = None
+    shutdown_rdzv = True
+    error: LaunchFailedError | None = None
+    values: dict[int, Any] = {}
+
+    def report(summary: str) -> Any:
+        return failure_log.report(summary)
+
+    try:
+        handler, endpoint = _make_handler(params, loopback=loopback)
+        if on_endpoint is not None:
+            on_endpoint(endpoint)
+        if FRESH_STORE_PER_ROUND and params.backend == C10D:
+            handler = FreshStoreHandler(
+                handler, bind_host=config.local_addr if loopback else None, read_timeout_s=read_timeout
+            )
+        spec = WorkerSpec(
+            role=config.role,
+            local_world_size=config.nproc_per_node,
+            entrypoint=entrypoint,
+            args=(),
+            rdzv_handler=handler,
+            max_restarts=config.max_restarts,
+            monitor_interval=config.monitor_interval,
+            master_addr=None,
+            master_port=None,
+            local_addr=config.local_addr,
+            event_log_handler=config.event_log_handler,
+            numa_options=config.numa_options,
+            duplicate_stdout_filters=config.duplicate_stdout_filters,
+            duplicate_stderr_filters=config.duplicate_stderr_filters,
+            virtual_local_rank=config.virtual_local_rank,
+        )
+        assert isinstance(config.logs_specs, DefaultLogsSpecs)  # a LazyLogsSpecs, set by build_launch_config
+        agent = _Agent(
+            spec,
+            config.logs_specs,
+            start_method=config.start_method,
+            exit_barrier_timeout=join_timeout,
+            shutdown_timeout=int(config.shutdown_timeout or DEFAULT_SHUTDOWN_TIMEOUT_S),
+            failure_log=failure_log,
+        )
+        metrics.initialize_metrics(metrics.MetricsConfig(config.metrics_cfg))
+        with _no_start_jitter(config.max_nodes == 1), _plain_tracebacks():
+            result = agent.run()
+        if result is None:  # torch: RendezvousGracefulExitError, the rendezvous was closed under us
+            summary = (
+                f"rendezvous {config.run_id!r} at {endpoint} was closed by another node before this one could join"
+            )
+            error = LaunchFailedError(summary, report(summary))
+        elif result.is_failed():
+            root = failure_log.describe_root()
+            attempts = min(agent.attempt() + 1, attempts_cap)
+            summary = (
+                f"workers failed in {attempts} attempt(s) (max_restarts={config.max_restarts}); "
+                f"root cause: {root or 'no failure recorded'}"
+            )
+            rep = failure_log.report(summary, attempts=attempts)
+            error = LaunchFailedError(_with_traceback(summary, rep), rep)
+        else:
+            values = {int(k): v for k, v in result.return_values.items()}
+    except SignalException as exc:
+        shutdown_rdzv = False
+        error = interrupted_error(exc.sigval, agent, failure_log)
+    except RendezvousTimeoutError:
+        shutdown_rdzv = False
+        seen = handler.max_participants_seen if isinstance(handler, FreshStoreHandler) else -1
+        joined = max(seen, 1) if seen >= 0 else -1
+        joined_text = f"{joined} of the {config.min_nodes}" if joined >= 0 else f"fewer than the {config.min_nodes}"
+        summary = (
+            f"rendezvous {config.run_id!r} at {endpoint} did not complete within join_timeout={join_timeout}s: "
+            f"{joined_text} node(s) needed joined (min_nodes={config.min_nodes}, max_nodes={config.max_nodes}). "
+            "Start every node with the same endpoint and run id, or raise join_timeout."
+        )
+        error = RendezvousIncompleteError(
+            summary, report(summary), joined=joined, needed=config.min_nodes, timeout_s=join_timeout
+        )
+    except RendezvousClosedError:
+        summary = f"rendezvous {config.run_id!r} at {endpoint} is closed: the job already ended on another node"
+        error = LaunchFailedError(summary, report(summary))
+    except RendezvousConnectionError as exc:
+        shutdown_rdzv = False
+        summary = f"lost the rendezvous store at {endpoint} (run id {config.run_id!r}): {exc}"
+        error = LaunchFailedError(summary, report(summary))
+    finally:
+        if isinstance(handler, FreshStoreHandler) and not shutdown_rdzv:
+            handler.abandon()
+        elif handler is not None and shutdown_rdzv:
+            with contextlib.suppress(Exception):
+                handler.shutdown()
+        # An exception's traceback keeps this frame alive: drop the stores now so their
+        # server threads and sockets go away with the launch, not with the exception.
+        if isinstance(handler, FreshStoreHandler):
+            handler.release()
+        if agent is not None:
+            agent.release()
+        handler = agent = spec = None
+    # Raised here, outside the except clauses, so that the error carries no __context__:
+    # torch's exception would keep every frame of the agent (and its stores) alive.
+    if error is not None:
+        raise error
+    return values
+
+
+#: Where the launcher's own frames live: torch's ``@record`` wrapper and the worker bootstrap.
+_INTERNAL_CODE = (
+    os.path.dirname(torch.__file__) + os.sep,
+    # the elastic_idl package (this file is in its _launch sub-package)
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+    os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep,
+    os.path.dirname(runpy.__file__) + os.sep + "runpy.py",
+)
+
+
+def _with_traceback(summary: str, report: Any) -> str:
+    """The summary plus the root cause's traceback, indented (what a user reads first).
+
+    The traceback starts at the user's code: the frames of torch's ``@record`` wrapper and
+    of the worker bootstrap above it are left out, unless the ``elastic_idl`` logger is at
+    DEBUG (``-v``). The report keeps the whole traceback.
+    """
+    if not report.failures or not report.failures[0].traceback:
+        return summary
+    text = report.failures[0].traceback
+    if not _log.isEnabledFor(logging.DEBUG):
+        text = user_traceback(text, _INTERNAL_CODE)
+    tb = "\n".join("    " + line for line in text.rstrip().splitlines())
+    return f"{summary}\n  root cause traceback:\n{tb}"
+
+
+def interrupted_error(sigval: signal.Signals, agent: _Agent | None, failure_log: FailureLog) -> LaunchInterruptedError:
+    """The error for a launch stopped by a signal, after checking that no worker survived."""
+    name = signal.Signals(sigval).name
+    stopped = sorted(agent.current_pids.values()) if agent is not None else []
+    survivors = [pid for pid in sorted(agent.all_pids) if _pid_running(pid)] if agent is not None else []
+    for pid in survivors:  # the agent's shutdown already waited; make sure, then say so
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 2.0
+    while survivors and time.monotonic() < deadline:
+        survivors = [pid for pid in survivors if _pid_running(pid)]
+        time.sleep(0.02)
+    if stopped:
+        what = f"stopped {len(stopped)} worker process(es) (pids {', '.join(map(str, stopped))})"
+    else:
+        what = "no worker was running yet"
+    left = "no worker process is left running" if not survivors else f"could not stop pids {survivors}"
+    summary = f"launch interrupted by {name}: {what}; {left}"
+    # Not logged here: the caller reports the error (the CLI and the pod print it once).
+    return LaunchInterruptedError(summary, failure_log.report(summary), signum=int(sigval), stopped_pids=stopped)

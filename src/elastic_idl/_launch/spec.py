@@ -1,0 +1,354 @@
+"""Task (+ pod env) -> LaunchSpec, a typed, torch-free description of one node's launch.
+
+Pure: the environment is an argument, never read here. The thin step that builds
+torch's ``LaunchConfig`` lives in ``elastic_idl._launch.agent``, the one module that imports torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from elastic_idl._errors import ValidationError, Violation
+from elastic_idl._task.enums import NPROC_POLICY, NUMA_BINDING, START_METHOD, STD_STREAMS
+from elastic_idl._task.names import (
+    DEFAULT_LOCAL_HOST,
+    DEFAULT_MONITOR_INTERVAL_S,
+    DEFAULT_ROLE,
+    DEFAULT_RUN_ID,
+    DEFAULT_SIGNALS,
+    DEFAULT_START_METHOD,
+    ENV,
+    MAX_RDZV_NAME_LEN,
+    parse_rdzv_conf,
+)
+from elastic_idl._task.validate import RULES, violations
+from elastic_idl._task.view import duration_seconds, rdzv_configs, view
+
+__all__ = [
+    "EnvDecision",
+    "LaunchSpec",
+    "override_violations",
+    "split_endpoint",
+    "to_launch_spec",
+]
+
+_log = logging.getLogger("elastic_idl")
+
+
+@dataclass(frozen=True)
+class EnvDecision:
+    """How one setting was resolved between the message and the pod env.
+
+    Attributes:
+        setting: LaunchSpec field name, e.g. "rdzv_endpoint".
+        env_var: The env variable consulted, e.g. "PET_RDZV_ENDPOINT".
+        message_value: What the message said ("" when it said nothing).
+        env_value: What the env said.
+        winner: "env" or "message".
+    """
+
+    setting: str
+    env_var: str
+    message_value: str
+    env_value: str
+    winner: str
+
+    def __str__(self) -> str:
+        used = self.env_value if self.winner == "env" else self.message_value
+        lost = self.message_value if self.winner == "env" else self.env_value
+        return (
+            f"{self.setting}: {self.winner} wins ({self.env_var}={self.env_value!r}); using {used!r}, ignoring {lost!r}"
+        )
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Every field torch's LaunchConfig needs, resolved, with no torch import.
+
+    ``nproc_per_node`` is None when ``nproc_policy`` ("auto", "cpu", "gpu") must be
+    resolved on the node; :func:`to_launch_config` does that.
+    """
+
+    min_nodes: int
+    max_nodes: int
+    nproc_per_node: int | None
+    nproc_policy: str | None
+    run_id: str
+    role: str
+    rdzv_endpoint: str
+    rdzv_backend: str
+    rdzv_configs: Mapping[str, Any]
+    max_restarts: int
+    monitor_interval: float
+    start_method: str
+    redirects: str = "0"
+    tee: str = "0"
+    local_ranks_filter: tuple[int, ...] = ()
+    numa_binding: str | None = None
+    signals_to_handle: str = DEFAULT_SIGNALS
+    shutdown_timeout: int | None = None
+    virtual_local_rank: bool = False
+    local_addr: str | None = None
+    decisions: tuple[EnvDecision, ...] = field(default=(), compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The LaunchConfig-relevant fields as plain JSON-able values (for the CLI and vectors)."""
+        return {
+            "min_nodes": self.min_nodes,
+            "max_nodes": self.max_nodes,
+            "nproc_per_node": self.nproc_per_node if self.nproc_per_node is not None else self.nproc_policy,
+            "run_id": self.run_id,
+            "role": self.role,
+            "rdzv_endpoint": self.rdzv_endpoint,
+            "rdzv_backend": self.rdzv_backend,
+            "rdzv_configs": dict(self.rdzv_configs),
+            "max_restarts": self.max_restarts,
+            "monitor_interval": self.monitor_interval,
+            "start_method": self.start_method,
+            "redirects": self.redirects,
+            "tee": self.tee,
+            "local_ranks_filter": list(self.local_ranks_filter),
+            "numa_binding": self.numa_binding,
+            "signals_to_handle": self.signals_to_handle,
+            "shutdown_timeout": self.shutdown_timeout,
+            "virtual_local_rank": self.virtual_local_rank,
+            "local_addr": self.local_addr,
+        }
+
+
+def split_endpoint(text: str) -> tuple[str, int | None]:
+    """ "host:port", "host", "[v6]:port" or "[v6]" -> (host without brackets, port or None).
+
+    Raises:
+        ValueError: The port is not a number of at most 5 digits, or a bracket is unclosed.
+    """
+    text = text.strip()
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ValueError(f"{text!r}: an IPv6 host is written [address]:port")
+        port_text = rest[1:] if rest else None
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    else:
+        host, port_text = text, None  # no port, or a bare IPv6 address
+    if port_text is None:
+        return host, None
+    if not port_text.isdigit() or len(port_text) > 5:
+        raise ValueError(f"the port of {text!r} is not a number in 0..65535")
+    return host, int(port_text)
+
+
+def _host_problem(host: str) -> str:
+    if not host:
+        return "the host is empty"
+    if len(host) > MAX_RDZV_NAME_LEN or any(c.isspace() or c in ",/" for c in host):
+        return f"bad host {host!r}: {RULES['elastic.rdzv_host.format']}"
+    return ""
+
+
+def override_violations(
+    *,
+    rdzv_endpoint: str | None = None,
+    run_id: str | None = None,
+    local_addr: str | None = None,
+    start_method: str | None = None,
+    names: Mapping[str, str] | None = None,
+) -> list[Violation]:
+    """Launch-time values (arguments, ``PET_*`` env) checked by the rules a task's own fields obey.
+
+    An endpoint follows ``elastic.rdzv_host.format`` and ``elastic.rdzv_port.range`` (like
+    ``rdzv_host``/``rdzv_port``), a run id ``elastic.rdzv_id.format`` (like ``rdzv_id``), a
+    local address the host rule, a start method ``enum.known``. ``names`` maps an argument
+    to the field name the violation carries (default: the argument's own name).
+    """
+    names = names or {}
+    out: list[Violation] = []
+    if rdzv_endpoint is not None:
+        field_name = names.get("rdzv_endpoint", "rdzv_endpoint")
+        try:
+            host, port = split_endpoint(rdzv_endpoint)
+        except ValueError as exc:
+            out.append(Violation(field_name, "elastic.rdzv_port.range", str(exc)))
+        else:
+            problem = _host_problem(host)
+            if problem:
+                out.append(Violation(field_name, "elastic.rdzv_host.format", f"{rdzv_endpoint!r}: {problem}"))
+            if port is not None and not 0 <= port <= 65535:
+                out.append(
+                    Violation(
+                        field_name, "elastic.rdzv_port.range", f"{rdzv_endpoint!r}: port {port} is not in 0..65535"
+                    )
+                )
+    if run_id is not None:
+        if (
+            not run_id
+            or len(run_id) > MAX_RDZV_NAME_LEN
+            or not all(33 <= ord(c) < 127 for c in run_id)
+            or "," in run_id
+        ):
+            out.append(
+                Violation(
+                    names.get("run_id", "run_id"),
+                    "elastic.rdzv_id.format",
+                    f"bad run id {run_id!r}: non-empty printable ASCII without spaces or ',', "
+                    f"at most {MAX_RDZV_NAME_LEN} chars",
+                )
+            )
+    if local_addr is not None:
+        problem = _host_problem(local_addr)
+        if problem:
+            out.append(Violation(names.get("local_addr", "local_addr"), "elastic.rdzv_host.format", problem))
+    if start_method is not None and start_method not in START_METHOD.number:
+        out.append(
+            Violation(
+                names.get("start_method", "start_method"),
+                "enum.known",
+                f"{start_method!r} is not a start method: use {', '.join(sorted(START_METHOD.names))}",
+            )
+        )
+    return out
+
+
+def to_launch_spec(
+    task: Any,
+    *,
+    env: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+    rdzv_endpoint: str | None = None,
+    start_method: str | None = None,
+) -> LaunchSpec:
+    """Map a valid elastic task (either shape, either binding) to a :class:`LaunchSpec`.
+
+    Args:
+        task: The task message.
+        env: The pod env (the operator's ``PET_*`` variables); None or {} outside a pod.
+            Precedence, field by field (every time the env changes a value it is
+            logged and recorded in ``LaunchSpec.decisions``):
+
+            - rdzv_endpoint: ``rdzv_endpoint`` argument > ``PET_RDZV_ENDPOINT`` >
+              message rdzv_host:rdzv_port > ``127.0.0.1:0`` (local). The env wins
+              because the operator knows the service address.
+            - run_id: ``run_id`` argument > ``PET_RDZV_ID`` > message rdzv_id > "none".
+            - min/max nodes (``PET_NNODES``), nproc (``PET_NPROC_PER_NODE``),
+              max_restarts (``PET_MAX_RESTARTS``), backend (``PET_RDZV_BACKEND``):
+              the message wins; it is the contract the operator copied them from.
+              A differing env value is logged as ignored.
+            - rdzv_configs: the message's options win; keys only in ``PET_RDZV_CONF``
+              are added (logged).
+        run_id: Explicit run id (the Flyte execution id in a pod).
+        rdzv_endpoint: Explicit endpoint "host:port", beats everything.
+        start_method: Explicit torch start method, beats the message.
+
+    Launch-time values obey the rules of the task fields they stand in for (see
+    :func:`override_violations`): the ``rdzv_endpoint`` and ``run_id`` arguments, and
+    ``PET_RDZV_ENDPOINT`` / ``PET_RDZV_ID`` from ``env`` (violations name the variable).
+
+    Raises:
+        ValidationError: The task breaks a rule, or has no elastic config, or a launch-time
+            value breaks the rule of its field.
+    """
+    found = violations(task)
+    t = view(task)
+    if t.elastic is None:
+        found.append(
+            Violation(
+                "elastic_config",
+                "launch.elastic_required",
+                "a launch (elastic-idl run, the pod entrypoint, ei.launch) needs an elastic config: a limit "
+                "of launching, not a validity rule (validate accepts a task without one: a plain Master + Workers job)",
+            )
+        )
+    if env:
+        found += override_violations(
+            rdzv_endpoint=env.get(ENV.RDZV_ENDPOINT) or None,
+            run_id=env.get(ENV.RDZV_ID) or None,
+            names={"rdzv_endpoint": ENV.RDZV_ENDPOINT, "run_id": ENV.RDZV_ID},
+        )
+    found += override_violations(rdzv_endpoint=rdzv_endpoint, run_id=run_id, start_method=start_method)
+    if found:
+        raise ValidationError(found)
+    assert t.elastic is not None  # for the type checker: checked above
+    e = t.elastic
+    env = dict(env or {})
+    decisions: list[EnvDecision] = []
+
+    def decide(setting: str, var: str, msg_value: str, env_wins: bool) -> str:
+        env_value = env.get(var)
+        if env_value is None or env_value == msg_value:
+            return msg_value
+        d = EnvDecision(setting, var, msg_value, env_value, "env" if env_wins else "message")
+        decisions.append(d)
+        _log.info("elastic-idl: %s", d)
+        return env_value if env_wins else msg_value
+
+    # Where to meet: the env wins.
+    msg_endpoint = ""
+    if e.rdzv_host or e.rdzv_port:
+        msg_endpoint = f"{e.rdzv_host or DEFAULT_LOCAL_HOST}:{e.rdzv_port}"
+    endpoint = decide("rdzv_endpoint", ENV.RDZV_ENDPOINT, msg_endpoint, env_wins=True)
+    if rdzv_endpoint is not None:
+        endpoint = rdzv_endpoint
+    if not endpoint:
+        endpoint = f"{DEFAULT_LOCAL_HOST}:0"
+    rid = decide("run_id", ENV.RDZV_ID, e.rdzv_id, env_wins=True)
+    if run_id is not None:
+        rid = run_id
+    rid = rid or DEFAULT_RUN_ID
+
+    # What to run: the message wins.
+    backend = t.effective_backend()
+    decide("rdzv_backend", ENV.RDZV_BACKEND, backend, env_wins=False)
+    decide("nnodes", ENV.NNODES, f"{e.min_replicas}:{e.max_replicas}", env_wins=False)
+    nproc_policy = NPROC_POLICY.text.get(e.nproc_policy)
+    decide("nproc_per_node", ENV.NPROC_PER_NODE, nproc_policy or str(e.nproc_per_node), env_wins=False)
+    decide("max_restarts", ENV.MAX_RESTARTS, str(e.max_restarts), env_wins=False)
+
+    configs = rdzv_configs(e)
+    if ENV.RDZV_CONF in env:
+        try:
+            env_conf = parse_rdzv_conf(env[ENV.RDZV_CONF])
+        except ValueError as exc:
+            raise ValidationError([Violation(ENV.RDZV_CONF, "env.rdzv_conf", str(exc))]) from exc
+        for key, value in env_conf.items():
+            if key in configs:
+                if str(configs[key]) != value:
+                    decisions.append(
+                        EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, str(configs[key]), value, "message")
+                    )
+                    _log.info("elastic-idl: %s", decisions[-1])
+            else:
+                configs[key] = value
+                decisions.append(EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, "", value, "env"))
+                _log.info("elastic-idl: %s", decisions[-1])
+
+    method = start_method or START_METHOD.text.get(e.start_method) or DEFAULT_START_METHOD
+    return LaunchSpec(
+        min_nodes=e.min_replicas,
+        max_nodes=e.max_replicas,
+        nproc_per_node=None if nproc_policy else e.nproc_per_node,
+        nproc_policy=nproc_policy,
+        run_id=rid,
+        role=e.role or DEFAULT_ROLE,
+        rdzv_endpoint=endpoint,
+        rdzv_backend=backend,
+        rdzv_configs=MappingProxyType(configs),
+        max_restarts=e.max_restarts,
+        monitor_interval=duration_seconds(e.monitor_interval)
+        if e.HasField("monitor_interval")
+        else DEFAULT_MONITOR_INTERVAL_S,
+        start_method=method,
+        redirects=STD_STREAMS.text[e.redirects],
+        tee=STD_STREAMS.text[e.tee],
+        local_ranks_filter=tuple(e.local_ranks_filter),
+        numa_binding=NUMA_BINDING.text.get(e.numa_binding),
+        signals_to_handle=",".join(e.signals_to_handle) or DEFAULT_SIGNALS,
+        shutdown_timeout=math.ceil(duration_seconds(e.shutdown_timeout)) if e.HasField("shutdown_timeout") else None,
+        virtual_local_rank=e.virtual_local_rank,
+        decisions=tuple(decisions),
+    )

@@ -1,0 +1,246 @@
+"""What runs first in every worker process, whatever the start method.
+
+torch hands each worker one callable (the entrypoint). The launcher always
+gives it a :class:`WorkerMain`, which first makes the process look like a
+fresh interpreter (signals, parent-death signal, thread count) and then runs
+the user's function, script or module.
+
+Torch-free on purpose: a spawned worker imports this module before torch, and
+a forked one already has torch in ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import json
+import logging
+import multiprocessing.forkserver
+import os
+import runpy
+import signal
+import string
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from elastic_idl._task.names import AGENT_SIGNALS
+
+__all__ = [
+    "KIND_CALLABLE",
+    "KIND_MODULE",
+    "KIND_SCRIPT",
+    "WorkerMain",
+    "cwd_first_on_path",
+    "set_parent_death_signal",
+    "stash",
+    "unstash",
+]
+
+KIND_CALLABLE = "callable"
+KIND_SCRIPT = "script"
+KIND_MODULE = "module"
+
+#: Linux prctl option: the signal this process gets when its parent (thread) dies.
+_PR_SET_PDEATHSIG = 1
+
+#: Entrypoints kept in memory for workers forked from a copy of this process
+#: (the warm fork server): key -> (function, args). Never pickled.
+_STASH: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {}
+
+
+def stash(key: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """Keep ``fn(*args)`` for workers forked after this call (no pickling needed)."""
+    _STASH[key] = (fn, args)
+
+
+def unstash(key: str) -> None:
+    """Forget a stashed entrypoint (the launcher's copy; forked copies are unaffected)."""
+    _STASH.pop(key, None)
+
+
+@contextlib.contextmanager
+def cwd_first_on_path() -> Iterator[str]:
+    """While inside, the working directory is first on ``sys.path``, as ``python -m`` has it.
+
+    A launcher started as a console script (``elastic-idl``) or from a script elsewhere has
+    that script's directory there instead, so ``pkg.train`` in the working directory would
+    not be found. Yields the directory; afterwards the entry is removed again (modules
+    imported meanwhile stay imported).
+    """
+    cwd = os.getcwd()
+    sys.path.insert(0, cwd)
+    try:
+        yield cwd
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(cwd)  # the first occurrence: the one inserted above
+
+
+def _reset_signals() -> None:
+    """Give the worker a fresh interpreter's signal dispositions.
+
+    A forked worker inherits the agent's handlers, which raise a Python exception
+    that only runs once the interpreter regains control: a worker blocked in a C++
+    collective then ignores SIGTERM and is only SIGKILLed after torch's fixed 30 s
+    grace period. With the default disposition SIGTERM ends it at once.
+    """
+    names = set(AGENT_SIGNALS)
+    names.update(s.strip() for s in os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "").split(",") if s.strip())
+    for name in sorted(names):
+        sig = getattr(signal, name, None)
+        if sig is None:
+            continue
+        try:
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+        except (OSError, ValueError, RuntimeError):  # not the main thread, or not a real signal
+            pass
+
+
+def set_parent_death_signal(sig: int) -> bool:
+    """Ask Linux to send ``sig`` to this process when its parent (thread) dies; False when libc cannot."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        return False
+    return True
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker when its parent (agent or fork server) dies.
+
+    torch's own hook sends SIGINT, which a worker stuck in a C++ call never acts
+    on; SIGKILL guarantees no orphan survives a launcher that was killed outright.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    if not set_parent_death_signal(int(signal.SIGKILL)):
+        return
+    if os.getppid() != parent or parent == 1:  # the parent died before prctl: we are already orphaned
+        os._exit(1)
+
+
+def _forget_fork_server() -> None:
+    """Drop the fork server's "alive" pipe that a forked worker inherits.
+
+    CPython's fork server stays up while any holder of that pipe lives; a worker
+    keeping it would keep the server (and so itself) alive after the launcher
+    died. A worker that later wants a fork server of its own starts a fresh one.
+    """
+    fs: Any = multiprocessing.forkserver._forkserver
+    fd = fs._forkserver_alive_fd
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    fs._forkserver_alive_fd = None
+    fs._forkserver_address = None
+    fs._forkserver_pid = None
+
+
+def _apply_thread_count() -> None:
+    """Honour OMP_NUM_THREADS in a worker that did not import torch itself.
+
+    OpenMP reads the variable once, when torch is first imported; a worker forked
+    from a process that had torch loaded needs the value applied explicitly.
+    """
+    torch = sys.modules.get("torch")
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if torch is None or not value.isdigit() or int(value) < 1:
+        return
+    torch.set_num_threads(int(value))
+
+
+def _substitute(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """torch's ``${local_rank}`` macro in string arguments (as torchrun does)."""
+    local_rank = os.environ.get("LOCAL_RANK", "0")
+    return tuple(string.Template(a).safe_substitute(local_rank=local_rank) if isinstance(a, str) else a for a in args)
+
+
+def _write_error_file(message: str, tb: str) -> None:
+    """Record a failure in torch's error-file format (what ``@record`` writes)."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    data = {"message": {"message": message, "extraInfo": {"py_callstack": tb, "timestamp": str(int(time.time()))}}}
+    try:
+        with open(path, "w") as fh:
+            json.dump(data, fh)
+    except OSError:  # pragma: no cover - the agent owns the directory
+        pass
+
+
+def _run_as_main(kind: str, target: str, argv: tuple[str, ...]) -> None:
+    """Run a script or module as ``__main__`` with ``sys.argv`` set, like ``python`` does."""
+    # The worker is a copy of the launcher: its atexit handlers are not the script's.
+    atexit._clear()
+    if "logging" in sys.modules:
+        atexit.register(logging.shutdown)
+    # python puts the script's directory (or, for -m, the working directory) first on
+    # sys.path. The launcher's own entries stay behind it: it found the module with them.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(target)) if kind == KIND_SCRIPT else os.getcwd())
+    try:
+        sys.argv = [target, *argv]  # for a module, runpy puts the module's file in argv[0]
+        if kind == KIND_SCRIPT:
+            runpy.run_path(target, run_name="__main__")
+        else:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        code = exc.code
+        if code is None or code == 0:
+            return
+        # Keep the script's exit code, but say why it ended (torch records no file for SystemExit).
+        what = f"exit code {code}" if isinstance(code, int) else repr(code)
+        _write_error_file(f"SystemExit: {target} exited with {what}", traceback.format_exc())
+        raise
+    finally:
+        atexit._run_exitfuncs()
+
+
+class WorkerMain:
+    """The entrypoint torch starts in every worker: bootstrap, then the user's code.
+
+    Picklable (a spawned worker receives it by pickle) unless it holds an
+    unpicklable function, which only happens with the fork start method.
+
+    Attributes:
+        kind: "callable", "script" or "module".
+        target: The function (callable kind, unless stashed), the script path, or the module name.
+        args: Arguments: to the function, or the script's / module's argv after its name.
+        stash_key: When set, the function and its arguments are looked up in this
+            process's stash (workers forked from a warm copy of the launcher);
+            nothing about them is pickled.
+    """
+
+    def __init__(
+        self, kind: str, target: Any, args: tuple[Any, ...] = (), *, stash_key: str = "", name: str = ""
+    ) -> None:
+        self.kind = kind
+        self.target = target
+        self.args = args
+        self.stash_key = stash_key
+        # torch names the entrypoint in its logs and failures by these two.
+        self.__name__ = name or getattr(target, "__qualname__", None) or str(target)
+        self.__qualname__ = self.__name__
+
+    def __repr__(self) -> str:
+        return f"WorkerMain({self.kind}, {self.__name__!r})"
+
+    def __call__(self) -> Any:
+        _reset_signals()
+        _die_with_parent()
+        _forget_fork_server()
+        _apply_thread_count()
+        if self.kind == KIND_CALLABLE:
+            if self.stash_key:
+                fn, args = _STASH[self.stash_key]
+            else:
+                fn, args = self.target, self.args
+            return fn(*_substitute(args))
+        _run_as_main(self.kind, str(self.target), tuple(str(a) for a in _substitute(self.args)))
+        return None

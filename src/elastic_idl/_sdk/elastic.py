@@ -1,0 +1,628 @@
+"""The SDK config: ``Elastic(...)``, a drop-in for flytekit's ``Elastic``, and custom dict <-> task.
+
+``Elastic`` is validated when it is written: it builds the task message and runs the
+same rules as :func:`~elastic_idl.validate`, so an invalid config never reaches a
+cluster. It emits exactly what flytekit 1.16 emits (``to_custom``), plus our
+extension fields, which put on the wire the settings flytekit keeps only in the
+Python object (start method, monitor interval, rendezvous timeouts). Pure: no
+torch, no flytekit, no environment.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any, NamedTuple, cast
+
+from elastic_idl._errors import DecodeError, ValidationError, Violation
+from elastic_idl._sdk.arguments import (
+    Problems,
+    RunPolicy,
+    duration_of,
+    int32,
+    is_int,
+    parse_nnodes,
+    parse_nproc,
+    seconds_value,
+    split_rdzv,
+    task_of,
+)
+from elastic_idl._task import codec
+from elastic_idl._task.enums import (
+    NPROC_POLICY,
+    NUMA_BINDING,
+    SDK_RESOURCE,
+    START_METHOD,
+    STD_STREAMS,
+    CleanPodPolicy,
+    RestartPolicy,
+)
+from elastic_idl._task.messages import ElasticConfig, KubeflowTask, Task
+from elastic_idl._task.messages import RunPolicy as RunPolicyMessage
+from elastic_idl._task.names import (
+    DEFAULT_RDZV_BACKEND,
+    DYNAMIC_BACKENDS,
+    JOIN_TIMEOUT,
+    STANDALONE_TASK_TYPE,
+    TASK_TYPE,
+    TASK_TYPE_VERSION,
+)
+from elastic_idl._task.validate import violations
+from elastic_idl._task.view import rdzv_configs, view
+
+__all__ = [
+    "FLYTEKIT_RDZV_CONFIGS",
+    "SDK_RULES",
+    "CustomTemplate",
+    "Elastic",
+    "from_custom",
+]
+
+#: flytekit's default ``rdzv_configs`` (15 minutes, for pods that start at different times).
+FLYTEKIT_RDZV_CONFIGS: Mapping[str, int] = MappingProxyType({"timeout": 900, JOIN_TIMEOUT: 900})
+
+#: rule id -> what it requires, for the errors only ``Elastic(...)`` and ``Elastic.from_task`` raise.
+#: Every other violation they report is one of :data:`elastic_idl.RULES`, exactly as ``validate`` reports it.
+SDK_RULES: dict[str, str] = {
+    "sdk.argument": "an Elastic(...) argument has the type and syntax its docstring gives",
+    "sdk.rdzv_timeout": (
+        "rdzv_configs 'timeout' equals 'join_timeout' when both are given for a backend that "
+        "reads only join_timeout (c10d, etcd-v2)"
+    ),
+    "sdk.expressible": "Elastic.from_task: the task holds nothing Elastic cannot say (an elastic config, "
+    "one quantity per resource, no rdzv option 'timeout' under c10d/etcd-v2)",
+}
+
+
+class FrozenDict(dict[str, Any]):
+    """A read-only dict: what ``Elastic`` holds for ``rdzv_configs``, ``requests`` and ``limits``.
+
+    A real dict (``json.dumps``, ``dataclasses.asdict`` and pickle work), but every
+    mutating method raises TypeError, so a config can never drift from its message.
+    """
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("Elastic settings are read-only: build a new Elastic (dataclasses.replace)")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
+
+
+class CustomTemplate(NamedTuple):
+    """What a Flyte SDK writes into the ``TaskTemplate`` for an elastic task.
+
+    Attributes:
+        custom: ``TaskTemplate.custom``; None for a single-node (``python-task``) task, like flytekit.
+        task_type: ``"pytorch"`` (a PyTorchJob) or ``"python-task"`` (one plain pod).
+        task_type_version: 1, the kubeflow task shape.
+    """
+
+    custom: dict[str, Any] | None
+    task_type: str
+    task_type_version: int
+
+
+def _enum_member(
+    value: object, enum_cls: type[enum.Enum], argument: str, aliases: Mapping[str, str], problems: Problems
+) -> Any:
+    """Our enum member for ``value``: a member, flytekit's same-named member, a name (any case) or its number."""
+    if value is None:
+        return None
+    if isinstance(value, enum_cls):
+        return value
+    name = getattr(value, "name", None)  # flytekit's enums (same member names)
+    if isinstance(name, str) and name in enum_cls.__members__:
+        return enum_cls[name]
+    if isinstance(value, str):
+        key = aliases.get(value.lower().replace("-", "_"), value.upper())
+        if key in enum_cls.__members__:
+            return enum_cls[key]
+    if is_int(value):
+        try:
+            return enum_cls(value)
+        except ValueError:
+            pass
+    problems.add(argument, f"expected one of {', '.join(enum_cls.__members__)}, got {value!r}")
+    return None
+
+
+def _run_policy(value: object, problems: Problems) -> RunPolicy | None:
+    """The run policy in its one normal form: what the message can tell apart (0 and NONE read as None)."""
+    if value is None:
+        return None
+    if isinstance(value, RunPolicyMessage):
+        return RunPolicy(
+            clean_pod_policy=CleanPodPolicy(value.clean_pod_policy) if value.clean_pod_policy else None,
+            ttl_seconds_after_finished=value.ttl_seconds_after_finished or None,
+            active_deadline_seconds=value.active_deadline_seconds or None,
+            backoff_limit=value.backoff_limit or None,
+        )
+    names = ("clean_pod_policy", "ttl_seconds_after_finished", "active_deadline_seconds", "backoff_limit")
+    get: Callable[[str], Any]
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(names))
+        if unknown:
+            problems.add("run_policy", f"unknown keys {unknown}; known: {', '.join(names)}")
+            return None
+        get = value.get
+    elif all(hasattr(value, n) for n in names):  # ours, flytekit's, or any object shaped like it
+        get = functools.partial(getattr, value)
+    else:
+        problems.add("run_policy", f"expected a RunPolicy or a mapping of {', '.join(names)}, got {value!r}")
+        return None
+    clean = _enum_member(get("clean_pod_policy"), CleanPodPolicy, "run_policy.clean_pod_policy", {}, problems)
+    numbers: dict[str, int | None] = {}
+    for n in names[1:]:
+        v = get(n)
+        numbers[n] = None if v is None else int32(v, f"run_policy.{n}", problems) or None  # 0 is unset on the wire
+    return RunPolicy(clean_pod_policy=clean if clean is not CleanPodPolicy.NONE else None, **numbers)
+
+
+def _resources(value: object, argument: str, problems: Problems) -> Mapping[str, str] | None:
+    """Requests or limits as {"cpu": "2", "mem": "4Gi", ...} in canonical key names."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        pairs = list(value.items())
+    elif all(hasattr(value, n) for n in ("cpu", "mem", "gpu")):  # flytekit's Resources
+        pairs = [(n, getattr(value, n, None)) for n in ("cpu", "mem", "gpu", "ephemeral_storage")]
+        pairs = [(k, v) for k, v in pairs if v is not None]
+    else:
+        problems.add(argument, f"expected a mapping such as {{'cpu': '2', 'mem': '4Gi'}}, got {value!r}")
+        return None
+    out: dict[str, str] = {}
+    for key, quantity in pairs:
+        if not isinstance(key, str) or key not in SDK_RESOURCE.number:
+            problems.add(argument, f"unknown resource {key!r}; known: {', '.join(SDK_RESOURCE.number)}")
+            continue
+        canonical = SDK_RESOURCE.text[SDK_RESOURCE.number[key]]
+        if isinstance(quantity, bool) or not isinstance(quantity, (str, int, float)):
+            problems.add(
+                f"{argument}.{key}",
+                f"expected one quantity (str or number), got {quantity!r}; requests and limits are separate arguments",
+            )
+            continue
+        if canonical in out:
+            problems.add(f"{argument}.{key}", f"resource {canonical!r} is given twice")
+            continue
+        out[canonical] = str(quantity)  # flytekit writes str(value) too
+    return FrozenDict(out)
+
+
+def _strings(value: object, argument: str, problems: Problems) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(s.strip() for s in value.split(",")) if value else ()
+    if isinstance(value, Iterable) and all(isinstance(s, str) for s in value):
+        return tuple(value)
+    problems.add(argument, f"expected a list of strings or a comma-separated string, got {value!r}")
+    return ()
+
+
+def _ints(value: object, argument: str, problems: Problems) -> tuple[int, ...]:
+    """int32s from a list (ints or their text) or a comma-separated string."""
+    items: list[Any] | None = None
+    if isinstance(value, str):
+        items = value.split(",") if value else []
+    elif isinstance(value, Iterable) and not isinstance(value, Mapping):
+        items = list(value)
+    if items is None or not all(is_int(i) or isinstance(i, str) for i in items):
+        problems.add(argument, f"expected a list of integers or a comma-separated string, got {value!r}")
+        return ()
+    return tuple(int32(i, argument, problems) for i in items)
+
+
+def _str(value: object, argument: str, problems: Problems) -> str:
+    if isinstance(value, str):
+        return value
+    problems.add(argument, f"expected a string, got {type(value).__name__} {value!r}")
+    return ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Elastic:
+    """Elastic PyTorch training config: flytekit's ``Elastic``, validated, with nothing left off the wire.
+
+    Drop it in where ``flytekitplugins.kfpytorch.Elastic`` stands (keyword arguments). It is
+    validated at construction with the same rules and errors as :func:`elastic_idl.validate`
+    (a :class:`~elastic_idl.ValidationError` listing every violation); an argument of the wrong
+    type or syntax is a violation whose field is the argument name (rule ``sdk.argument``).
+    Building one never imports torch or flytekit.
+
+    Arguments are stored in one normal form (a number given as text is stored as the number;
+    values the message cannot tell apart, such as ``rdzv_backend=""`` and ``"c10d"``, as one
+    value), so ``cfg == Elastic.from_task(cfg.to_task())`` unless ``nnodes`` is the single
+    number 1 or ``increase_shared_mem`` is False.
+
+    flytekit's settings (same names, same defaults unless said otherwise):
+
+    Attributes:
+        nnodes: Number of nodes: an int, or ``"MIN:MAX"`` for an elastic range (also ``"N"``).
+            ``1`` and ``"1"`` give a single-node ``python-task`` (one plain pod, no Kubeflow
+            operator); ``"1:1"`` gives a one-worker PyTorchJob. (flytekit turns ``"1"`` into a
+            PyTorchJob: the README, "The SDK config", explains the choice.)
+        nproc_per_node: Worker processes per node: an int (or its decimal string), or ``"auto"``,
+            ``"cpu"``, ``"gpu"`` (resolved on the node; flytekit cannot express these).
+        start_method: ``"spawn"``, ``"fork"`` or ``"forkserver"``. None (default) leaves it unset
+            on the wire: the launcher's default (elastic-idl's launcher: a warm ``forkserver``).
+            flytekit's default is ``"spawn"``; pass it to keep it.
+        monitor_interval: Seconds between worker health checks (> 0, <= 3600). None (default):
+            the launcher's 0.1 s. flytekit's default 5 puts a 5 s floor under every run; pass
+            ``monitor_interval=5`` to keep it.
+        max_restarts: Worker-group restarts per node before the job fails (>= 0). Default 0.
+        rdzv_configs: Rendezvous settings, flytekit's dict. ``join_timeout``,
+            ``last_call_timeout``, ``close_timeout``, ``read_timeout`` (seconds) go to typed
+            fields; other keys are passed through as text. ``timeout`` is torch's legacy overall
+            timeout: with ``c10d``/``etcd-v2`` (which ignore it and wait ``join_timeout``) it
+            becomes ``join_timeout`` when that is absent, is merged when equal, and is an error
+            (``sdk.rdzv_timeout``) when different; with ``etcd``/``static`` (which read it) it is
+            passed through. Default: flytekit's ``{"timeout": 900, "join_timeout": 900}``, so
+            ``join_timeout=900 s`` is on the wire.
+        run_policy: A :class:`RunPolicy`, flytekit's ``RunPolicy``, or a mapping of its fields.
+        increase_shared_mem: flytekit's deprecated pod-template switch. Kept for drop-in use; it
+            is not part of the task (the SDK plugin applies it to the pod template).
+
+    Replica settings of the Worker pods (flytekit's ``Elastic`` has none; its ``PyTorch``
+    task's ``Worker`` has these, and they are written the same way):
+
+    Attributes:
+        image: Container image; None: the task's image.
+        requests: Resource requests: flytekit's ``Resources`` or ``{"cpu": "2", "mem": "4Gi",
+            "gpu": 1, "ephemeral_storage": ..., "storage": ...}`` (``memory`` also accepted).
+            Each value is a Kubernetes quantity the API server accepts (rule ``resources.quantity``).
+        limits: Resource limits, same forms.
+        restart_policy: ``RestartPolicy`` (ours or flytekit's), or "Never"/"OnFailure"/"Always".
+
+    elastic-idl extensions (each maps to the ElasticConfig field of the same name):
+
+    Attributes:
+        rdzv_backend: "c10d" (default, what flytekit hard-codes), "etcd", "etcd-v2" or "static".
+        rdzv_id: Rendezvous id; "" lets the runtime choose (the Flyte execution id in a pod).
+        rdzv_host: Rendezvous host; "" lets the runtime choose.
+        rdzv_port: Rendezvous port 0..65535; 0 lets the runtime choose.
+        role: Worker group role; "" means "default".
+        redirects: Worker streams redirected to log files: 0-3 or "none", "out", "err", "all".
+        tee: Worker streams copied to the console as well, same values.
+        local_ranks_filter: Local ranks whose output is shown (ints, or "0,1"); empty: all.
+        numa_binding: None, "node", "socket", "exclusive" or "core-complex".
+        signals_to_handle: Signal names to forward to workers (list, or "SIGTERM,SIGUSR1"); empty: torch's list.
+        shutdown_timeout: Seconds to wait for workers to stop before killing them; None: torch's 30 s.
+        virtual_local_rank: Give every worker LOCAL_RANK=0 and its own device.
+
+    Example::
+
+        cfg = Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2)
+        custom, task_type, version = cfg.to_custom()  # flytekit's dict (+ joinTimeout), "pytorch", 1
+        task = cfg.to_task()
+    """
+
+    nnodes: int | str = 1
+    nproc_per_node: int | str = 1
+    start_method: str | None = None
+    monitor_interval: float | Decimal | str | None = None
+    max_restarts: int | str = 0
+    rdzv_configs: Mapping[str, Any] | None = field(default_factory=lambda: dict(FLYTEKIT_RDZV_CONFIGS))
+    run_policy: Any = None
+    increase_shared_mem: bool = True
+    image: str | None = None
+    requests: Any = None
+    limits: Any = None
+    restart_policy: Any = None
+    rdzv_backend: str = DEFAULT_RDZV_BACKEND
+    rdzv_id: str = ""
+    rdzv_host: str = ""
+    rdzv_port: int | str = 0
+    role: str = ""
+    redirects: int | str = 0
+    tee: int | str = 0
+    local_ranks_filter: Sequence[int] | str = ()
+    numa_binding: str | None = None
+    signals_to_handle: Sequence[str] | str = ()
+    shutdown_timeout: float | Decimal | str | None = None
+    virtual_local_rank: bool = False
+    _task: KubeflowTask = field(init=False, repr=False, compare=False)
+    _standalone: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        problems = Problems()
+        config = ElasticConfig()
+        put = object.__setattr__  # frozen: normalise the inputs once, here
+
+        # Every argument is stored in one normal form (numbers as numbers, values the message
+        # cannot tell apart as one value), so a config equals Elastic.from_task(config.to_task()).
+        standalone = False
+        try:
+            lo, hi, single = parse_nnodes(self.nnodes)
+            config.min_replicas = int32(lo, "nnodes", problems)
+            config.max_replicas = int32(hi, "nnodes", problems)
+            standalone = single and lo == 1
+            # "2" and "2:2" are the job 2 is; "1:1" stays apart from 1 (a PyTorchJob, not a python-task).
+            put(self, "nnodes", lo if single or (lo == hi and lo != 1) else f"{lo}:{hi}")
+        except ValueError as exc:
+            problems.add("nnodes", str(exc).split(": ", 1)[1])
+        try:
+            nproc, policy = parse_nproc(self.nproc_per_node)
+            config.nproc_per_node = int32(nproc, "nproc_per_node", problems)
+            config.nproc_policy = cast(Any, policy)
+            put(self, "nproc_per_node", NPROC_POLICY.text.get(policy) or nproc)
+        except ValueError as exc:
+            problems.add("nproc_per_node", str(exc).split(": ", 1)[1])
+        config.max_restarts = int32(self.max_restarts, "max_restarts", problems)
+        put(self, "max_restarts", config.max_restarts)
+        # "" means c10d everywhere; flytekit writes "c10d", so the message does too.
+        backend = _str(self.rdzv_backend, "rdzv_backend", problems) or DEFAULT_RDZV_BACKEND
+        config.rdzv_backend = backend
+        put(self, "rdzv_backend", backend)
+        if self.start_method is not None:
+            if self.start_method in START_METHOD.number:
+                config.start_method = cast(Any, START_METHOD.number[self.start_method])
+            else:
+                problems.add(
+                    "start_method", f"expected one of {', '.join(START_METHOD.names)}, got {self.start_method!r}"
+                )
+        for name in ("monitor_interval", "shutdown_timeout"):
+            value = getattr(self, name)
+            if value is not None:
+                d = duration_of(value, name, problems)
+                if d is not None:
+                    getattr(config, name).CopyFrom(d)
+                    put(self, name, seconds_value(d))
+
+        split_rdzv(self._rdzv_items(backend, problems), config, "rdzv_configs", problems)
+        # What the message holds, as numbers (typed timeouts) and text (options): what from_task gives back.
+        put(self, "rdzv_configs", FrozenDict(rdzv_configs(config)))
+
+        config.rdzv_id = _str(self.rdzv_id, "rdzv_id", problems)
+        config.rdzv_host = _str(self.rdzv_host, "rdzv_host", problems)
+        config.rdzv_port = int32(self.rdzv_port, "rdzv_port", problems)
+        put(self, "rdzv_port", config.rdzv_port)
+        config.role = _str(self.role, "role", problems)
+        for name in ("redirects", "tee"):
+            value = getattr(self, name)
+            key = str(value).lower() if is_int(value) or isinstance(value, str) else None
+            if key is not None and key in STD_STREAMS.number:
+                setattr(config, name, STD_STREAMS.number[key])
+                put(self, name, STD_STREAMS.number[key])
+            else:
+                problems.add(name, f"expected 0-3 or one of none, out, err, all; got {value!r}")
+        ranks = _ints(self.local_ranks_filter, "local_ranks_filter", problems)
+        put(self, "local_ranks_filter", ranks)
+        config.local_ranks_filter.extend(ranks)
+        if self.numa_binding is not None:
+            if self.numa_binding in NUMA_BINDING.number:
+                config.numa_binding = cast(Any, NUMA_BINDING.number[self.numa_binding])
+            else:
+                problems.add(
+                    "numa_binding", f"expected one of {', '.join(NUMA_BINDING.names)}, got {self.numa_binding!r}"
+                )
+        signals = _strings(self.signals_to_handle, "signals_to_handle", problems)
+        put(self, "signals_to_handle", signals)
+        config.signals_to_handle.extend(signals)
+        for name in ("virtual_local_rank", "increase_shared_mem"):
+            flag: object = getattr(self, name)
+            if not isinstance(flag, bool):
+                problems.add(name, f"expected True or False, got {flag!r}")
+        config.virtual_local_rank = bool(self.virtual_local_rank)
+
+        run_policy = _run_policy(self.run_policy, problems)
+        put(self, "run_policy", run_policy)
+        replica: dict[str, Any] = {}
+        if self.image is not None:
+            replica["image"] = _str(self.image, "image", problems)
+        put(self, "image", replica.get("image") or None)  # "" is the task's image, like None
+        for kind in ("requests", "limits"):
+            replica[kind] = _resources(getattr(self, kind), kind, problems)
+        if replica["requests"] is not None or replica["limits"] is not None:
+            # One resources message holds both lists: with either given, the other is empty, not absent.
+            for kind in ("requests", "limits"):
+                replica[kind] = replica[kind] if replica[kind] is not None else FrozenDict()
+        for kind in ("requests", "limits"):
+            put(self, kind, replica[kind])
+        policy = _enum_member(
+            self.restart_policy,
+            RestartPolicy,
+            "restart_policy",
+            {"on_failure": "FAILURE", "onfailure": "FAILURE"},
+            problems,
+        )
+        replica["restart_policy"] = policy if policy is not RestartPolicy.NEVER else None  # NEVER is the unset 0
+        put(self, "restart_policy", replica["restart_policy"])
+
+        if problems.found:
+            raise ValidationError(problems.found)
+        task = task_of(config, replica, run_policy)
+        validate_found = violations(task)
+        if validate_found:
+            raise ValidationError(validate_found)
+        put(self, "_task", task)
+        put(self, "_standalone", standalone)
+
+    def _rdzv_items(self, backend: str, problems: Problems) -> list[tuple[str, Any]]:
+        """rdzv_configs as (key, value) pairs, with flytekit's ``timeout`` mapped for the backend."""
+        raw: object = self.rdzv_configs
+        if raw is None:
+            return []
+        if not isinstance(raw, Mapping):
+            problems.add("rdzv_configs", f"expected a mapping of rendezvous settings, got {raw!r}")
+            return []
+        items: list[tuple[str, Any]] = []
+        for key, value in raw.items():
+            if not isinstance(key, str):
+                problems.add("rdzv_configs", f"keys must be strings, got {key!r}")
+                continue
+            items.append((key, value))
+        configs = dict(items)
+        if "timeout" not in configs or backend not in DYNAMIC_BACKENDS:
+            return items
+        # c10d and etcd-v2 ignore "timeout": map it to the timeout they do read.
+        timeout = configs["timeout"]
+        if JOIN_TIMEOUT not in configs:
+            return [(JOIN_TIMEOUT, timeout) if k == "timeout" else (k, v) for k, v in items]
+        t = duration_of(timeout, "rdzv_configs.timeout", problems)
+        j = duration_of(configs[JOIN_TIMEOUT], f"rdzv_configs.{JOIN_TIMEOUT}", problems)
+        if t is not None and j is not None and t != j:
+            problems.add(
+                "rdzv_configs.timeout",
+                f"the {backend} backend ignores 'timeout' ({timeout!r}) and waits join_timeout "
+                f"({configs[JOIN_TIMEOUT]!r}); drop 'timeout' or make the two equal",
+                rule="sdk.rdzv_timeout",
+            )
+        return [(k, v) for k, v in items if k != "timeout"]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt (and so revalidated) from its arguments: pickle, copy and deepcopy all work.
+        kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        return (_rebuild, (kwargs,))
+
+    def __hash__(self) -> int:
+        return hash((self.task_type, self._task.SerializeToString(deterministic=True)))
+
+    @property
+    def task_type(self) -> str:
+        """``"python-task"`` when ``nnodes`` is the single number 1, else ``"pytorch"``."""
+        return STANDALONE_TASK_TYPE if self._standalone else TASK_TYPE
+
+    def to_task(self) -> KubeflowTask:
+        """The kubeflow-shape task message (task_type_version 1); a fresh copy each call.
+
+        A single-node config gives the task too (min = max = 1), for a local launch.
+        """
+        out = KubeflowTask()
+        out.CopyFrom(self._task)
+        return out
+
+    def to_custom(self, *, upstream: bool = False, allow_loss: bool = False) -> CustomTemplate:
+        """What flytekit puts in the ``TaskTemplate``: custom dict, task type, task_type_version.
+
+        ``nnodes`` 1 gives ``(None, "python-task", 1)`` exactly as flytekit does; otherwise
+        ``(custom, "pytorch", 1)`` where custom is flytekit's dict plus our extension fields.
+
+        Args:
+            upstream: Emit only what upstream flyteidl knows (see :func:`elastic_idl.to_custom`).
+                The default ``rdzv_configs`` puts ``joinTimeout`` on the wire, so with defaults
+                this raises :class:`~elastic_idl.SkewError` unless ``allow_loss`` is set.
+            allow_loss: With ``upstream``, drop set extension fields with a ``SkewWarning``.
+        """
+        if self._standalone:
+            return CustomTemplate(None, STANDALONE_TASK_TYPE, TASK_TYPE_VERSION)
+        custom = codec.to_custom(self._task, upstream=upstream, allow_loss=allow_loss)
+        return CustomTemplate(custom, TASK_TYPE, TASK_TYPE_VERSION)
+
+    @classmethod
+    def from_task(cls, task: Any) -> Elastic:
+        """The config that gives ``task`` back, from a valid elastic task (either shape or binding).
+
+        ``Elastic.from_task(t).to_task()`` describes the same job as ``t``; it is ``t`` itself
+        for a task ``to_task`` made. Normalised on the way: the worker count becomes
+        max_replicas (0 means that), replica settings move to the deprecated fields flytekit
+        writes (``common`` is read first, as the backend does), and a Master spec, which the
+        backend deletes for an elastic job, is left out. A one-node range gives
+        ``nnodes="1:1"``: a task message always describes a PyTorchJob.
+
+        Raises:
+            ValidationError: The task breaks a rule, or holds something Elastic cannot say
+                (rule ``sdk.expressible``).
+        """
+        found = violations(task)
+        if found:
+            raise ValidationError(found)
+        t = view(task)
+        e = t.elastic
+        if e is None:
+            raise ValidationError([Violation("elastic_config", "sdk.expressible", "Elastic needs an elastic config")])
+        backend = e.rdzv_backend or DEFAULT_RDZV_BACKEND
+        if backend in DYNAMIC_BACKENDS and any(o.key == "timeout" for o in e.rdzv_options):
+            raise ValidationError(
+                [
+                    Violation(
+                        "elastic_config.rdzv_options",
+                        "sdk.expressible",
+                        f"rdzv option 'timeout' has no effect with {backend} (it waits join_timeout), and Elastic "
+                        "maps rdzv_configs['timeout'] to join_timeout; remove the option or set join_timeout",
+                    )
+                ]
+            )
+        w = t.worker
+        kwargs: dict[str, Any] = {}
+        for kind in ("requests", "limits"):
+            entries = getattr(w.resources, kind) if w.resources is not None else []
+            names = [SDK_RESOURCE.text[x.name] for x in entries]
+            if len(set(names)) != len(names):
+                raise ValidationError(
+                    [
+                        Violation(
+                            f"{w.spec_path}.resources.{kind}", "sdk.expressible", f"a resource is named twice: {names}"
+                        )
+                    ]
+                )
+            if w.resources is not None:
+                kwargs[kind] = {SDK_RESOURCE.text[x.name]: x.value for x in entries}
+        lo, hi = e.min_replicas, e.max_replicas
+        rp = t.run_policy
+        return cls(
+            nnodes=hi if lo == hi and hi != 1 else f"{lo}:{hi}",
+            nproc_per_node=NPROC_POLICY.text.get(e.nproc_policy) or e.nproc_per_node,
+            start_method=START_METHOD.text.get(e.start_method),
+            monitor_interval=seconds_value(e.monitor_interval) if e.HasField("monitor_interval") else None,
+            max_restarts=e.max_restarts,
+            rdzv_configs=rdzv_configs(e),
+            run_policy=_run_policy(rp, Problems()) if rp is not None else None,
+            image=w.image or None,
+            restart_policy=RestartPolicy(w.restart_policy) if w.restart_policy else None,
+            rdzv_backend=e.rdzv_backend or DEFAULT_RDZV_BACKEND,
+            rdzv_id=e.rdzv_id,
+            rdzv_host=e.rdzv_host,
+            rdzv_port=e.rdzv_port,
+            role=e.role,
+            redirects=e.redirects,
+            tee=e.tee,
+            local_ranks_filter=tuple(e.local_ranks_filter),
+            numa_binding=NUMA_BINDING.text.get(e.numa_binding),
+            signals_to_handle=tuple(e.signals_to_handle),
+            shutdown_timeout=seconds_value(e.shutdown_timeout) if e.HasField("shutdown_timeout") else None,
+            virtual_local_rank=e.virtual_local_rank,
+            **kwargs,
+        )
+
+
+def _rebuild(kwargs: dict[str, Any]) -> Elastic:
+    return Elastic(**kwargs)
+
+
+def from_custom(
+    custom: Mapping[str, Any] | None,
+    *,
+    task_type: str = TASK_TYPE,
+    task_type_version: int = TASK_TYPE_VERSION,
+) -> Task:
+    """The task from a ``TaskTemplate``'s custom dict, task type and version, as flytekit or we emit it.
+
+    Decodes only (like :func:`elastic_idl.decode`); run :func:`elastic_idl.validate` or
+    :meth:`Elastic.from_task` on the result. Accepts camelCase and snake_case keys.
+
+    Raises:
+        DecodeError: The custom dict is not a task (names the field), or the template is a
+            ``python-task``: flytekit writes no custom for a single-node elastic task, so there
+            is nothing to decode (its settings live in the Python ``Elastic`` object).
+        UnsupportedVersionError: task_type_version is not 0 or 1.
+    """
+    if task_type == STANDALONE_TASK_TYPE:
+        raise DecodeError(
+            "task_type",
+            "a python-task template carries no elastic config (flytekit keeps a single-node Elastic "
+            "in the Python object); build the task with Elastic(...).to_task()",
+            format="custom",
+        )
+    if task_type != TASK_TYPE:
+        raise DecodeError(
+            "task_type", f"{task_type!r} is not an elastic PyTorch task type ({TASK_TYPE!r})", format="custom"
+        )
+    if custom is None:
+        raise DecodeError("", "a pytorch task template needs a custom dict, got None", format="custom")
+    return codec.from_custom(custom, task_type_version=task_type_version)

@@ -1,0 +1,800 @@
+"""torchrun command lines <-> task messages: ``from_torchrun`` and ``to_torchrun``.
+
+The parser is torch 2.13's ``torchrun`` parser rebuilt without torch: the same flags in
+both spellings, the same argparse rules (``--flag=value``, abbreviations, everything after
+the script goes to the script) and the same ``PET_<FLAG>`` env fallbacks (the command line
+wins; booleans are ``"1"``/``"0"``). Then torchrun's own resolution (``--standalone``, the
+implicit standalone of a one-node static rendezvous, the static endpoint from
+``--master-addr``/``--master-port``) is applied, so the task means what torchrun would run.
+A flag the schema cannot hold raises :class:`UnsupportedFlagError` naming it; nothing is
+dropped silently. Pure: the environment is an argument, torch is not imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, NoReturn, cast
+
+from elastic_idl._errors import TorchrunError, TorchrunUsageError, UnsupportedFlagError, ValidationError, Violation
+from elastic_idl._sdk.arguments import (
+    Problems,
+    duration_of,
+    duration_text,
+    parse_nnodes,
+    parse_nproc,
+    split_rdzv,
+    task_of,
+)
+from elastic_idl._task.enums import NPROC_POLICY, NUMA_BINDING, START_METHOD
+from elastic_idl._task.messages import ElasticConfig, Task
+from elastic_idl._task.names import (
+    C10D,
+    DEFAULT_MASTER_PORT,
+    DEFAULT_PORTS,
+    DEFAULT_RDZV_BACKEND,
+    DEFAULT_SIGNALS,
+    INT32,
+    LOOPBACK_HOST,
+    PET_PREFIX,
+    RDZV_TIMEOUTS,
+    SHUTDOWN_TIMEOUT,
+    STATIC,
+    format_rdzv_conf,
+    parse_rdzv_conf,
+)
+from elastic_idl._task.validate import violations
+from elastic_idl._task.view import view
+from elastic_idl.exit_codes import EXIT_CODES_TEXT
+
+__all__ = [
+    "FLAGS",
+    "NodeSettings",
+    "TorchrunEntrypoint",
+    "from_torchrun",
+    "parse_torchrun",
+    "to_torchrun",
+    "torchrun_help",
+]
+
+_log = logging.getLogger("elastic_idl")
+
+_HOST_RE = re.compile(r"^[\w\.:-]+$")  # torch's parse_rendezvous_endpoint
+_STD_VALUE_RE = re.compile(r"^[0123]$")  # torch's Std.from_str
+_STD_MAPPING_RE = re.compile(r"^(\d:[0123],)*(\d:[0123])$")
+_UNSET: Any = object()
+
+
+def _float_text(text: str) -> str:
+    float(text)  # argparse's own check ("invalid float value"); the text is kept for an exact Duration
+    return text
+
+
+_float_text.__name__ = "float"
+
+
+def _comma_separated_list(value: str) -> list[str]:
+    """torchrun's --duplicate-*-filters parser: ",," escapes a comma."""
+    placeholder = "<COMMA_PLACEHOLDER>"
+    return [item.replace(placeholder, ",") for item in value.replace(",,", placeholder).split(",")]
+
+
+class _Flag(NamedTuple):
+    options: tuple[str, ...]
+    kind: str  # "env": value with PET_ fallback; "bool": torchrun's check_env; "plain": no env fallback
+    type: Callable[[str], Any]
+    default: Any
+    choices: tuple[str, ...] | None
+    status: str  # "covered", "entrypoint", "launch" (a per-node or per-run setting, not the task's) or "refused"
+    note: str  # where it goes in the task, or why it is refused
+
+    @property
+    def dest(self) -> str:
+        return next(o for o in self.options if o.startswith("--"))[2:].replace("-", "_")
+
+    @property
+    def env_var(self) -> str | None:
+        return None if self.kind == "plain" else PET_PREFIX + self.dest.upper()
+
+
+def _f(
+    options: tuple[str, ...],
+    kind: str,
+    default: Any,
+    status: str,
+    note: str,
+    type: Callable[[str], Any] = str,
+    choices: tuple[str, ...] | None = None,
+) -> _Flag:
+    return _Flag(options, kind, type, default, choices, status, note)
+
+
+#: Every torchrun 2.13 flag, in torchrun's order: spellings, env fallback, default, and what we do with it.
+#: The README's flag table is this table; tests check it against torch's own parser.
+FLAGS: tuple[_Flag, ...] = (
+    _f(("--nnodes",), "env", "1:1", "covered", "min_replicas / max_replicas"),
+    _f(("--nproc-per-node", "--nproc_per_node"), "env", "1", "covered", "nproc_per_node, or nproc_policy auto/cpu/gpu"),
+    _f(("--rdzv-backend", "--rdzv_backend"), "env", STATIC, "covered", "rdzv_backend"),
+    _f(("--rdzv-endpoint", "--rdzv_endpoint"), "env", "", "covered", "rdzv_host / rdzv_port"),
+    _f(("--rdzv-id", "--rdzv_id"), "env", "none", "covered", "rdzv_id"),
+    _f(("--rdzv-conf", "--rdzv_conf"), "env", "", "covered", "join/last_call/close/read_timeout, rdzv_options"),
+    _f(("--standalone",), "bool", False, "covered", "rdzv_backend c10d, endpoint and id left to the runtime"),
+    _f(("--max-restarts", "--max_restarts"), "env", 0, "covered", "max_restarts", type=int),
+    _f(("--monitor-interval", "--monitor_interval"), "env", "0.1", "covered", "monitor_interval", type=_float_text),
+    _f(
+        ("--start-method", "--start_method"),
+        "env",
+        "spawn",
+        "covered",
+        "start_method",
+        choices=START_METHOD.names,
+    ),
+    _f(
+        ("--event-log-handler", "--event_log_handler"),
+        "env",
+        "null",
+        "refused",
+        "a Python plugin registered on one machine, not job semantics",
+    ),
+    _f(("--role",), "env", "default", "covered", "role"),
+    _f(("-m", "--module"), "bool", False, "entrypoint", "TorchrunEntrypoint.module"),
+    _f(("--no-python", "--no_python"), "bool", False, "entrypoint", "TorchrunEntrypoint.no_python"),
+    _f(("--run-path", "--run_path"), "bool", False, "entrypoint", "TorchrunEntrypoint.run_path"),
+    _f(("--log-dir", "--log_dir"), "env", None, "launch", "a node-local path: launch(log_dir=)"),
+    _f(("-r", "--redirects"), "env", "0", "covered", "redirects (one value for all ranks; per-rank maps refused)"),
+    _f(("-t", "--tee"), "env", "0", "covered", "tee (one value for all ranks; per-rank maps refused)"),
+    _f(("--local-ranks-filter", "--local_ranks_filter"), "env", "", "covered", "local_ranks_filter"),
+    _f(
+        ("--duplicate-stdout-filters", "--duplicate_stdout_filters"),
+        "env",
+        [],
+        "refused",
+        "console formatting of one node",
+        type=_comma_separated_list,
+    ),
+    _f(
+        ("--duplicate-stderr-filters", "--duplicate_stderr_filters"),
+        "env",
+        [],
+        "refused",
+        "console formatting of one node",
+        type=_comma_separated_list,
+    ),
+    _f(
+        ("--node-rank", "--node_rank"),
+        "env",
+        0,
+        "launch",
+        "this node's rank, static backend only: launch(node_rank=); c10d assigns node ranks itself",
+        type=int,
+    ),
+    _f(
+        ("--master-addr", "--master_addr"),
+        "env",
+        LOOPBACK_HOST,
+        "covered",
+        "static backend without --rdzv-endpoint: rdzv_host; refused elsewhere (torchrun ignores it)",
+    ),
+    _f(
+        ("--master-port", "--master_port"),
+        "env",
+        None,
+        "covered",
+        "static backend without --rdzv-endpoint: rdzv_port; refused elsewhere (torchrun ignores it)",
+        type=int,
+    ),
+    _f(("--local-addr", "--local_addr"), "env", None, "launch", "this node's address: launch(local_addr=)"),
+    _f(("--logs-specs", "--logs_specs"), "plain", None, "refused", "a Python plugin registered on one machine"),
+    _f(
+        ("--numa-binding", "--numa_binding"),
+        "plain",
+        None,
+        "covered",
+        "numa_binding",
+        choices=NUMA_BINDING.names,
+    ),
+    _f(
+        ("--signals-to-handle", "--signals_to_handle"),
+        "env",
+        DEFAULT_SIGNALS,
+        "covered",
+        "signals_to_handle",
+    ),
+    _f(
+        ("--shutdown-timeout", "--shutdown_timeout"),
+        "env",
+        None,
+        "covered",
+        "shutdown_timeout (whole seconds)",
+        type=int,
+    ),
+    _f(("--virtual-local-rank", "--virtual_local_rank"), "bool", False, "covered", "virtual_local_rank"),
+)
+_BY_DEST = {f.dest: f for f in FLAGS}
+_BY_OPTION = {o: f for f in FLAGS for o in f.options}
+
+
+@dataclass(frozen=True)
+class TorchrunEntrypoint:
+    """What torchrun runs on each worker: the part of the command line that is not the task.
+
+    Attributes:
+        target: The training script's path, or the module name when ``module`` is set.
+        args: The arguments after the script, passed to it unchanged.
+        module: ``-m``: run ``target`` as ``python -m target``.
+        no_python: ``--no-python``: execute ``target`` directly, not through python.
+        run_path: ``--run-path``: run ``target`` with runpy in the worker's interpreter.
+    """
+
+    target: str
+    args: tuple[str, ...] = ()
+    module: bool = False
+    no_python: bool = False
+    run_path: bool = False
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """What a torchrun command line says about this node or this run only: not part of the task.
+
+    ``elastic-idl torchrun`` passes them to the launcher (``launch(node_rank=, local_addr=,
+    log_dir=)``), as ``--rdzv-endpoint`` is a launch-time override for ``elastic-idl run``.
+    :func:`from_torchrun` cannot put them in a task and refuses them.
+
+    Attributes:
+        node_rank: ``--node-rank`` of a ``static`` rendezvous (None: not given, 0).
+        local_addr: ``--local-addr``, this node's address.
+        log_dir: ``--log-dir``, where torch keeps this node's per-attempt logs.
+    """
+
+    node_rank: int | None = None
+    local_addr: str | None = None
+    log_dir: str | None = None
+
+    def given(self) -> list[str]:
+        """The flags set, in their dash spelling."""
+        names = (("node_rank", "--node-rank"), ("local_addr", "--local-addr"), ("log_dir", "--log-dir"))
+        return [flag for attr, flag in names if getattr(self, attr) is not None]
+
+
+def _flag_name(f: _Flag) -> str:
+    return next(o for o in f.options if o.startswith("--"))
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        m = re.match(r"argument (\S+?)(?:/\S+)?: (.*)", message, re.S)
+        if m:
+            option = m.group(1)
+            flag = _flag_name(_BY_OPTION[option]) if option in _BY_OPTION else option
+            raise TorchrunUsageError(flag, m.group(2))
+        m = re.match(r"unrecognized arguments: (\S+)", message)
+        if m:
+            raise TorchrunUsageError(m.group(1), f"not a torchrun 2.13 flag ({message})")
+        m = re.match(r"ambiguous option: (\S+?)[ =]", message)
+        if m:
+            raise TorchrunUsageError(m.group(1), message)
+        raise TorchrunUsageError("training_script" if "training_script" in message else "", message)
+
+
+class _Help(argparse.Action):
+    # torchrun prints its help and exits as soon as it meets -h; there is no task to build.
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TorchrunUsageError("--help", "help was asked for; there is nothing to convert")
+
+
+def _parser() -> _Parser:
+    # torch's get_args_parser(), with every default replaced by _UNSET so we know what the
+    # command line set; env fallbacks and defaults are applied afterwards, like torch's `env` action.
+    p = _Parser(prog="torchrun", add_help=False, description="Torch Distributed Elastic Training Launcher")
+    p.add_argument("-h", "--help", action=_Help, nargs=0)
+    for f in FLAGS:
+        if f.kind == "bool":
+            p.add_argument(*f.options, action="store_const", const=True, default=_UNSET)
+        else:
+            p.add_argument(*f.options, type=f.type, default=_UNSET, choices=f.choices)
+    p.add_argument("training_script", type=str)
+    p.add_argument("training_script_args", nargs=argparse.REMAINDER)
+    return p
+
+
+class _Value(NamedTuple):
+    value: Any
+    source: str  # "argv", "env" or "default"
+
+    def where(self, f: _Flag) -> str:
+        return f"{f.env_var}={self.value!r} ({_flag_name(f)})" if self.source == "env" else f"{self.value!r}"
+
+
+def _resolve(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, _Value]:
+    """Each flag's value and where it came from: command line > PET_ env > torchrun's default."""
+    out: dict[str, _Value] = {}
+    for f in FLAGS:
+        given = getattr(ns, f.dest)
+        var = f.env_var
+        if f.kind == "bool":
+            # torchrun reads these env vars with bool(int(...)) when it builds its parser: a bad
+            # value crashes it at start-up even when the flag is on the command line.
+            raw = env.get(var) if var else None
+            env_value = False
+            if raw is not None:
+                try:
+                    env_value = bool(int(raw))
+                except ValueError:
+                    raise TorchrunError(
+                        _flag_name(f), f"{var}={raw!r} is not a boolean: torchrun reads it as an integer, 1 or 0"
+                    ) from None
+            if given is not _UNSET:
+                out[f.dest] = _Value(True, "argv")
+            elif raw is not None:
+                out[f.dest] = _Value(env_value, "env")
+            else:
+                out[f.dest] = _Value(False, "default")
+        elif given is not _UNSET:
+            out[f.dest] = _Value(given, "argv")
+        elif var is not None and var in env:
+            try:
+                out[f.dest] = _Value(f.type(env[var]), "env")
+            except ValueError:
+                # torchrun's parser converts the env default with the flag's type: a usage error there.
+                raise TorchrunUsageError(
+                    _flag_name(f), f"{var}={env[var]!r} is not a valid {f.type.__name__} value"
+                ) from None
+        else:
+            out[f.dest] = _Value(f.default, "default")
+    return out
+
+
+def _endpoint(text: str, backend: str, flag: str) -> tuple[str, int]:
+    """torch's parse_rendezvous_endpoint: host[:port], [ipv6]:port; a missing port is the backend's default."""
+    endpoint = text.strip()
+    if endpoint[0] == "[" and endpoint[-1] == "]":
+        host, rest = endpoint, []
+    else:
+        host, *rest = endpoint.rsplit(":", 1)
+    if len(host) > 1 and host[0] == "[" and host[-1] == "]":
+        host = host[1:-1]
+    if rest:
+        port_text = rest[0]
+        if not re.match(r"^[0-9]{1,5}$", port_text) or int(port_text) >= 2**16:
+            raise TorchrunError(flag, f"the port of {text!r} must be an integer between 0 and 65535")
+        port = int(port_text)
+    elif backend in DEFAULT_PORTS:
+        port = DEFAULT_PORTS[backend]
+    else:
+        raise TorchrunError(flag, f"{text!r} has no port, and the {backend} backend has no default port")
+    if not _HOST_RE.match(host):
+        raise TorchrunError(flag, f"the host of {text!r} must be a hostname, an IPv4 or an IPv6 address")
+    return host, port
+
+
+def _rdzv_conf(text: str, flag: str) -> dict[str, str]:
+    """torch's _parse_rendezvous_config (parse_rdzv_conf, strict), with errors naming the flag."""
+    try:
+        return parse_rdzv_conf(text, strict=True)
+    except ValueError as exc:
+        raise TorchrunError(flag, str(exc)) from None
+
+
+def _refuse(f: _Flag, v: _Value, why: str) -> NoReturn:
+    raise UnsupportedFlagError(_flag_name(f), f"{v.where(f)}: {why}")
+
+
+def _check_argv(argv: Any, name: str) -> list[str]:
+    """A list of strings, or a TypeError that says what to pass."""
+    if isinstance(argv, (str, bytes)):
+        raise TypeError(
+            f"{name} must be a list of arguments, not a {type(argv).__name__}: "
+            f"pass {name}={shlex_split_hint(argv)!r} (shlex.split() splits a command line as a shell would)"
+        )
+    if not isinstance(argv, Sequence):
+        raise TypeError(f"{name} must be a list of strings, got {type(argv).__name__}")
+    bad = [a for a in argv if not isinstance(a, str)]
+    if bad:
+        raise TypeError(f"{name} must hold strings only, got {bad[0]!r} ({type(bad[0]).__name__})")
+    return list(argv)
+
+
+def shlex_split_hint(text: str | bytes) -> list[str]:
+    """How a command line given as one string should have been passed: split like a shell."""
+    import shlex
+
+    try:
+        return shlex.split(text.decode() if isinstance(text, bytes) else text)
+    except ValueError:
+        return [text.decode() if isinstance(text, bytes) else text]
+
+
+def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[Task, TorchrunEntrypoint]:
+    """Parse a torchrun command line into a task (kubeflow shape) and the entrypoint it runs.
+
+    Args:
+        argv: The arguments after ``torchrun`` (``sys.argv[1:]`` of torchrun), script and its
+            args included, as a list of strings (``shlex.split`` a command line first).
+        env: The environment torchrun would see, for the ``PET_<FLAG>`` fallbacks; None means
+            empty (pure). Pass ``os.environ`` for drop-in behaviour.
+
+    Returns:
+        The task, validated, with worker replicas = max nodes as flytekit writes it, and the
+        :class:`TorchrunEntrypoint`.
+
+    Raises:
+        TypeError: ``argv`` is not a list of strings (a command line as one string, say),
+            or ``env`` is not a mapping.
+        UnsupportedFlagError: A flag (or PET_ variable, or value) the schema cannot hold:
+            --logs-specs, --event-log-handler, --duplicate-std*-filters,
+            --master-addr/--master-port or a non-zero --node-rank where torchrun ignores them,
+            a per-rank -r/-t map, --nproc-per-node xpu or a custom device, an explicit
+            --rdzv-backend/--rdzv-endpoint/--rdzv-id that --standalone would ignore; and the
+            launch-time settings --log-dir, --local-addr, a static --node-rank (a task cannot
+            hold them: ``elastic-idl torchrun`` and ``launch()`` take them, see :func:`parse_torchrun`).
+        TorchrunUsageError: The command line is one torchrun's own parser rejects (-h included).
+        TorchrunError: The command line is not one torchrun accepts; names the flag.
+        ValidationError: The task it describes breaks a rule (e.g. --nnodes 3:1).
+    """
+    task, entry, node, values = _convert(argv, env)
+    for flag in node.given():
+        f = _BY_OPTION[flag]
+        _refuse(
+            f,
+            values[f.dest],
+            f"a launch-time setting of this node, which a task cannot hold ({f.note}); "
+            "`elastic-idl torchrun` takes it, or pass it to elastic_idl.launch()",
+        )
+    return task, entry
+
+
+def parse_torchrun(
+    argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> tuple[Task, TorchrunEntrypoint, NodeSettings]:
+    """:func:`from_torchrun`, plus the launch-time settings of this node instead of refusing them.
+
+    What ``elastic-idl torchrun`` uses: ``--node-rank`` (static backend), ``--local-addr`` and
+    ``--log-dir`` (and their ``PET_*`` variables) come back as :class:`NodeSettings` for the
+    launcher. Raises what :func:`from_torchrun` raises, except for those.
+    """
+    task, entry, node, _ = _convert(argv, env)
+    return task, entry, node
+
+
+def _convert(
+    argv: Sequence[str], env: Mapping[str, str] | None
+) -> tuple[Task, TorchrunEntrypoint, NodeSettings, dict[str, _Value]]:
+    argv = _check_argv(argv, "argv")
+    if env is not None and not isinstance(env, Mapping):
+        raise TypeError(f"env must be a mapping of strings (os.environ, a dict) or None, got {type(env).__name__}")
+    env = env or {}
+    ns = _parser().parse_args(list(argv))
+    v = _resolve(ns, env)
+
+    def flag(dest: str) -> str:
+        return _flag_name(_BY_DEST[dest])
+
+    for dest in ("logs_specs", "event_log_handler", "duplicate_stdout_filters", "duplicate_stderr_filters"):
+        if v[dest].value != _BY_DEST[dest].default:
+            _refuse(_BY_DEST[dest], v[dest], f"not held by the schema ({_BY_DEST[dest].note})")
+    if v["module"].value and v["no_python"].value:
+        raise TorchrunError(flag("module"), "--module and --no-python cannot be used together (torchrun refuses too)")
+
+    try:
+        lo, hi, _ = parse_nnodes(v["nnodes"].value, flag("nnodes"))
+    except ValueError as exc:
+        raise TorchrunError(flag("nnodes"), str(exc).split(": ", 1)[1]) from None
+
+    config = ElasticConfig(min_replicas=_int32(lo, "nnodes"), max_replicas=_int32(hi, "nnodes"))
+    backend, host, port, rdzv_id = _rendezvous(v, hi)
+    config.rdzv_backend, config.rdzv_host, config.rdzv_port, config.rdzv_id = backend, host, port, rdzv_id
+    node = NodeSettings(
+        node_rank=_node_rank(v["node_rank"], backend, hi),
+        local_addr=v["local_addr"].value or None,  # "" means unset, as in torchrun
+        log_dir=v["log_dir"].value or None,
+    )
+
+    nproc_text = v["nproc_per_node"].value
+    try:
+        nproc, policy = parse_nproc(nproc_text, flag("nproc_per_node"))
+    except ValueError:
+        raise UnsupportedFlagError(
+            flag("nproc_per_node"),
+            f"{v['nproc_per_node'].where(_BY_DEST['nproc_per_node'])}: the schema holds an integer, auto, cpu or gpu",
+        ) from None
+    config.nproc_per_node = _int32(nproc, "nproc_per_node")
+    config.nproc_policy = cast(Any, policy)
+    config.max_restarts = _int32(v["max_restarts"].value, "max_restarts")
+
+    conf = _rdzv_conf(v["rdzv_conf"].value, flag("rdzv_conf"))
+    if backend == STATIC and "rank" in conf:
+        raise UnsupportedFlagError(
+            flag("rdzv_conf"), "torchrun overwrites 'rank' with --node-rank for the static backend; drop it"
+        )
+    for key in RDZV_TIMEOUTS:
+        if key in conf:
+            try:  # torch reads these with int(): "1.5" or "10s" fail at rendezvous time
+                int(conf[key])
+            except ValueError:
+                raise TorchrunError(
+                    flag("rdzv_conf"), f"{key}={conf[key]!r} is not a whole number of seconds"
+                ) from None
+    problems = Problems()
+    split_rdzv(conf.items(), config, flag("rdzv_conf"), problems)
+    for name in ("monitor_interval", "shutdown_timeout"):
+        if v[name].source != "default":
+            d = duration_of(v[name].value, flag(name), problems)
+            if d is not None:
+                getattr(config, name).CopyFrom(d)
+    if problems.found:
+        first = problems.found[0]
+        raise TorchrunError(first.field.split(".", 1)[0], f"{first.field}: {first.message}")
+
+    if v["start_method"].source != "default":
+        method = v["start_method"].value
+        if method not in START_METHOD.number:  # an env value: argparse checks choices on the command line only
+            raise TorchrunError(
+                flag("start_method"),
+                f"{v['start_method'].where(_BY_DEST['start_method'])} is not one of spawn, fork, forkserver",
+            )
+        config.start_method = cast(Any, START_METHOD.number[method])
+    if v["role"].source != "default":
+        config.role = v["role"].value
+    for name in ("redirects", "tee"):
+        text = v[name].value
+        if _STD_VALUE_RE.match(text):
+            setattr(config, name, int(text))
+        elif _STD_MAPPING_RE.match(text):
+            raise UnsupportedFlagError(
+                flag(name),
+                f"{v[name].where(_BY_DEST[name])}: per-rank maps are not held by the schema; give one value "
+                f"for every rank ({flag(name)} 3) and pick the ranks whose output shows on the console "
+                "with --local-ranks-filter (e.g. --local-ranks-filter 0)",
+            )
+        else:
+            raise TorchrunError(flag(name), f"{v[name].where(_BY_DEST[name])} is not 0-3 or a map like 0:1,1:2")
+    ranks_text = v["local_ranks_filter"].value
+    if ranks_text:
+        try:  # torch: set(map(int, text.split(","))); duplicates collapse, order does not matter
+            config.local_ranks_filter.extend(dict.fromkeys(int(r) for r in ranks_text.split(",")))
+        except ValueError:
+            raise TorchrunError(
+                flag("local_ranks_filter"), f"{ranks_text!r} is not a comma-separated list of integers"
+            ) from None
+    if v["numa_binding"].value is not None:
+        config.numa_binding = cast(Any, NUMA_BINDING.number[v["numa_binding"].value])
+    if v["signals_to_handle"].source != "default":
+        names = [s.strip() for s in v["signals_to_handle"].value.split(",")]
+        if not all(names):
+            raise TorchrunError(flag("signals_to_handle"), f"{v['signals_to_handle'].value!r} has an empty signal name")
+        config.signals_to_handle.extend(names)
+    config.virtual_local_rank = v["virtual_local_rank"].value
+
+    task = task_of(config, None, None)
+    found = violations(task)
+    if found:
+        raise ValidationError(found)
+    entry = TorchrunEntrypoint(
+        target=ns.training_script,
+        args=tuple(ns.training_script_args),
+        module=v["module"].value,
+        no_python=v["no_python"].value,
+        run_path=v["run_path"].value,
+    )
+    return task, entry, node, v
+
+
+def _node_rank(v: _Value, backend: str, nodes: int) -> int | None:
+    """The node rank a static rendezvous needs; None for other backends (they assign it)."""
+    f = _BY_DEST["node_rank"]
+    if backend == STATIC:
+        if not 0 <= v.value < nodes:
+            raise TorchrunError(_flag_name(f), f"{v.where(f)} is not in 0..{nodes - 1} (--nnodes is {nodes})")
+        return None if v.source == "default" else int(v.value)
+    if v.value != 0:
+        if v.source == "argv":
+            _refuse(
+                f,
+                v,
+                f"only the static backend uses a node rank; the {backend} rendezvous assigns node ranks itself "
+                "(torchrun ignores it): drop it",
+            )
+        # An ambient PET_NODE_RANK (a non-elastic job's pod sets one): ignored, as torchrun does.
+        _log.info("elastic-idl: %s ignored: the %s rendezvous assigns node ranks itself", v.where(f), backend)
+    return None
+
+
+def _int32(value: int, argument: str) -> int:
+    if not INT32[0] <= value <= INT32[1]:
+        raise TorchrunError(_flag_name(_BY_DEST[argument]), f"{value} does not fit the message (int32)")
+    return value
+
+
+def _rendezvous(v: dict[str, _Value], max_nodes: int) -> tuple[str, str, int, str]:
+    """(backend, host, port, rdzv_id) as torchrun 2.13's run() resolves them."""
+    names = ("rdzv_backend", "rdzv_endpoint", "rdzv_id")
+    backend, endpoint, rdzv_id = (v[n].value for n in names)
+    master_addr, master_port = v["master_addr"], v["master_port"]
+    implicit = backend == STATIC and not endpoint and master_port.value is None and max_nodes == 1
+    if v["standalone"].value or implicit:
+        # torchrun: c10d on localhost:0 with a random id, ignoring any other rendezvous setting.
+        # In the task: c10d, endpoint and id left to the runtime (a local launch: 127.0.0.1, a free port).
+        why = "--standalone" if v["standalone"].value else "a one-node static rendezvous without --master-port"
+        for n in names:
+            harmless = (implicit and n != "rdzv_id") or (n == "rdzv_backend" and v[n].value == C10D)
+            if v[n].source == "argv" and not harmless:
+                _refuse(_BY_DEST[n], v[n], f"torchrun ignores it with {why} (a local c10d rendezvous); drop one")
+        if master_addr.source == "argv" and master_addr.value != _BY_DEST["master_addr"].default:
+            _refuse(_BY_DEST["master_addr"], master_addr, f"torchrun ignores it with {why}")
+        return C10D, "", 0, ""
+    if backend == STATIC and not endpoint:
+        endpoint = f"{master_addr.value}:{DEFAULT_MASTER_PORT if master_port.value is None else master_port.value}"
+        flag = "--master-addr"
+    else:
+        for n, default in (("master_addr", LOOPBACK_HOST), ("master_port", None)):
+            if v[n].value != default:
+                why = "an explicit --rdzv-endpoint" if backend == STATIC else f"the {backend} backend"
+                _refuse(
+                    _BY_DEST[n],
+                    v[n],
+                    f"only the static backend without --rdzv-endpoint uses it; torchrun ignores it with {why}",
+                )
+        flag = "--rdzv-endpoint"
+    host, port = _endpoint(endpoint, backend, flag) if endpoint.strip() else ("", 0)
+    return backend, host, port, "" if v["rdzv_id"].source == "default" else rdzv_id
+
+
+def _whole_seconds(e: ElasticConfig, name: str, flag: str) -> str:
+    d = getattr(e, name)
+    if d.nanos:
+        raise TorchrunError(
+            flag, f"elastic_config.{name} is {duration_text(d)} s; torchrun takes whole seconds, so it cannot say this"
+        )
+    return str(d.seconds)
+
+
+def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[str] = ()) -> list[str]:
+    """Render the torchrun arguments (without ``torchrun`` itself) that launch ``task``'s elastic config.
+
+    ``from_torchrun(to_torchrun(task, ep))`` gives back the same elastic config (an empty
+    rdzv_backend comes back as "c10d", the same thing), and the same entrypoint. Every flag
+    is ``--flag=value``; the launch settings are always explicit (nnodes, nproc, backend,
+    max restarts), others only when set. A host left empty renders no ``--rdzv-endpoint``, so
+    torchrun takes it from ``PET_RDZV_ENDPOINT`` in a pod. Only the elastic config is
+    rendered: replica settings and the run policy are the job's, not torchrun's.
+
+    Args:
+        task: A valid task of either shape with an elastic config.
+        entrypoint: A :class:`TorchrunEntrypoint`, or the script path.
+        args: The script's arguments, when ``entrypoint`` is a path.
+
+    Raises:
+        ValidationError: The task breaks a rule, or has no elastic config.
+        TorchrunError: The task holds something no torchrun command line can say (names the
+            flag): a fractional rendezvous or shutdown timeout, a static backend without a
+            host, a port without a host, a host torch would not parse, an rdzv option torch
+            would parse differently.
+        TypeError: ``args`` is not a list of strings, or ``entrypoint`` is of another type.
+    """
+    found = violations(task)
+    e = view(task).elastic
+    if e is None:
+        found.append(
+            Violation(
+                "elastic_config",
+                "launch.elastic_required",
+                "torchrun needs an elastic config: a limit of torchrun, not a validity rule",
+            )
+        )
+    if found:
+        raise ValidationError(found)
+    assert e is not None  # checked above
+    args = _check_argv(args, "args")
+    if not isinstance(entrypoint, (TorchrunEntrypoint, str)):
+        raise TypeError(f"entrypoint must be a TorchrunEntrypoint or a script path, got {type(entrypoint).__name__}")
+    ep = entrypoint if isinstance(entrypoint, TorchrunEntrypoint) else TorchrunEntrypoint(entrypoint, tuple(args))
+    if isinstance(entrypoint, TorchrunEntrypoint) and args:
+        raise TypeError("pass the script's arguments in the TorchrunEntrypoint, not as args")
+
+    backend = e.rdzv_backend or DEFAULT_RDZV_BACKEND
+    lo, hi = e.min_replicas, e.max_replicas
+    out = [
+        f"--nnodes={lo}" if lo == hi else f"--nnodes={lo}:{hi}",
+        f"--nproc-per-node={NPROC_POLICY.text.get(e.nproc_policy) or e.nproc_per_node}",
+        f"--rdzv-backend={backend}",
+    ]
+    host, port = e.rdzv_host, e.rdzv_port
+    if host:
+        if not _HOST_RE.match(host):
+            raise TorchrunError("--rdzv-endpoint", f"torch cannot parse the host {host!r} of elastic_config.rdzv_host")
+        out.append(f"--rdzv-endpoint={f'[{host}]' if ':' in host else host}:{port}")
+    elif port:
+        raise TorchrunError("--rdzv-endpoint", f"elastic_config.rdzv_port is {port} but rdzv_host is empty")
+    elif backend == STATIC:
+        raise TorchrunError(
+            "--rdzv-endpoint",
+            "the static backend needs rdzv_host on a torchrun command line (torchrun would pick its own)",
+        )
+    if e.rdzv_id:
+        out.append(f"--rdzv-id={e.rdzv_id}")
+    conf = [(key, _whole_seconds(e, key, "--rdzv-conf")) for key in RDZV_TIMEOUTS if e.HasField(cast(Any, key))]
+    for opt in e.rdzv_options:
+        if opt.key.strip() != opt.key or not opt.value.strip() or opt.value.strip() != opt.value:
+            raise TorchrunError(
+                "--rdzv-conf", f"torch strips keys and values and needs a value: {opt.key!r}={opt.value!r}"
+            )
+        if backend == STATIC and opt.key == "rank":
+            raise TorchrunError("--rdzv-conf", "torchrun overwrites 'rank' for the static backend")
+        conf.append((opt.key, opt.value))
+    if conf:
+        out.append(f"--rdzv-conf={format_rdzv_conf(conf)}")
+    out.append(f"--max-restarts={e.max_restarts}")
+    if e.HasField("monitor_interval"):
+        out.append(f"--monitor-interval={duration_text(e.monitor_interval)}")
+    if e.start_method:
+        out.append(f"--start-method={START_METHOD.text[e.start_method]}")
+    if e.role:
+        out.append(f"--role={e.role}")
+    if e.redirects:
+        out.append(f"--redirects={e.redirects}")
+    if e.tee:
+        out.append(f"--tee={e.tee}")
+    if e.local_ranks_filter:
+        out.append(f"--local-ranks-filter={','.join(map(str, e.local_ranks_filter))}")
+    if e.numa_binding:
+        out.append(f"--numa-binding={NUMA_BINDING.text[e.numa_binding]}")
+    if e.signals_to_handle:
+        out.append(f"--signals-to-handle={','.join(e.signals_to_handle)}")
+    if e.HasField(SHUTDOWN_TIMEOUT):
+        out.append(f"--shutdown-timeout={_whole_seconds(e, SHUTDOWN_TIMEOUT, '--shutdown-timeout')}")
+    if e.virtual_local_rank:
+        out.append("--virtual-local-rank")
+    if ep.module:
+        out.append("--module")
+    if ep.no_python:
+        out.append("--no-python")
+    if ep.run_path:
+        out.append("--run-path")
+    if not ep.target or ep.target.startswith("-"):
+        raise TorchrunError("training_script", f"{ep.target!r}: torchrun would read it as a flag or miss it")
+    # argparse (so torchrun) drops one "--" right after the script: double it to pass one through.
+    escape = ["--"] if ep.args[:1] == ("--",) else []
+    return [*out, ep.target, *escape, *ep.args]
+
+
+_HELP_SECTIONS = (
+    ("covered", "Task settings (the task holds them; `from_torchrun` converts them)"),
+    ("launch", "Launch-time settings of this node (not part of the task; passed to the launcher)"),
+    ("entrypoint", "What runs"),
+    ("refused", "Refused (the schema cannot hold them)"),
+)
+
+
+def torchrun_help(prog: str = "elastic-idl torchrun") -> str:
+    """The help of the torchrun drop-in: every torchrun 2.13 flag, and what becomes of it (from :data:`FLAGS`)."""
+    lines = [
+        f"usage: {prog} [torchrun flags] SCRIPT [ARGS...]",
+        f"       {prog} [torchrun flags] -m MODULE [ARGS...]",
+        "",
+        "A drop-in for torch 2.13's torchrun: the same flags, spellings and PET_<FLAG> env fallbacks",
+        "(the command line wins). The command line becomes a task, which is validated and launched",
+        "through elastic-idl's launcher. Everything after the script is the script's.",
+    ]
+    for status, title in _HELP_SECTIONS:
+        lines += ["", f"{title}:"]
+        for f in FLAGS:
+            if f.status != status:
+                continue
+            names = ", ".join(o for o in f.options if not (o.startswith("--") and "_" in o))
+            note = f.note
+            if f.options[0] == "--no-python":
+                note += "; the drop-in runs Python only (use torchrun itself for other programs)"
+            lines.append(f"  {names:<34} {note}")
+        if status == "entrypoint":
+            lines.append(f"  {'-h, --help':<34} this help")
+    lines += [
+        "",
+        EXIT_CODES_TEXT,
+        "Invalid input is a line torchrun accepts but the task cannot hold, or one that breaks a rule;",
+        "usage is a line torchrun's own parser rejects.",
+    ]
+    return "\n".join(lines) + "\n"

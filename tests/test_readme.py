@@ -1,0 +1,149 @@
+"""README.md runs as written: its Python blocks, its command lines, the names it uses.
+
+- Every ```python block runs, from the repository root, in a fresh interpreter (as pasted
+  into ``python`` there). The blocks of one ``## `` section run in order in one interpreter,
+  so a block may use what an earlier block of its section defined; helpers are defined in
+  the text, never here.
+- Every line of a ```sh block that calls ``elastic-idl`` or ``python -m elastic_idl...``
+  runs (with ``.venv/bin`` first on PATH) and must exit 0. Any other line, and any block
+  in another language, must be exempted below by name, with the reason.
+- Every ``ei.<name>`` the prose mentions is a public name of ``elastic_idl``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import elastic_idl
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+#: Seconds a section's Python or one command line may take (the launch section trains twice).
+TIMEOUT = 300
+
+#: Shell lines that do not run here (the command, without its trailing comment) -> why.
+EXEMPT_LINES: dict[str, str] = {
+    "make demo": "sets up both venvs and trains for seconds; scripts/demo.sh is what it runs",
+    "make test": "runs every check, this test suite included: it cannot run inside itself",
+    ".venv/bin/pytest tests/test_contract.py tests/test_skew.py tests/test_contract_fuzz.py -q": (
+        "runs part of this test suite, which runs those files itself"
+    ),
+    ".venv/bin/python scripts/regen_contract.py": (
+        "rewrites the expectation files; tests/test_contract.py checks them against the reference"
+    ),
+    "(cd go && GOPROXY=off GOFLAGS=-mod=mod go build -o /tmp/ec ./cmd/elastic-conformance) && \\": (
+        "needs the Go toolchain; tests/test_go.py builds the command and runs the contract through it"
+    ),
+    "CONFORMANCE_CMD=/tmp/ec CONFORMANCE_NAME=go .venv/bin/pytest tests/test_contract.py -k conformance": (
+        "the second line of the Go command above (tests/test_go.py runs it)"
+    ),
+}
+#: Blocks in another language than python or sh, by section -> why they do not run.
+EXEMPT_BLOCKS: dict[tuple[str, str], str] = {
+    ("What is in the box", ""): "a listing of the repository's folders, not code",
+    ("The Go backend (`go/`)", ""): "a listing of the Go module's folders, not code",
+    ("The Go backend (`go/`)", "go"): "Go for a propeller plugin; the package's Example (go test) runs that path",
+}
+#: What makes a shell line one that runs.
+RUNS = re.compile(r"^(elastic-idl|python -m elastic_idl)\b")
+
+
+@dataclass(frozen=True)
+class Block:
+    section: str
+    language: str
+    line: int
+    text: str
+
+
+def blocks(text: str) -> list[Block]:
+    """The fenced blocks of a markdown text, with the ``## `` section each is in."""
+    out: list[Block] = []
+    section = ""
+    fence: tuple[str, int] | None = None
+    body: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if fence is None:
+            if line.startswith("## "):
+                section = line[3:].strip()
+            elif line.startswith("```"):
+                fence, body = (line[3:].strip(), number), []
+        elif line.startswith("```"):
+            out.append(Block(section, fence[0], fence[1], "\n".join(body) + "\n"))
+            fence = None
+        else:
+            body.append(line)
+    assert fence is None, f"README.md: the block opened on line {fence[1]} is not closed"
+    return out
+
+
+def _command(line: str) -> str:
+    """A shell line without its trailing comment and spaces."""
+    return re.sub(r"\s+#.*$", "", line).strip()
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+BLOCKS = blocks(README.read_text())
+SECTIONS = sorted({b.section for b in BLOCKS if b.language == "python"}, key=[b.section for b in BLOCKS].index)
+LINES = [
+    (b.section, _command(line)) for b in BLOCKS if b.language == "sh" for line in b.text.splitlines() if _command(line)
+]
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_python_blocks_run(section: str) -> None:
+    code = "\n".join(b.text for b in BLOCKS if b.section == section and b.language == "python")
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0, f"README section {section!r}:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+
+
+@pytest.mark.parametrize(("section", "command"), [line for line in LINES if RUNS.match(line[1])])
+def test_command_lines_run(section: str, command: str) -> None:
+    proc = subprocess.run(
+        ["bash", "-c", command],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0, f"README section {section!r}: {command}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+
+
+def test_every_line_and_block_runs_or_says_why_not() -> None:
+    unexplained = [c for _, c in LINES if not RUNS.match(c) and c not in EXEMPT_LINES]
+    assert unexplained == [], "a README shell line that neither runs here nor is exempted (EXEMPT_LINES)"
+    other = [(b.section, b.language) for b in BLOCKS if b.language not in ("python", "sh")]
+    assert sorted(set(other) - set(EXEMPT_BLOCKS)) == []
+    # No stale exemption: each names something the README still says.
+    assert sorted(set(EXEMPT_LINES) - {c for _, c in LINES}) == []
+    assert sorted(set(EXEMPT_BLOCKS) - set(other)) == []
+    assert SECTIONS and any(RUNS.match(c) for _, c in LINES)
+
+
+def test_names_the_readme_uses_are_public() -> None:
+    text = README.read_text()
+    used = set(re.findall(r"\bei\.([A-Za-z_]\w*)", text))
+    used |= {n.strip() for m in re.findall(r"from elastic_idl import ([\w, ]+)", text) for n in m.split(",")}
+    assert sorted(used - set(elastic_idl.__all__)) == []
