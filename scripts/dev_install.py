@@ -6,8 +6,11 @@ gen/pb2/elastic_idl (the _pb2 modules) and gen/betterproto/elastic_idl (as
 one package, so this builds that layout out of symlinks under build/devtree and
 puts it first on the venv's sys.path with a .pth file. A sub-package of
 src/elastic_idl (``_task``, ``_sdk``, ``_backend``, ``_launch``) is linked whole, so a
-module added inside one shows up at once; rerun after adding a top-level module or
-sub-package to src/elastic_idl.
+module added inside one shows up at once. Beside the tree goes a minimal
+``elastic_idl-<version>.dist-info`` with the entry points of pyproject.toml, so
+that importlib.metadata finds them as for an installed wheel (flytekit loads the
+``flytekit.plugins`` group on import). Rerun after adding a top-level module or
+sub-package to src/elastic_idl, or after changing the entry points.
 
 Usage: python scripts/dev_install.py [--remove]
 """
@@ -18,6 +21,8 @@ import shutil
 import site
 import sys
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = ROOT / "build" / "devtree"
@@ -36,7 +41,22 @@ def build_tree() -> Path:
     for entry in sorted((ROOT / "gen" / "pb2" / "elastic_idl").iterdir()):
         (pkg / entry.name).symlink_to(entry)
     (pkg / "betterproto").symlink_to(ROOT / "gen" / "betterproto" / "elastic_idl")
+    write_dist_info(TREE)
     return TREE
+
+
+def write_dist_info(tree: Path) -> Path:
+    """METADATA and entry_points.txt of pyproject.toml, as the wheel's dist-info holds them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    info = tree / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    groups = {"console_scripts": project.get("scripts", {}), **project.get("entry-points", {})}
+    lines = []
+    for group, entries in groups.items():
+        lines += [f"[{group}]", *(f"{name} = {target}" for name, target in entries.items()), ""]
+    (info / "entry_points.txt").write_text("\n".join(lines))
+    return info
 
 
 def main(argv: list[str]) -> int:

@@ -99,15 +99,22 @@ def test_wheel_metadata(wheel: Path) -> None:
     (meta_name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
     meta = zf.read(meta_name).decode()
     requires = sorted(line.split(": ", 1)[1] for line in meta.splitlines() if line.startswith("Requires-Dist: "))
+    flytekit_only = "(python_version < '3.13') and extra == 'flytekit'"
     assert requires == [
         "betterproto==2.0.0b7",
+        f"cloudpickle>=2; {flytekit_only}",
+        f"flytekit<1.17,>=1.16.31; {flytekit_only}",
+        f"kubernetes>=12; {flytekit_only}",
         f"protobuf<8,>={_protobuf_floor()}",
         "pyyaml>=6",
         "torch<3,>=2.13; extra == 'torch'",
     ]
     assert "Provides-Extra: torch" in meta
+    assert "Provides-Extra: flytekit" in meta
     (ep_name,) = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
-    assert "elastic-idl = elastic_idl.cli:main" in zf.read(ep_name).decode()
+    entry_points = zf.read(ep_name).decode()
+    assert "elastic-idl = elastic_idl.cli:main" in entry_points
+    assert "[flytekit.plugins]\nelastic_idl = elastic_idl.flytekit._entry" in entry_points
 
 
 # Runs inside each fresh venv, from a temporary directory outside the checkout.

@@ -1,0 +1,456 @@
+"""The flytekit task plugin with the real flytekit (1.16.31) and flytekitplugins-kfpytorch: no mocks.
+
+- the entry point: ``import flytekit`` installs our lookup without loading torch or the runtime,
+  any subclass of ``Elastic`` reaches the plugin, kfpytorch's configs still reach kfpytorch, and a
+  plugin that cannot work refuses the task at definition;
+- serialization through flytekit's own translator: the whole ``TaskTemplate`` equals kfpytorch's
+  for every parity setting once our extension fields are removed, and the custom decodes strictly
+  and validates; the shared-memory pod template never changes the user's ``PodTemplate``;
+- a local ``@workflow`` runs the task through the launcher, on the warm path, with the right value;
+  failures become flytekit's exceptions; ``nnodes > 1`` runs one node locally with one line;
+- the ``TaskTemplate`` -> ``PyTorchJob`` adapter, checked against the operator's CRD.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import subprocess
+import sys
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+
+import elastic_idl as ei
+
+pytest.importorskip("flytekit")
+pytest.importorskip("flytekitplugins.kfpytorch")
+pytest.importorskip("torch")
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import flytekit
+    import flytekitplugins.kfpytorch as kfp
+    from flytekit import PodTemplate, task, workflow
+    from flytekit.configuration import Image, ImageConfig, SerializationSettings
+    from flytekit.core.python_function_task import PythonFunctionTask
+    from flytekit.core.task import TaskPlugins
+    from flytekit.exceptions.user import FlyteRecoverableException, FlyteUserRuntimeException
+    from flytekit.tools.translator import get_serializable
+    from kubernetes.client import V1Container, V1PodSpec, V1Toleration, V1Volume, V1VolumeMount
+
+from elastic_idl.flytekit import ElasticFunctionTask, plugin_error, render_pytorchjob_from_template
+from elastic_idl.flytekit._fastpath import stop_idle_loop_runners
+from test_flytekit_parity import PARITY, PARITY_IDS, strip_extensions
+from test_kubeflow_valid import crd_errors, crd_validator, webhook_errors
+
+__all__ = ["crd_validator"]  # the CRD fixture, imported for this module
+
+SETTINGS = SerializationSettings(
+    image_config=ImageConfig(default_image=Image(name="default", fqn="ghcr.io/acme/train", tag="1"))
+)
+#: kfpytorch's configs hold flytekit objects; a case's plain run_policy dict becomes kfpytorch's RunPolicy.
+KFP_RUN_POLICY = kfp.RunPolicy
+
+
+def _kfp_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
+    kw = json.loads(json.dumps(spec))
+    if "run_policy" in kw:
+        rp = dict(kw["run_policy"])
+        if "clean_pod_policy" in rp:
+            rp["clean_pod_policy"] = kfp.CleanPodPolicy[rp["clean_pod_policy"]]
+        kw["run_policy"] = KFP_RUN_POLICY(**rp)
+    return kw
+
+
+def add_one(x: int) -> int:
+    return x + 1
+
+
+def _template(config: Any, fn: Callable[..., Any] = add_one, **task_kwargs: Any) -> Any:
+    """The flyteidl TaskTemplate flytekit's translator writes for ``@task(task_config=config)(fn)``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # kfpytorch's increase_shared_mem deprecation warning
+        t = task(task_config=config, **task_kwargs)(fn)
+        return get_serializable(OrderedDict(), SETTINGS, t).template.to_flyte_idl()
+
+
+def _run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+# --------------------------------------------------------------------------- the entry point
+
+
+def test_import_flytekit_installs_the_lookup_without_torch_or_the_runtime() -> None:
+    code = """
+import json, sys
+import flytekit
+from flytekit.core.task import TaskPlugins
+lookup = TaskPlugins.__dict__["find_pythontask_plugin"].__func__
+print(json.dumps({
+    "entry": "elastic_idl.flytekit._entry" in sys.modules,
+    "ours": getattr(lookup, "__elastic_idl__", False),
+    "loaded": sorted(m for m in sys.modules if m == "torch" or m.startswith(("elastic_idl._", "elastic_idl.flytekit._"))),
+}))
+"""
+    proc = _run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {
+        "entry": True,
+        "ours": True,
+        "loaded": ["elastic_idl.flytekit._entry", "elastic_idl.flytekit._support"],
+    }
+
+
+def test_elastic_and_its_subclasses_reach_our_plugin_and_kfpytorch_keeps_its_own() -> None:
+    class MyElastic(ei.Elastic):
+        pass
+
+    assert TaskPlugins.find_pythontask_plugin(ei.Elastic) is ElasticFunctionTask
+    assert TaskPlugins.find_pythontask_plugin(MyElastic) is ElasticFunctionTask
+    assert TaskPlugins.find_pythontask_plugin(kfp.Elastic) is kfp.task.PytorchElasticFunctionTask
+    assert TaskPlugins.find_pythontask_plugin(kfp.PyTorch) is kfp.task.PyTorchFunctionTask
+    assert TaskPlugins.find_pythontask_plugin(type(None)) is PythonFunctionTask
+    assert plugin_error() is None
+
+    sub = task(task_config=MyElastic(nnodes=2))(add_one)
+    assert isinstance(sub, ElasticFunctionTask)
+    assert sub.task_type == "pytorch"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = task(task_config=kfp.Elastic(nnodes=2))(add_one)
+    assert type(theirs) is kfp.task.PytorchElasticFunctionTask
+
+
+@pytest.mark.parametrize(
+    ("setup", "reason"),
+    [
+        (
+            "import flytekit; flytekit.__version__ = '1.15.3'",
+            "supports flytekit 1.16.x and this is flytekit 1.15.3 (pip install 'elastic-idl[flytekit]')",
+        ),
+        ("sys.modules['kubernetes'] = None", "kubernetes is missing (pip install 'elastic-idl[flytekit]')"),
+        (
+            "sys.modules['elastic_idl.flytekit._task'] = None",
+            "importing it failed: ModuleNotFoundError: import of elastic_idl.flytekit._task halted; None in sys.modules",
+        ),
+    ],
+    ids=["wrong_flytekit", "missing_extra", "broken_plugin"],
+)
+def test_a_plugin_that_cannot_work_refuses_the_task_at_definition(setup: str, reason: str) -> None:
+    code = f"""
+import sys
+{setup}
+import flytekit  # never broken by us
+from flytekit import task
+import elastic_idl as ei
+
+def train(x: int) -> int:
+    return x
+
+try:
+    task(task_config=ei.Elastic(nnodes=2, nproc_per_node=4))(train)
+except ImportError as exc:
+    print(exc)
+else:
+    raise SystemExit("the task was defined")
+"""
+    proc = _run_python(code)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = proc.stdout.strip().splitlines()[-1]
+    assert line.startswith("@task train with Elastic(...): elastic-idl's flytekit plugin cannot be used: ")
+    assert line.endswith(reason)
+
+
+# --------------------------------------------------------------------------- serialization
+
+
+def _strip_template(pb: Any) -> Any:
+    """The template with our extension fields removed from its custom."""
+    out = type(pb)()
+    out.CopyFrom(pb)
+    if pb.HasField("custom"):
+        stripped = strip_extensions(json_format.MessageToDict(pb.custom))
+        out.custom.Clear()
+        json_format.ParseDict(stripped, out.custom)
+    return out
+
+
+@pytest.mark.parametrize("spec", [spec for _, spec in PARITY], ids=PARITY_IDS)
+def test_the_task_template_equals_kfpytorchs_once_extensions_are_removed(spec: dict[str, Any]) -> None:
+    ours = _template(ei.Elastic(**spec))
+    theirs = _template(kfp.Elastic(**_kfp_kwargs(spec)))
+    assert _strip_template(ours) == theirs
+    config = ei.Elastic(**spec)
+    assert (ours.type, ours.task_type_version) == (config.task_type, 1)
+    if ours.HasField("custom"):
+        # What the backend receives decodes strictly, validates, and is the config's task.
+        task_msg = ei.from_custom(json_format.MessageToDict(ours.custom), task_type=ours.type)
+        ei.validate(task_msg)
+        assert task_msg == config.to_task()
+    else:
+        assert config.to_custom().custom is None
+
+
+def test_our_extensions_reach_the_wire() -> None:
+    pb = _template(
+        ei.Elastic(nnodes="2:4", start_method="spawn", monitor_interval=1, rdzv_configs={"join_timeout": 60})
+    )
+    elastic = json_format.MessageToDict(pb.custom)["elasticConfig"]
+    assert elastic["startMethod"] == "START_METHOD_SPAWN"
+    assert elastic["monitorInterval"] == "1s"
+    assert elastic["joinTimeout"] == "60s"
+
+
+def _pod_spec(pb: Any) -> dict[str, Any]:
+    return json_format.MessageToDict(pb.k8s_pod.pod_spec)
+
+
+def test_shared_memory_never_changes_the_users_pod_template() -> None:
+    user = PodTemplate(
+        pod_spec=V1PodSpec(
+            containers=[V1Container(name="sidecar", image="busybox"), V1Container(name="main")],
+            volumes=[V1Volume(name="data", empty_dir={})],
+            tolerations=[V1Toleration(key="gpu", operator="Exists")],
+        ),
+        primary_container_name="main",
+    )
+    before = repr(user)
+    t = task(task_config=ei.Elastic(nnodes=2), pod_template=user)(add_one)
+    assert repr(user) == before
+    spec = _pod_spec(get_serializable(OrderedDict(), SETTINGS, t).template.to_flyte_idl())
+    assert [v["name"] for v in spec["volumes"]] == ["data", "shm"]
+    main = next(c for c in spec["containers"] if c["name"] == "main")
+    assert main["volumeMounts"] == [{"name": "shm", "mountPath": "/dev/shm"}]
+    assert "volumeMounts" not in next(c for c in spec["containers"] if c["name"] == "sidecar")
+    assert spec["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+    # A second task with the same template: still one /dev/shm.
+    t2 = task(task_config=ei.Elastic(nnodes=2), pod_template=user)(add_one)
+    assert len(_pod_spec(get_serializable(OrderedDict(), SETTINGS, t2).template.to_flyte_idl())["volumes"]) == 2
+
+
+def test_an_existing_dev_shm_mount_is_kept_and_not_doubled() -> None:
+    user = PodTemplate(
+        pod_spec=V1PodSpec(
+            containers=[
+                V1Container(name="primary", volume_mounts=[V1VolumeMount(name="myshm", mount_path="/dev/shm")])
+            ],
+            volumes=[V1Volume(name="myshm", empty_dir={"medium": "Memory", "sizeLimit": "8Gi"})],
+        )
+    )
+    spec = _pod_spec(_template(ei.Elastic(nnodes=2), pod_template=user))
+    assert spec["volumes"] == [{"name": "myshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}]
+    assert spec["containers"][0]["volumeMounts"] == [{"name": "myshm", "mountPath": "/dev/shm"}]
+
+
+def test_flytekits_own_shared_memory_replaces_the_pod_template() -> None:
+    pb = _template(ei.Elastic(nnodes=2), shared_memory=True)
+    assert not pb.HasField("k8s_pod")
+    assert pb.container.image == "ghcr.io/acme/train:1"
+    assert pb.extended_resources.shared_memory.mount_path == "/dev/shm"
+
+
+# --------------------------------------------------------------------------- local runs
+
+
+def allreduce_sum(x: int) -> int:
+    """Every rank adds x + rank; returns the sum over the world."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    value = torch.tensor([float(x + dist.get_rank())])
+    dist.all_reduce(value)
+    world = dist.get_world_size()
+    dist.destroy_process_group()
+    return int(value.item()) * 100 + world
+
+
+def test_a_local_workflow_runs_the_task_on_the_warm_path(caplog: pytest.LogCaptureFixture) -> None:
+    elastic_task = task(task_config=ei.Elastic(nnodes=1, nproc_per_node=2))(allreduce_sum)
+
+    @workflow
+    def wf(x: int) -> int:
+        return elastic_task(x=x)
+
+    caplog.set_level(logging.INFO, logger="elastic_idl")
+    assert wf(x=5) == (5 + 6) * 100 + 2
+    messages = [r.getMessage() for r in caplog.records if r.name == "elastic_idl"]
+    assert not any("cold fork server" in m for m in messages), messages
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING and r.name == "elastic_idl"] == []
+
+
+def test_a_multi_node_task_runs_one_node_locally_with_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    elastic_task = task(task_config=ei.Elastic(nnodes=2, nproc_per_node=2, rdzv_configs={"join_timeout": 5}))(
+        allreduce_sum
+    )
+    caplog.set_level(logging.WARNING, logger="elastic_idl")
+    assert elastic_task(x=1) == (1 + 2) * 100 + 2
+    lines = [r.getMessage() for r in caplog.records if r.name == "elastic_idl"]
+    assert lines == [
+        "elastic-idl: local run of a task with nnodes=2 (no PET_* env of a PyTorchJob): "
+        "running 1 node with nproc_per_node=2 here"
+    ]
+
+
+def test_an_extra_thread_means_the_cold_path_said_once_and_no_warning(caplog: pytest.LogCaptureFixture) -> None:
+    elastic_task = task(task_config=ei.Elastic(nnodes=1, nproc_per_node=2))(allreduce_sum)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, name="user-thread", daemon=True)
+    other.start()
+    caplog.set_level(logging.INFO, logger="elastic_idl")
+    try:
+        assert elastic_task(x=2) == (2 + 3) * 100 + 2  # a @task function, pickled for the cold workers
+    finally:
+        stop.set()
+        other.join()
+    own = [r.getMessage() for r in caplog.records if r.name == "elastic_idl" and "cold fork server" in r.getMessage()]
+    assert own == [
+        "elastic-idl flytekit: workers start from a cold fork server: other threads run in this process: user-thread"
+    ]
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING and r.name == "elastic_idl"] == []
+
+
+def test_the_warm_start_refuses_what_it_cannot_show_safe() -> None:
+    assert stop_idle_loop_runners("s3://bucket/raw") == (
+        "the raw-output prefix s3://bucket/raw is remote (storage clients are not inherited)"
+    )
+    # flytekit's runner of this thread, started by a run_sync, is stopped and comes back on demand.
+    from flytekit.utils.asyn import run_sync
+
+    async def two() -> int:
+        return 2
+
+    assert run_sync(two) == 2
+    assert any(t.name.endswith("loop-runner") for t in threading.enumerate())
+    assert stop_idle_loop_runners("/tmp/raw") is None
+    assert not any(t.name.endswith("loop-runner") for t in threading.enumerate())
+    assert run_sync(two) == 2
+
+
+def fails_on_rank_1(kind: str) -> int:
+    import os
+
+    if os.environ["RANK"] == "1":
+        if kind == "recoverable":
+            raise FlyteRecoverableException("spot node went away")
+        raise ValueError("bad batch on rank 1")
+    import time
+
+    time.sleep(0.5)
+    return 0
+
+
+# flytekit's local sandbox (ExecutionParameters.with_task_sandbox) makes a SyncCheckpoint whose
+# TemporaryDirectory is never cleaned up; the tracebacks below keep it in a reference cycle, so it
+# is collected (with a ResourceWarning) here rather than at exit.
+@pytest.mark.filterwarnings("ignore:Implicitly cleaning up <TemporaryDirectory:ResourceWarning")
+def test_worker_failures_become_flytekits_exceptions() -> None:
+    elastic_task = task(task_config=ei.Elastic(nnodes=1, nproc_per_node=2))(fails_on_rank_1)
+    with pytest.raises(FlyteUserRuntimeException) as user:
+        elastic_task(kind="user")
+    assert isinstance(user.value.value, ei.LaunchFailedError)
+    assert "root cause: rank 1 (local rank 1" in str(user.value)
+    assert "ValueError: bad batch on rank 1" in str(user.value)
+    assert user.value.timestamp is not None
+    with pytest.raises(FlyteRecoverableException) as recoverable:
+        elastic_task(kind="recoverable")
+    assert "root cause: rank 1 (local rank 1" in str(recoverable.value)
+    assert "spot node went away" in str(recoverable.value)
+    del user, recoverable
+    gc.collect()
+
+
+# --------------------------------------------------------------------------- TaskTemplate -> PyTorchJob
+
+
+def _check_job(job: dict[str, Any], validator: Any) -> None:
+    assert crd_errors(validator, job) == []
+    assert webhook_errors(job) == []
+
+
+def test_the_job_from_the_default_template_keeps_the_pod_template(crd_validator: Any) -> None:
+    pb = _template(ei.Elastic(nnodes="2:4", nproc_per_node=2))
+    job = render_pytorchjob_from_template(pb.SerializeToString(), name="train")
+    _check_job(job, crd_validator)
+    assert job == render_pytorchjob_from_template(pb, name="train")
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 4
+    pod = worker["template"]["spec"]
+    (container,) = pod["containers"]
+    primary = _pod_spec(pb)["containers"][0]
+    assert container["name"] == "pytorch"
+    assert container["image"] == primary["image"] == "ghcr.io/acme/train:1"
+    assert container["args"] == primary["args"]
+    assert container["args"][0] == "pyflyte-execute"
+    assert "command" not in container
+    assert container["volumeMounts"] == [{"name": "shm", "mountPath": "/dev/shm"}]
+    assert pod["volumes"] == [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
+    assert json.loads(container["env"][0]["value"]) == json_format.MessageToDict(pb.custom)
+
+
+def test_the_job_from_a_container_template_has_its_resources_and_env(crd_validator: Any) -> None:
+    pb = _template(
+        ei.Elastic(nnodes=2, increase_shared_mem=False),
+        requests=flytekit.Resources(cpu="2", mem="4Gi"),
+        limits=flytekit.Resources(cpu="4", mem="8Gi", gpu="1"),
+        environment={"MY_FLAG": "1"},
+    )
+    assert not pb.HasField("k8s_pod")
+    job = render_pytorchjob_from_template(pb, name="train", labels={"team": "ml"})
+    _check_job(job, crd_validator)
+    (container,) = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    assert container["resources"] == {
+        "requests": {"cpu": "2", "memory": "4Gi"},
+        "limits": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"},
+    }
+    assert {"name": "MY_FLAG", "value": "1"} in container["env"]
+    assert container["args"] == list(pb.container.args)
+
+
+def test_the_job_keeps_pod_level_fields_sidecars_and_pod_metadata(crd_validator: Any) -> None:
+    user = PodTemplate(
+        pod_spec=V1PodSpec(
+            containers=[V1Container(name="main"), V1Container(name="sidecar", image="busybox:1")],
+            tolerations=[V1Toleration(key="gpu", operator="Exists")],
+            node_selector={"pool": "train"},
+            service_account_name="trainer",
+        ),
+        primary_container_name="main",
+        labels={"pod-label": "a"},
+        annotations={"pod-note": "b"},
+    )
+    pb = _template(ei.Elastic(nnodes=2), pod_template=user, shared_memory=True)
+    job = render_pytorchjob_from_template(pb, name="train")
+    _check_job(job, crd_validator)
+    template = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    assert template["metadata"] == {"labels": {"pod-label": "a"}, "annotations": {"pod-note": "b"}}
+    pod = template["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["pytorch", "sidecar"]
+    assert pod["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+    assert pod["nodeSelector"] == {"pool": "train"}
+    assert pod["serviceAccountName"] == "trainer"
+    # @task(shared_memory=True): the volume propeller adds, in the training container.
+    assert pod["volumes"] == [{"name": "flyte-shared-memory", "emptyDir": {"medium": "Memory"}}]
+    assert pod["containers"][0]["volumeMounts"] == [{"name": "flyte-shared-memory", "mountPath": "/dev/shm"}]
+
+
+def test_the_adapter_refuses_what_is_no_pytorchjob() -> None:
+    with pytest.raises(ei.RenderError) as python_task:
+        render_pytorchjob_from_template(_template(ei.Elastic()), name="train")
+    assert python_task.value.field == "type"
+    pb = _template(ei.Elastic(nnodes=2))
+    json_format.ParseDict({"noSuchField": True}, pb.k8s_pod.pod_spec)
+    with pytest.raises(ei.RenderError) as unknown:
+        render_pytorchjob_from_template(pb, name="train")
+    assert unknown.value.field == "k8s_pod.pod_spec.noSuchField"
+    with pytest.raises(ei.DecodeError):
+        render_pytorchjob_from_template(b"\xff\xff", name="train")
