@@ -303,9 +303,7 @@ def render_pytorchjob_from_template(
     custom = json_format.MessageToDict(tmpl.custom)
     src = _from_pod(tmpl) if tmpl.HasField("k8s_pod") else _from_container(tmpl)
     _shared_memory(tmpl, src)
-    job = ei.render_pytorchjob(
-        custom,
-        task_type_version=tmpl.task_type_version,
+    options = ei.JobOptions(
         name=name,
         image=src.image,
         namespace=namespace,
@@ -316,6 +314,7 @@ def render_pytorchjob_from_template(
         annotations=annotations,
         env=src.env,
     )
+    job = ei.render_pytorchjob(custom, options, task_type_version=tmpl.task_type_version)
     for replica in job["spec"]["pytorchReplicaSpecs"].values():
         _merge_pod(replica["template"], src)
     return job
