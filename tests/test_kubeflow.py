@@ -97,7 +97,7 @@ def test_extension_fields_render_in_elastic_policy() -> None:
     e.rdzv_port = 2379
     e.rdzv_id = "exec-42"
     e.join_timeout.seconds = 900
-    e.last_call_timeout.seconds, e.last_call_timeout.nanos = 1, 500_000_000
+    e.last_call_timeout.seconds = 2  # whole seconds (elastic.duration.whole_seconds)
     e.close_timeout.seconds = 30
     e.read_timeout.seconds = 60
     e.rdzv_options.add(key="is_host", value="0")
@@ -113,7 +113,7 @@ def test_extension_fields_render_in_elastic_policy() -> None:
         "maxRestarts": 2,
         "rdzvConf": [
             {"key": "join_timeout", "value": "900"},
-            {"key": "last_call_timeout", "value": "1.5"},
+            {"key": "last_call_timeout", "value": "2"},
             {"key": "close_timeout", "value": "30"},
             {"key": "read_timeout", "value": "60"},
             {"key": "is_host", "value": "0"},

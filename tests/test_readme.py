@@ -44,6 +44,9 @@ EXEMPT_LINES: dict[str, str] = {
     "CONFORMANCE_CMD=/tmp/ec CONFORMANCE_NAME=go .venv/bin/pytest tests/test_contract.py -k conformance": (
         "the second line of the Go command above (tests/test_go.py runs it)"
     ),
+    "pip install 'elastic-idl[flytekit,torch]'": (
+        "installs from PyPI; tests/test_flytekit_install.py installs the built wheel with these extras in a fresh venv"
+    ),
 }
 #: Blocks in another language than python or sh, by section -> why they do not run.
 EXEMPT_BLOCKS: dict[tuple[str, str], str] = {
@@ -103,12 +106,18 @@ LINES = [
 
 
 @pytest.mark.parametrize("section", SECTIONS)
-def test_python_blocks_run(section: str) -> None:
+def test_python_blocks_run(section: str, tmp_path: Path) -> None:
     code = "\n".join(b.text for b in BLOCKS if b.section == section and b.language == "python")
+    # From a file, as a user runs a script (flytekit reads a task function's source), with the
+    # repository root as the working directory and first on sys.path, as `python -c` has it.
+    script = tmp_path / "readme_section.py"
+    script.write_text(code)
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, str(script)],
         cwd=ROOT,
-        env=_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
