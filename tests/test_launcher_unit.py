@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -18,7 +19,7 @@ from google.protobuf import json_format
 import elastic_idl as ei
 from elastic_idl._launch.failures import FailureLog, WorkerExit, write_report
 from elastic_idl._launch.forkserver import Zygote, cpython_forkserver, fork_hazard
-from elastic_idl._launch.launcher import _entrypoint
+from elastic_idl._launch.launcher import worker_main_of
 from elastic_idl._launch.worker import KIND_CALLABLE, KIND_MODULE, KIND_SCRIPT, WorkerMain, _substitute
 from elastic_idl._task.messages import FailureReport
 
@@ -89,22 +90,22 @@ def _module_level(x: int) -> int:
 
 
 def test_entrypoints_are_resolved_like_torchrun_before_anything_starts(tmp_path: Path) -> None:
-    fn = _entrypoint(_module_level, (1,), False)
+    fn = worker_main_of(_module_level, (1,), False)
     assert (fn.kind, fn.target, fn.args, fn.__name__) == (KIND_CALLABLE, _module_level, (1,), "_module_level")
     script = WORKERS / "allreduce_script.py"
-    s = _entrypoint(script, ("a", 2), False)  # a PathLike; arguments become strings
+    s = worker_main_of(script, ("a", 2), False)  # a PathLike; arguments become strings
     assert (s.kind, s.target, s.args) == (KIND_SCRIPT, str(script), ("a", "2"))
-    m = _entrypoint("-m", ("json.tool", "--sort-keys"), False)
+    m = worker_main_of("-m", ("json.tool", "--sort-keys"), False)
     assert (m.kind, m.target, m.args) == (KIND_MODULE, "json.tool", ("--sort-keys",))
-    assert _entrypoint("json.tool", (), True).kind == KIND_MODULE
+    assert worker_main_of("json.tool", (), True).kind == KIND_MODULE
     with pytest.raises(FileNotFoundError):
-        _entrypoint(str(tmp_path / "nope.py"), (), False)
+        worker_main_of(str(tmp_path / "nope.py"), (), False)
     with pytest.raises(ModuleNotFoundError):
-        _entrypoint("not_a_module_at_all", (), True)
+        worker_main_of("not_a_module_at_all", (), True)
     with pytest.raises(TypeError):
-        _entrypoint(_module_level, (), True)
+        worker_main_of(_module_level, (), True)
     with pytest.raises(TypeError):
-        _entrypoint("-m", (), False)
+        worker_main_of("-m", (), False)
 
 
 def test_worker_mains_pickle_for_spawned_workers_and_substitute_the_local_rank(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -311,7 +312,7 @@ def test_a_pod_waits_for_the_rendezvous_host_within_join_timeout(monkeypatch: py
     log = FailureLog(run_id="r", role="default")
     _launcher._wait_for_host(spec, "job-worker-0", log)  # resolves on the third look-up
     monkeypatch.setattr(_launcher, "_resolve", lambda host: "Name or service not known")
-    short = _launcher._replace(spec, rdzv_configs={"join_timeout": 0.05})
+    short = dataclasses.replace(spec, rdzv_configs={"join_timeout": 0.05})
     with pytest.raises(RendezvousIncompleteError, match=r"did not resolve within join_timeout=0.05s"):
         _launcher._wait_for_host(short, "job-worker-0", log)
 
@@ -324,13 +325,13 @@ def test_modules_are_looked_up_in_the_working_directory_first(tmp_path: Path, mo
     (tmp_path / "ei_bad_pkg_9" / "__init__.py").write_text("raise RuntimeError('package init failed')")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
-    main = _entrypoint("ei_cwd_pkg_9.train", (), True)
+    main = worker_main_of("ei_cwd_pkg_9.train", (), True)
     assert (main.kind, main.target) == (KIND_MODULE, "ei_cwd_pkg_9.train")
     assert str(tmp_path) not in sys.path
     with pytest.raises(ImportError, match="RuntimeError: package init failed"):
-        _entrypoint("ei_bad_pkg_9.train", (), True)
+        worker_main_of("ei_bad_pkg_9.train", (), True)
     with pytest.raises(ModuleNotFoundError, match=f"looked in {tmp_path} first"):
-        _entrypoint("ei_nope_pkg_9", (), True)
+        worker_main_of("ei_nope_pkg_9", (), True)
 
 
 def test_torchs_worker_tracebacks_are_logged_only_when_verbose() -> None:
