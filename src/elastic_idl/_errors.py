@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import reprlib
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +34,6 @@ __all__ = [
     "ValidationError",
     "Violation",
     "brief",
-    "deprecated",
     "one_line",
     "violation_lines",
 ]
@@ -61,11 +59,6 @@ _LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
 def brief(value: object) -> str:
     """A bounded ``repr`` for messages: long strings, deep or large containers are cut."""
     return _repr.repr(value)
-
-
-def deprecated(old: str, new: str) -> None:
-    """Warn that ``old`` is deprecated in favour of ``new`` (removed in 0.3), pointing at the caller's caller."""
-    warnings.warn(f"{old} is deprecated and will be removed in 0.3; use {new}", DeprecationWarning, stacklevel=3)
 
 
 def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
