@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import reprlib
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ __all__ = [
     "ValidationError",
     "Violation",
     "brief",
+    "deprecated",
     "one_line",
     "violation_lines",
 ]
@@ -54,6 +56,14 @@ _repr.maxlong = 40
 _repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxfrozenset = _repr.maxdeque = _repr.maxarray = 4
 _repr.maxdict = 4
 _LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+
+
+def deprecated(old: str, new: str) -> None:
+    """Warn that the public name ``old`` is deprecated in favour of ``new`` (removed in 0.3).
+
+    Called first thing by a shim, so ``stacklevel=3`` points at the shim's caller.
+    """
+    warnings.warn(f"{old} is deprecated and will be removed in 0.3; use {new}", DeprecationWarning, stacklevel=3)
 
 
 def brief(value: object) -> str:
