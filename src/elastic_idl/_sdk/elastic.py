@@ -2,7 +2,7 @@
 
 ``Elastic`` is validated when it is written: it builds the task message and runs the
 same rules as :func:`~elastic_idl.validate`, so an invalid config never reaches a
-cluster. It emits exactly what flytekit 1.16 emits (``to_custom``), plus our
+cluster. It emits exactly what flytekit 1.16 emits (``to_template``), plus our
 extension fields, which put on the wire the settings flytekit keeps only in the
 Python object (start method, monitor interval, rendezvous timeouts). Pure: no
 torch, no flytekit, no environment.
@@ -18,7 +18,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, NamedTuple, cast
 
-from elastic_idl._errors import DecodeError, ValidationError, Violation
+from elastic_idl._errors import DecodeError, ValidationError, Violation, deprecated
 from elastic_idl._sdk.arguments import (
     Problems,
     RunPolicy,
@@ -298,7 +298,7 @@ class Elastic:
     Example::
 
         cfg = Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2)
-        custom, task_type, version = cfg.to_custom()  # flytekit's dict (+ joinTimeout), "pytorch", 1
+        custom, task_type, version = cfg.to_template()  # flytekit's dict (+ joinTimeout), "pytorch", 1
         task = cfg.to_task()
     """
 
@@ -497,11 +497,12 @@ class Elastic:
         out.CopyFrom(self._task)
         return out
 
-    def to_custom(self, *, upstream: bool = False, allow_loss: bool = False) -> CustomTemplate:
+    def to_template(self, *, upstream: bool = False, allow_loss: bool = False) -> CustomTemplate:
         """What flytekit puts in the ``TaskTemplate``: custom dict, task type, task_type_version.
 
         ``nnodes`` 1 gives ``(None, "python-task", 1)`` exactly as flytekit does; otherwise
         ``(custom, "pytorch", 1)`` where custom is flytekit's dict plus our extension fields.
+        ``from_custom(*cfg.to_template())`` gives the task back.
 
         Args:
             upstream: Emit only what upstream flyteidl knows (see :func:`elastic_idl.to_custom`).
@@ -513,6 +514,14 @@ class Elastic:
             return CustomTemplate(None, STANDALONE_TASK_TYPE, TASK_TYPE_VERSION)
         custom = codec.to_custom(self._task, upstream=upstream, allow_loss=allow_loss)
         return CustomTemplate(custom, TASK_TYPE, TASK_TYPE_VERSION)
+
+    def to_custom(self, *, upstream: bool = False, allow_loss: bool = False) -> CustomTemplate:
+        """Deprecated (removed in 0.3): :meth:`to_template`, which this returns.
+
+        Renamed because :func:`elastic_idl.to_custom` returns the custom dict alone.
+        """
+        deprecated("Elastic.to_custom()", "Elastic.to_template()")
+        return self.to_template(upstream=upstream, allow_loss=allow_loss)
 
     @classmethod
     def from_task(cls, task: Any) -> Elastic:
