@@ -300,6 +300,32 @@ def test_node_rank_fits_the_backend() -> None:
         _overrides(c10d, node_rank="1", local_addr=None)  # type: ignore[arg-type]
 
 
+def test_fresh_store_is_an_argument_that_switches_only_the_store_handler() -> None:
+    """The stress bench's two arms differ in this one argument: the env switch and the handler wrap."""
+    from elastic_idl._launch import agent  # imports torch (quietly: before any torch module here)
+    from elastic_idl._launch import launcher as _launcher
+    from elastic_idl._launch.spec import to_launch_spec
+
+    assert not hasattr(agent, "FRESH_STORE_PER_ROUND")  # no module global to flip
+    spec = to_launch_spec(_legacy())
+    fixed = _launcher._launch_env(spec, 1, False, True)
+    stock = _launcher._launch_env(spec, 1, False, False)
+    assert fixed == {**stock, agent.DISABLE_SHARED_STORE_ENV: "1"}
+    handlers = {}
+    for fresh in (True, False):
+        params = agent.RendezvousParameters(
+            backend="c10d", endpoint="127.0.0.1:0", run_id="r", min_nodes=1, max_nodes=1, local_addr="127.0.0.1"
+        )
+        handler, endpoint = agent._rendezvous_handler(params, loopback=True, fresh_store=fresh, read_timeout=5)
+        handlers[fresh] = handler
+        assert endpoint.startswith("127.0.0.1:") and not endpoint.endswith(":0")
+        handler.shutdown()
+        if isinstance(handler, agent.FreshStoreHandler):
+            handler.release()
+    assert isinstance(handlers[True], agent.FreshStoreHandler)
+    assert not isinstance(handlers[False], agent.FreshStoreHandler)
+
+
 def test_a_pod_waits_for_the_rendezvous_host_within_join_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     from elastic_idl._errors import RendezvousIncompleteError
     from elastic_idl._launch import launcher as _launcher
@@ -381,3 +407,15 @@ def test_the_root_cause_traceback_starts_at_the_users_code() -> None:
     only_internal = tb.split('  File "/home/me/train.py"')[0] + "ValueError: boom\n"
     assert user_traceback(only_internal, internal) == only_internal  # nothing of the user's: unchanged
     assert user_traceback("not a traceback", internal) == "not a traceback"
+
+
+def test_launch_return_type_follows_return_all() -> None:
+    """typing overloads: ``return_all=True`` is typed as the dict of values by rank, else rank 0's value."""
+    import typing
+
+    from elastic_idl._launch.launcher import launch
+
+    by_flag = {
+        typing.get_type_hints(o)["return_all"]: typing.get_type_hints(o)["return"] for o in typing.get_overloads(launch)
+    }
+    assert by_flag == {typing.Literal[False]: Any, typing.Literal[True]: dict[int, Any], bool: Any}
