@@ -894,8 +894,9 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
     """Render the torchrun arguments (without ``torchrun`` itself) that launch ``task``'s elastic config.
 
     ``from_torchrun(to_torchrun(task, ep))`` gives back the same elastic config (an empty
-    rdzv_backend comes back as "c10d", the same thing), and the same entrypoint. Every flag
-    is ``--flag=value``; the launch settings are always explicit (nnodes, nproc, backend,
+    rdzv_backend comes back as "c10d", the same thing), and the same entrypoint. Flags come in
+    :data:`FLAGS` order (torchrun's; each row's writer renders it), every one as ``--flag=value``
+    or a bare switch; the launch settings are always explicit (nnodes, nproc, backend,
     max restarts), others only when set. A host left empty renders no ``--rdzv-endpoint``, so
     torchrun takes it from ``PET_RDZV_ENDPOINT`` in a pod. Only the elastic config is
     rendered: replica settings and the run policy are the job's, not torchrun's.
