@@ -8,8 +8,8 @@ succeeds when both nodes finish in a world of 2 (a re-rendezvous with a late joi
 
 Arms (same launcher, same start method; only the rendezvous store differs):
 - stock: torch 2.13's default, one TCPStore shared by the agent and the workers of
-  every round (``elastic_idl._launch.agent.FRESH_STORE_PER_ROUND = False``, torch's
-  ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE`` unset);
+  every round (``launch_values(..., fresh_store=False)`` of ``elastic_idl._launch.launcher``,
+  torch's ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE`` unset);
 - fixed: elastic-idl's default, a fresh agent-owned store per round.
 
 Every run is a fresh process group with a wall-clock limit; a run that exceeds it
@@ -68,14 +68,13 @@ LAUNCHER = """\
 import sys
 sys.path.insert(0, sys.argv[1])
 import stress_worker
-import elastic_idl._launch.agent as _torch
-from elastic_idl._launch.launcher import launch
+from elastic_idl._launch.launcher import launch_values
 from elastic_idl._task.messages import LegacyTask
 from google.protobuf.duration_pb2 import Duration
 
 if __name__ == "__main__":
     arm, scenario, method = sys.argv[2], sys.argv[3], sys.argv[4]
-    _torch.FRESH_STORE_PER_ROUND = arm == "fixed"
+    fresh_store = arm == "fixed"
     task = LegacyTask()
     e = task.elastic_config
     e.rdzv_backend = "c10d"
@@ -83,14 +82,14 @@ if __name__ == "__main__":
     if scenario == "restart":
         e.min_replicas = e.max_replicas = 1
         e.max_restarts = 1
-        out = launch(task, stress_worker.fail_once, start_method=method)
+        out = launch_values(task, stress_worker.fail_once, start_method=method, fresh_store=fresh_store).get(0)
     else:
         e.min_replicas, e.max_replicas = 1, 2
         e.max_restarts = 0
         e.join_timeout.CopyFrom(Duration(seconds=30))
         e.last_call_timeout.CopyFrom(Duration(seconds=1))
-        out = launch(task, stress_worker.wait_for_two, start_method=method, return_all=True,
-                     rdzv_endpoint=sys.argv[5], run_id=sys.argv[6])
+        out = launch_values(task, stress_worker.wait_for_two, start_method=method, fresh_store=fresh_store,
+                            rdzv_endpoint=sys.argv[5], run_id=sys.argv[6])
     print("RESULT", out, flush=True)
 """
 

@@ -529,7 +529,7 @@ def test_the_cli_and_the_pod_share_one_exit_code_table(monkeypatch: pytest.Monke
             raise error
 
         fake = types.ModuleType("elastic_idl._launch.launcher")
-        fake.launch = raising  # type: ignore[attr-defined]
+        fake.launch = fake.launch_values = raising  # type: ignore[attr-defined]
         monkeypatch.setitem(sys.modules, "elastic_idl._launch.launcher", fake)
         assert cli_module.main(["run", str(DEMO), "--", "t.py"]) == code
         monkeypatch.setenv("ELASTIC_IDL_TASK", json.dumps(ei.to_custom(ei.decode(DEMO.read_bytes()))))

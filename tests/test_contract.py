@@ -544,7 +544,7 @@ def test_sdk_config_parity(name: str, request: pytest.FixtureRequest) -> None:
             ei.Elastic(**kwargs)
         assert conf.violation_list(info.value.violations) == exp["violations"]
         return
-    ours = ei.Elastic(**kwargs).to_custom()
+    ours = ei.Elastic(**kwargs).to_template()
     assert (ours.task_type, ours.task_type_version) == (exp["sdk"]["task_type"], exp["sdk"]["task_type_version"])
     if exp["sdk"]["custom"] is None:
         assert ours.custom is None

@@ -171,7 +171,7 @@ def test_the_table_is_big_enough() -> None:
 def test_sdk_emits_what_flytekit_emits(fk: SimpleNamespace, spec: dict[str, Any]) -> None:
     kw = flytekit_kwargs(fk, spec)  # flytekit's own RunPolicy object goes into both configs
     theirs = flytekit_serialize(fk, fk.kfp.Elastic(**kw))
-    ours = Elastic(**kw).to_custom()
+    ours = Elastic(**kw).to_template()
     assert (ours.task_type, ours.task_type_version) == (theirs.task_type, theirs.task_type_version)
     assert strip_extensions(ours.custom) == theirs.custom
     if theirs.wire is not None:
@@ -196,8 +196,8 @@ def test_deliberate_difference_nnodes_string_one(fk: SimpleNamespace) -> None:
         "workerReplicas": {"replicas": 1},
         "elasticConfig": {"rdzvBackend": "c10d", "minReplicas": 1, "maxReplicas": 1, "nprocPerNode": 1},
     }
-    assert Elastic(nnodes=1).to_custom() == Elastic(nnodes="1").to_custom() == (None, "python-task", 1)
-    job = Elastic(nnodes="1:1").to_custom()
+    assert Elastic(nnodes=1).to_template() == Elastic(nnodes="1").to_template() == (None, "python-task", 1)
+    job = Elastic(nnodes="1:1").to_template()
     assert job.task_type == "pytorch"
     assert strip_extensions(job.custom) == theirs_str.custom
 
@@ -226,7 +226,7 @@ def test_flytekit_accepts_what_we_refuse(fk: SimpleNamespace, spec: dict[str, An
 def test_nproc_auto_only_we_can_say(fk: SimpleNamespace) -> None:
     with pytest.raises(TypeError):  # flytekit 1.16 removed "auto": the proto field is an int32 (flytekit#1736)
         flytekit_serialize(fk, fk.kfp.Elastic(nnodes=2, nproc_per_node="auto"))
-    custom = Elastic(nnodes=2, nproc_per_node="auto").to_custom().custom
+    custom = Elastic(nnodes=2, nproc_per_node="auto").to_template().custom
     assert custom is not None
     assert custom["elasticConfig"]["nprocPolicy"] == "NPROC_POLICY_AUTO"
     assert "nprocPerNode" not in custom["elasticConfig"]
@@ -253,7 +253,7 @@ def test_replica_settings_are_written_like_flytekits_worker(fk: SimpleNamespace,
     if "restart_policy" in worker:
         kw["restart_policy"] = fk.kfp.RestartPolicy[worker["restart_policy"]]
     theirs = flytekit_serialize(fk, fk.kfp.PyTorch(worker=fk.kfp.Worker(replicas=3, **kw)))
-    ours = Elastic(nnodes="1:3", rdzv_configs={}, **kw).to_custom().custom  # flytekit's own objects, as given
+    ours = Elastic(nnodes="1:3", rdzv_configs={}, **kw).to_template().custom  # flytekit's own objects, as given
     assert ours is not None
     assert ours["workerReplicas"] == theirs.custom["workerReplicas"]  # type: ignore[index]
 
@@ -367,7 +367,7 @@ def test_launch_config_matches_flytekits_pod(
     pod = launch_fields(flytekit_pod_config(fk, theirs.task, monkeypatch))
 
     cfg = Elastic(**flytekit_kwargs(fk, spec))  # a fresh copy: flytekit's pod wrote "timeout" into kw's dict
-    custom, task_type, version = cfg.to_custom()
+    custom, task_type, version = cfg.to_template()
     task = cfg.to_task() if custom is None else from_custom(custom, task_type=task_type, task_type_version=version)
     sources = {"ours": task}
     if theirs.wire is not None:

@@ -197,7 +197,7 @@ def test_the_task_template_equals_kfpytorchs_once_extensions_are_removed(spec: d
         ei.validate(task_msg)
         assert task_msg == config.to_task()
     else:
-        assert config.to_custom().custom is None
+        assert config.to_template().custom is None
 
 
 def test_our_extensions_reach_the_wire() -> None:

@@ -28,7 +28,7 @@ def test_there_is_one_from_custom() -> None:
 
 def test_a_template_is_read_whole_or_spread() -> None:
     cfg = ei.Elastic(nnodes="1:3", nproc_per_node=4)
-    template = cfg.to_custom()
+    template = cfg.to_template()
     task = cfg.to_task()
     assert ei.from_custom(template) == task
     assert ei.from_custom(*template) == task
@@ -39,7 +39,7 @@ def test_a_template_is_read_whole_or_spread() -> None:
 
 
 def test_a_single_node_template_says_what_to_do_instead() -> None:
-    template = ei.Elastic(nnodes=1).to_custom()
+    template = ei.Elastic(nnodes=1).to_template()
     for call in (lambda: ei.from_custom(template), lambda: ei.from_custom(*template)):
         with pytest.raises(ei.DecodeError, match="python-task") as info:
             call()
@@ -47,7 +47,7 @@ def test_a_single_node_template_says_what_to_do_instead() -> None:
 
 
 def test_a_template_with_its_type_given_again_is_a_type_error() -> None:
-    template = ei.Elastic(nnodes=2).to_custom()
+    template = ei.Elastic(nnodes=2).to_template()
     with pytest.raises(TypeError, match="give it alone"):
         ei.from_custom(template, task_type_version=1)
     with pytest.raises(TypeError, match="give it alone"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -18,7 +19,7 @@ from google.protobuf import json_format
 import elastic_idl as ei
 from elastic_idl._launch.failures import FailureLog, WorkerExit, write_report
 from elastic_idl._launch.forkserver import Zygote, cpython_forkserver, fork_hazard
-from elastic_idl._launch.launcher import _entrypoint
+from elastic_idl._launch.launcher import worker_main_of
 from elastic_idl._launch.worker import KIND_CALLABLE, KIND_MODULE, KIND_SCRIPT, WorkerMain, _substitute
 from elastic_idl._task.messages import FailureReport
 
@@ -89,22 +90,22 @@ def _module_level(x: int) -> int:
 
 
 def test_entrypoints_are_resolved_like_torchrun_before_anything_starts(tmp_path: Path) -> None:
-    fn = _entrypoint(_module_level, (1,), False)
+    fn = worker_main_of(_module_level, (1,), False)
     assert (fn.kind, fn.target, fn.args, fn.__name__) == (KIND_CALLABLE, _module_level, (1,), "_module_level")
     script = WORKERS / "allreduce_script.py"
-    s = _entrypoint(script, ("a", 2), False)  # a PathLike; arguments become strings
+    s = worker_main_of(script, ("a", 2), False)  # a PathLike; arguments become strings
     assert (s.kind, s.target, s.args) == (KIND_SCRIPT, str(script), ("a", "2"))
-    m = _entrypoint("-m", ("json.tool", "--sort-keys"), False)
+    m = worker_main_of("-m", ("json.tool", "--sort-keys"), False)
     assert (m.kind, m.target, m.args) == (KIND_MODULE, "json.tool", ("--sort-keys",))
-    assert _entrypoint("json.tool", (), True).kind == KIND_MODULE
+    assert worker_main_of("json.tool", (), True).kind == KIND_MODULE
     with pytest.raises(FileNotFoundError):
-        _entrypoint(str(tmp_path / "nope.py"), (), False)
+        worker_main_of(str(tmp_path / "nope.py"), (), False)
     with pytest.raises(ModuleNotFoundError):
-        _entrypoint("not_a_module_at_all", (), True)
+        worker_main_of("not_a_module_at_all", (), True)
     with pytest.raises(TypeError):
-        _entrypoint(_module_level, (), True)
+        worker_main_of(_module_level, (), True)
     with pytest.raises(TypeError):
-        _entrypoint("-m", (), False)
+        worker_main_of("-m", (), False)
 
 
 def test_worker_mains_pickle_for_spawned_workers_and_substitute_the_local_rank(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -299,6 +300,32 @@ def test_node_rank_fits_the_backend() -> None:
         _overrides(c10d, node_rank="1", local_addr=None)  # type: ignore[arg-type]
 
 
+def test_fresh_store_is_an_argument_that_switches_only_the_store_handler() -> None:
+    """The stress bench's two arms differ in this one argument: the env switch and the handler wrap."""
+    from elastic_idl._launch import agent  # imports torch (quietly: before any torch module here)
+    from elastic_idl._launch import launcher as _launcher
+    from elastic_idl._launch.spec import to_launch_spec
+
+    assert not hasattr(agent, "FRESH_STORE_PER_ROUND")  # no module global to flip
+    spec = to_launch_spec(_legacy())
+    fixed = _launcher._launch_env(spec, 1, False, True)
+    stock = _launcher._launch_env(spec, 1, False, False)
+    assert fixed == {**stock, agent.DISABLE_SHARED_STORE_ENV: "1"}
+    handlers = {}
+    for fresh in (True, False):
+        params = agent.RendezvousParameters(
+            backend="c10d", endpoint="127.0.0.1:0", run_id="r", min_nodes=1, max_nodes=1, local_addr="127.0.0.1"
+        )
+        handler, endpoint = agent._rendezvous_handler(params, loopback=True, fresh_store=fresh, read_timeout=5)
+        handlers[fresh] = handler
+        assert endpoint.startswith("127.0.0.1:") and not endpoint.endswith(":0")
+        handler.shutdown()
+        if isinstance(handler, agent.FreshStoreHandler):
+            handler.release()
+    assert isinstance(handlers[True], agent.FreshStoreHandler)
+    assert not isinstance(handlers[False], agent.FreshStoreHandler)
+
+
 def test_a_pod_waits_for_the_rendezvous_host_within_join_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     from elastic_idl._errors import RendezvousIncompleteError
     from elastic_idl._launch import launcher as _launcher
@@ -311,7 +338,7 @@ def test_a_pod_waits_for_the_rendezvous_host_within_join_timeout(monkeypatch: py
     log = FailureLog(run_id="r", role="default")
     _launcher._wait_for_host(spec, "job-worker-0", log)  # resolves on the third look-up
     monkeypatch.setattr(_launcher, "_resolve", lambda host: "Name or service not known")
-    short = _launcher._replace(spec, rdzv_configs={"join_timeout": 0.05})
+    short = dataclasses.replace(spec, rdzv_configs={"join_timeout": 0.05})
     with pytest.raises(RendezvousIncompleteError, match=r"did not resolve within join_timeout=0.05s"):
         _launcher._wait_for_host(short, "job-worker-0", log)
 
@@ -324,13 +351,13 @@ def test_modules_are_looked_up_in_the_working_directory_first(tmp_path: Path, mo
     (tmp_path / "ei_bad_pkg_9" / "__init__.py").write_text("raise RuntimeError('package init failed')")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
-    main = _entrypoint("ei_cwd_pkg_9.train", (), True)
+    main = worker_main_of("ei_cwd_pkg_9.train", (), True)
     assert (main.kind, main.target) == (KIND_MODULE, "ei_cwd_pkg_9.train")
     assert str(tmp_path) not in sys.path
     with pytest.raises(ImportError, match="RuntimeError: package init failed"):
-        _entrypoint("ei_bad_pkg_9.train", (), True)
+        worker_main_of("ei_bad_pkg_9.train", (), True)
     with pytest.raises(ModuleNotFoundError, match=f"looked in {tmp_path} first"):
-        _entrypoint("ei_nope_pkg_9", (), True)
+        worker_main_of("ei_nope_pkg_9", (), True)
 
 
 def test_torchs_worker_tracebacks_are_logged_only_when_verbose() -> None:
@@ -380,3 +407,15 @@ def test_the_root_cause_traceback_starts_at_the_users_code() -> None:
     only_internal = tb.split('  File "/home/me/train.py"')[0] + "ValueError: boom\n"
     assert user_traceback(only_internal, internal) == only_internal  # nothing of the user's: unchanged
     assert user_traceback("not a traceback", internal) == "not a traceback"
+
+
+def test_launch_return_type_follows_return_all() -> None:
+    """typing overloads: ``return_all=True`` is typed as the dict of values by rank, else rank 0's value."""
+    import typing
+
+    from elastic_idl._launch.launcher import launch
+
+    by_flag = {
+        typing.get_type_hints(o)["return_all"]: typing.get_type_hints(o)["return"] for o in typing.get_overloads(launch)
+    }
+    assert by_flag == {typing.Literal[False]: Any, typing.Literal[True]: dict[int, Any], bool: Any}

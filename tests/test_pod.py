@@ -48,7 +48,7 @@ def operator_env(t: Any = None, version: int = 1, index: int = 0) -> dict[str, s
 
 
 class FakeLauncher:
-    """Stands in for elastic_idl._launch.launcher: records the call, returns or raises what it is told."""
+    """Stands in for elastic_idl._launch.launcher.launch_values: records the call, returns or raises what it is told."""
 
     def __init__(self, result: Any = None, error: BaseException | None = None, report: Any = None) -> None:
         self.calls: list[dict[str, Any]] = []
@@ -69,7 +69,7 @@ class FakeLauncher:
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeLauncher:
     f = FakeLauncher()
     module = types.ModuleType("elastic_idl._launch.launcher")
-    module.launch = f.launch  # type: ignore[attr-defined]
+    module.launch_values = f.launch  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "elastic_idl._launch.launcher", module)
     return f
 
@@ -95,7 +95,6 @@ def test_task_from_the_rendered_container_env(fake: FakeLauncher, tmp_path: Path
     assert (call["entrypoint"], call["args"]) == ("train.py", ("--epochs", "3"))
     assert call["env"] == env  # the operator's PET_* reach the launch spec, which applies the precedence
     assert call["module"] is False
-    assert call["return_all"] is True
     assert call["rdzv_endpoint"] is None
     assert call["failure_path"] == str(tmp_path / "failure.json")
 

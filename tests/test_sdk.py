@@ -61,32 +61,42 @@ def test_defaults_are_flytekits_with_the_documented_exceptions() -> None:
     assert (cfg.start_method, cfg.monitor_interval) == (None, None)
     # flytekit's {"timeout": 900, "join_timeout": 900}: c10d reads only join_timeout.
     assert dict(cfg.rdzv_configs) == {"join_timeout": 900}
-    assert cfg.to_custom() == CustomTemplate(None, "python-task", 1)
+    assert cfg.to_template() == CustomTemplate(None, "python-task", 1)
     assert cfg.to_task() == kubeflow_task(
         min_replicas=1, max_replicas=1, nproc_per_node=1, join_timeout=Duration(seconds=900)
     )
 
 
+def test_to_custom_is_the_deprecated_name_of_to_template() -> None:
+    cfg = Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2, rdzv_configs={})
+    with pytest.warns(
+        DeprecationWarning, match=r"Elastic\.to_custom\(\) is deprecated .*Elastic\.to_template\(\)"
+    ) as got:
+        old = cfg.to_custom(upstream=True)
+    assert got[0].filename == __file__  # the warning points at the caller
+    assert old == cfg.to_template(upstream=True) == (FLYTEKIT_EXAMPLE_CUSTOM, "pytorch", 1)
+
+
 def test_reference_example_is_byte_for_byte_flytekits() -> None:
     cfg = Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2, rdzv_configs={})
-    custom, task_type, version = cfg.to_custom()
+    custom, task_type, version = cfg.to_template()
     assert (custom, task_type, version) == (FLYTEKIT_EXAMPLE_CUSTOM, "pytorch", 1)
-    assert cfg.to_custom(upstream=True).custom == FLYTEKIT_EXAMPLE_CUSTOM
+    assert cfg.to_template(upstream=True).custom == FLYTEKIT_EXAMPLE_CUSTOM
     assert cfg.to_task().SerializeToString(deterministic=True).hex() == FLYTEKIT_EXAMPLE_HEX
 
 
 def test_default_rdzv_configs_ride_along_as_an_extension() -> None:
     cfg = Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2)
-    custom = cfg.to_custom().custom
+    custom = cfg.to_template().custom
     assert custom == {
         **FLYTEKIT_EXAMPLE_CUSTOM,
         "elasticConfig": {**FLYTEKIT_EXAMPLE_CUSTOM["elasticConfig"], "joinTimeout": "900s"},
     }
     with pytest.raises(ei.SkewError) as info:
-        cfg.to_custom(upstream=True)
+        cfg.to_template(upstream=True)
     assert info.value.fields == ("elastic_config.join_timeout",)
     with pytest.warns(ei.SkewWarning, match="join_timeout"):
-        assert cfg.to_custom(upstream=True, allow_loss=True).custom == FLYTEKIT_EXAMPLE_CUSTOM
+        assert cfg.to_template(upstream=True, allow_loss=True).custom == FLYTEKIT_EXAMPLE_CUSTOM
 
 
 @pytest.mark.parametrize(
@@ -108,7 +118,7 @@ def test_nnodes_forms(nnodes: int | str, task_type: str, lo: int, hi: int) -> No
     task = cfg.to_task()
     assert (task.elastic_config.min_replicas, task.elastic_config.max_replicas) == (lo, hi)
     assert task.worker_replicas.replicas == hi  # flytekit: max nodes, in the deprecated field
-    custom, got_type, version = cfg.to_custom()
+    custom, got_type, version = cfg.to_template()
     assert (got_type, version) == (task_type, 1)
     if task_type == "python-task":
         assert custom is None
@@ -359,7 +369,7 @@ def test_replica_settings_go_where_flytekit_writes_them() -> None:
         limits={"memory": "2Gi", "cpu": "2", "storage": "1Ti"},
         restart_policy="OnFailure",
     )
-    assert cfg.to_custom().custom["workerReplicas"] == {  # type: ignore[index]
+    assert cfg.to_template().custom["workerReplicas"] == {  # type: ignore[index]
         "replicas": 3,
         "image": "ghcr.io/x/train:1",
         "resources": {
@@ -413,7 +423,7 @@ def test_run_policy_forms(policy: Any) -> None:
     assert cfg.run_policy == RunPolicy(
         clean_pod_policy=CleanPodPolicy.RUNNING, ttl_seconds_after_finished=600, backoff_limit=3
     )
-    assert cfg.to_custom().custom["runPolicy"] == {  # type: ignore[index]
+    assert cfg.to_template().custom["runPolicy"] == {  # type: ignore[index]
         "cleanPodPolicy": "CLEANPOD_POLICY_RUNNING",
         "ttlSecondsAfterFinished": 600,
         "backoffLimit": 3,
@@ -421,7 +431,7 @@ def test_run_policy_forms(policy: Any) -> None:
 
 
 def test_empty_run_policy_is_written_like_flytekit() -> None:
-    assert Elastic(nnodes=2, run_policy=RunPolicy()).to_custom().custom["runPolicy"] == {}  # type: ignore[index]
+    assert Elastic(nnodes=2, run_policy=RunPolicy()).to_template().custom["runPolicy"] == {}  # type: ignore[index]
 
 
 # ---------------------------------------------------------------- from_custom and from_task
@@ -431,7 +441,7 @@ def test_from_custom_reads_flytekits_dict_and_ours() -> None:
     task = from_custom(FLYTEKIT_EXAMPLE_CUSTOM)
     assert task.SerializeToString(deterministic=True).hex() == FLYTEKIT_EXAMPLE_HEX
     cfg = Elastic(nnodes="1:3", nproc_per_node="auto", start_method="fork", run_policy={"backoff_limit": 2})
-    custom, task_type, version = cfg.to_custom()
+    custom, task_type, version = cfg.to_template()
     assert custom is not None
     assert from_custom(custom, task_type=task_type, task_type_version=version) == cfg.to_task()
     snake = {
@@ -476,8 +486,8 @@ def test_elastic_task_elastic_round_trip(kwargs: dict[str, Any]) -> None:
     assert back.to_task() == task
     assert Elastic.from_task(back.to_task()) == back  # the normal form is a fixed point
     if cfg.task_type == "pytorch":
-        assert back.to_custom() == cfg.to_custom()
-        custom, task_type, version = cfg.to_custom()
+        assert back.to_template() == cfg.to_template()
+        custom, task_type, version = cfg.to_template()
         assert from_custom(custom, task_type=task_type, task_type_version=version) == task
 
 
@@ -575,7 +585,7 @@ def test_no_torch_and_no_flytekit_import() -> None:
         "from elastic_idl._sdk.elastic import Elastic\n"
         "from elastic_idl._task.codec import from_custom\n"
         "c = Elastic(nnodes='1:4', nproc_per_node='auto', start_method='fork')\n"
-        "from_custom(c.to_custom().custom)\n"
+        "from_custom(c.to_template().custom)\n"
         "Elastic.from_task(c.to_task())\n"
         # (the bare namespace package "flytekitplugins" is created at start-up by the plugin's -nspkg.pth)
         "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'flytekit') or m.startswith('flytekitplugins.')]\n"
@@ -594,7 +604,7 @@ def test_readme_example() -> None:
     cfg = Elastic(
         nnodes="1:3", nproc_per_node=4, max_restarts=2, run_policy=RunPolicy(clean_pod_policy=CleanPodPolicy.ALL)
     )
-    custom, task_type, version = cfg.to_custom()
+    custom, task_type, version = cfg.to_template()
     assert (task_type, version) == ("pytorch", 1)
     task = from_custom(custom, task_type=task_type, task_type_version=version)
     assert task == cfg.to_task()

@@ -489,6 +489,7 @@ def test_to_torchrun_renders_every_setting() -> None:
         "--monitor-interval=0.1",
         "--start-method=forkserver",
         "--role=trainer",
+        "--module",  # every flag in FLAGS order, torchrun's own
         "--redirects=3",
         "--tee=1",
         "--local-ranks-filter=0,1",
@@ -496,7 +497,6 @@ def test_to_torchrun_renders_every_setting() -> None:
         "--signals-to-handle=SIGTERM,SIGUSR1",
         "--shutdown-timeout=45",
         "--virtual-local-rank",
-        "--module",
         "pkg.train",
         "--lr",
         "1",

@@ -54,7 +54,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from elastic_idl._errors import DecodeError, ElasticIdlError, ValidationError, violation_lines
 from elastic_idl._launch.failures import check_writable, report_json, write_atomic
@@ -338,6 +338,20 @@ def _run_id(task: Task, environ: Mapping[str, str], flag: str | None, endpoint: 
     return spec.run_id
 
 
+class _Exit(Exception):
+    """Leave pod_main with this exit code (the step that raises it has said why)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class _Paths(NamedTuple):
+    output: str
+    failure_path: str
+    endpoint: str | None
+
+
 def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None = None) -> int:
     """Run the pod entrypoint with ``argv`` (without the program name); returns the exit code.
 
@@ -346,13 +360,34 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
     if argv is not None and (isinstance(argv, (str, bytes)) or not all(isinstance(a, str) for a in argv)):
         raise TypeError("argv must be a list of strings (shlex.split() splits a command line), not one string")
     environ = dict(os.environ if environ is None else environ)
-    head, tail = _split(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    try:
+        args, tail = _parse(parser, sys.argv[1:] if argv is None else argv)
+        _configure_logging(args)
+        paths = _paths(args, environ)
+        task, run_id, target = _prepare(parser, args, environ, tail, paths)
+        results = _run(args, environ, task, run_id, target, tail, paths)
+    except _Exit as exc:
+        return exc.code
+    _publish(results, paths.output, run_id)
+    return EXIT_OK
+
+
+def _usage(parser: argparse.ArgumentParser, exc: _Usage) -> _Exit:
+    """Print the usage and the error; exit code 2."""
+    parser.print_usage(sys.stderr)
+    _say(f"elastic-idl pod: error: {exc}")
+    return _Exit(EXIT_USAGE)
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The options, and the ENTRYPOINT words (target first)."""
+    head, tail = _split(argv)
     try:
         try:
             args = parser.parse_args(head)
         except SystemExit as exc:  # --help
-            return int(exc.code or 0)
+            raise _Exit(int(exc.code or 0)) from None
         # --module NAME / --call NAME name the target themselves; alone, the first word after -- does.
         named = next((x for x in (args.module, args.call) if isinstance(x, str)), None)
         if named is not None:
@@ -360,9 +395,11 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
         if not tail:
             raise _Usage(_NO_ENTRYPOINT)
     except _Usage as exc:
-        parser.print_usage(sys.stderr)
-        _say(f"elastic-idl pod: error: {exc}")
-        return EXIT_USAGE
+        raise _usage(parser, exc) from None
+    return args, tail
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
     if not logging.getLogger().handlers:
         logging.basicConfig(
             level=logging.WARNING if args.quiet else logging.INFO,
@@ -371,76 +408,103 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
         )
     if args.verbose:
         _log.setLevel(logging.DEBUG)  # the launcher then lets torch's worker tracebacks through
-    output = args.output or environ.get(OUTPUT_ENV) or DEFAULT_OUTPUT
-    failure_path = args.failure_path or environ.get(FAILURE_PATH_ENV) or DEFAULT_FAILURE_PATH
-    endpoint = args.rdzv_endpoint or environ.get(RDZV_ENDPOINT_OVERRIDE_ENV) or None
 
+
+def _paths(args: argparse.Namespace, environ: Mapping[str, str]) -> _Paths:
+    """Result file, failure report and endpoint override: the flag, else the env, else the default."""
+    return _Paths(
+        output=args.output or environ.get(OUTPUT_ENV) or DEFAULT_OUTPUT,
+        failure_path=args.failure_path or environ.get(FAILURE_PATH_ENV) or DEFAULT_FAILURE_PATH,
+        endpoint=args.rdzv_endpoint or environ.get(RDZV_ENDPOINT_OVERRIDE_ENV) or None,
+    )
+
+
+def _prepare(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    tail: list[str],
+    paths: _Paths,
+) -> tuple[Task, str, Any]:
+    """The task, the run id and the target, checked (with the output paths) before torch is imported."""
     try:
         task, _ = load_task(args, environ)
-        run_id = _run_id(task, environ, args.run_id, endpoint)
+        run_id = _run_id(task, environ, args.run_id, paths.endpoint)
         target: Any = _callable(tail[0]) if args.call else tail[0]
         # Fail now, not after the job ran: a result or failure report that cannot be written is lost.
-        check_writable(output, "result file")
-        check_writable(failure_path, "failure report")
+        check_writable(paths.output, "result file")
+        check_writable(paths.failure_path, "failure report")
     except _Usage as exc:
-        parser.print_usage(sys.stderr)
-        _say(f"elastic-idl pod: error: {exc}")
-        return EXIT_USAGE
+        raise _usage(parser, exc) from None
     except ValidationError as exc:
         for line in violation_lines(exc.violations):
             _say(f"elastic-idl pod: {line}")
-        return EXIT_INVALID
+        raise _Exit(EXIT_INVALID) from None
     except (ElasticIdlError, OSError) as exc:
         where = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else str(exc)
         _say(f"elastic-idl pod: error: {where}")
-        return EXIT_INVALID
-    if endpoint:
-        _log.info("elastic-idl pod: rendezvous endpoint overridden by %s: %s", RDZV_ENDPOINT_OVERRIDE_ENV, endpoint)
+        raise _Exit(EXIT_INVALID) from None
+    if paths.endpoint:
+        _log.info(
+            "elastic-idl pod: rendezvous endpoint overridden by %s: %s", RDZV_ENDPOINT_OVERRIDE_ENV, paths.endpoint
+        )
+    return task, run_id, target
 
-    from elastic_idl._launch.launcher import launch  # imports torch: only now
+
+def _run(
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    task: Task,
+    run_id: str,
+    target: Any,
+    tail: list[str],
+    paths: _Paths,
+) -> dict[int, Any]:
+    """Launch this pod's node; its workers' values by global rank. A failure is recorded and becomes an exit code."""
+    from elastic_idl._launch.launcher import launch_values  # imports torch: only now
 
     try:
-        results = launch(
+        return launch_values(
             task,
             target,
             *tail[1:],
-            return_all=True,
             env=environ,
             run_id=run_id,
-            rdzv_endpoint=endpoint,
-            failure_path=failure_path,
+            rdzv_endpoint=paths.endpoint,
+            failure_path=paths.failure_path,
             module=args.module is not None,
         )
     except ValidationError as exc:
         for line in violation_lines(exc.violations):
             _say(f"elastic-idl pod: {line}")
-        return EXIT_INVALID
+        raise _Exit(EXIT_INVALID) from None
     except (TypeError, FileNotFoundError, ImportError) as exc:
         # The launcher checks the entrypoint before it starts anything.
         _say(f"elastic-idl pod: error: ENTRYPOINT: {exc}")
-        return EXIT_INVALID
+        raise _Exit(EXIT_INVALID) from None
     except KeyboardInterrupt as exc:
-        _record_failure(exc, args, failure_path, run_id)
-        return exit_code_of(exc)
+        _record_failure(exc, args, paths.failure_path, run_id)
+        raise _Exit(exit_code_of(exc)) from None
     except ElasticIdlError as exc:
         code = exit_code_of(exc)
         if code == EXIT_INVALID:  # a launch-time value (node rank, local address) the launcher refused
             _say(f"elastic-idl pod: error: {exc}")
-            return code
+            raise _Exit(code) from None
         _say(f"elastic-idl pod: job failed: {exc}")
-        _record_failure(exc, args, failure_path, run_id)
-        return code
+        _record_failure(exc, args, paths.failure_path, run_id)
+        raise _Exit(code) from None
     except (OSError, ValueError) as exc:  # a path the launcher could not prepare, an unresolvable nproc policy
         _say(f"elastic-idl pod: error: {exc}")
-        return EXIT_INVALID
-    if not isinstance(results, Mapping):
-        raise TypeError(f"launch(return_all=True) returned {type(results).__name__}, expected a mapping of rank")
+        raise _Exit(EXIT_INVALID) from None
+
+
+def _publish(results: Mapping[int, Any], output: str, run_id: str) -> None:
+    """Rank 0's pod writes the result; the others write nothing (like flytekit's IgnoreOutputs)."""
     if 0 in results:
         write_atomic(output, _result_json(run_id, results[0]))
         _log.info("elastic-idl pod: this pod ran global rank 0; result written to %s", output)
     else:
         _log.info("elastic-idl pod: no global rank 0 here (ranks %s); no outputs, like IgnoreOutputs", sorted(results))
-    return EXIT_OK
 
 
 def main() -> None:

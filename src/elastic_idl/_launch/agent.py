@@ -109,9 +109,6 @@ _log = logging.getLogger("elastic_idl")
 DISABLE_SHARED_STORE_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 #: Key, in the per-round rendezvous store, under which node rank 0 publishes its worker store port.
 _WORKER_STORE_KEY = "elastic_idl/worker_store"
-#: Whether run_agent gives every round a fresh worker store. Off only for bench/stress_restart.py's
-#: "before" runs, to measure torch's stock behaviour with everything else equal.
-FRESH_STORE_PER_ROUND = True
 
 _RDZV_SECONDS_KEYS = frozenset({*RDZV_TIMEOUTS, "heartbeat_timeout", "timeout"})
 
@@ -753,20 +750,66 @@ def run_agent(
     *,
     failure_log: FailureLog,
     loopback: bool,
+    fresh_store: bool = True,
     on_endpoint: Callable[[str], None] | None = None,
 ) -> dict[int, Any]:
     """Run the elastic agent for one node until the job succeeds or fails for good.
 
-    Returns the return values of this node's workers by global rank.
+    Returns the return values of this node's workers by global rank. ``fresh_store``:
+    every round gets a fresh worker store (:class:`FreshStoreHandler`); False keeps
+    torch's shared store (bench/stress_restart.py's "stock" arm).
 
     Raises:
         LaunchFailedError: workers failed and no restart is left (or the rendezvous broke).
         RendezvousIncompleteError: too few nodes joined within join_timeout.
         LaunchInterruptedError: a termination signal arrived; every worker has been stopped.
     """
+    params = _rendezvous_parameters(config)
+    join_timeout, read_timeout = _timeouts(params)
+    run = _Run(config, failure_log, join_timeout)
+    try:
+        run.handler, run.endpoint = _rendezvous_handler(
+            params, loopback=loopback, fresh_store=fresh_store, read_timeout=read_timeout
+        )
+        if on_endpoint is not None:
+            on_endpoint(run.endpoint)
+        run.agent = _build_agent(config, entrypoint, run.handler, failure_log, join_timeout)
+        run.error, run.values = _outcome(_run(run.agent, config), run)
+    except SignalException as exc:
+        run.shutdown_rdzv = False
+        run.error = interrupted_error(exc.sigval, run.agent, failure_log)
+    except (RendezvousTimeoutError, RendezvousClosedError, RendezvousConnectionError) as exc:
+        run.shutdown_rdzv = isinstance(exc, RendezvousClosedError)
+        run.error = _rendezvous_error(exc, run)
+    finally:
+        _release(run)
+    # Raised here, outside the except clauses, so that the error carries no __context__:
+    # torch's exception would keep every frame of the agent (and its stores) alive.
+    if run.error is not None:
+        raise run.error
+    return run.values
+
+
+class _Run:
+    """What one run_agent call holds: the handler and agent to release, and how it ended."""
+
+    def __init__(self, config: LaunchConfig, failure_log: FailureLog, join_timeout: int) -> None:
+        self.config = config
+        self.failure_log = failure_log
+        self.join_timeout = join_timeout
+        self.endpoint = config.rdzv_endpoint
+        self.handler: RendezvousHandler | None = None
+        self.agent: _Agent | None = None
+        self.shutdown_rdzv = True
+        self.error: LaunchFailedError | None = None
+        self.values: dict[int, Any] = {}
+
+
+def _rendezvous_parameters(config: LaunchConfig) -> RendezvousParameters:
+    """torch's rendezvous parameters for the config."""
     configs = dict(config.rdzv_configs)
     configs.pop("timeout", None)  # LaunchConfig's legacy key; c10d reads join_timeout
-    params = RendezvousParameters(
+    return RendezvousParameters(
         backend=config.rdzv_backend,
         endpoint=config.rdzv_endpoint,
         run_id=config.run_id,
@@ -775,114 +818,137 @@ def run_agent(
         local_addr=config.local_addr,
         **configs,
     )
+
+
+def _timeouts(params: RendezvousParameters) -> tuple[int, int]:
+    """(join_timeout, read_timeout) in seconds, as torch reads them."""
     join_timeout = params.get_as_int(JOIN_TIMEOUT, DEFAULT_JOIN_TIMEOUT_S) or DEFAULT_JOIN_TIMEOUT_S
     read_timeout = params.get_as_int(READ_TIMEOUT, DEFAULT_READ_TIMEOUT_S) or DEFAULT_READ_TIMEOUT_S
-    endpoint = config.rdzv_endpoint
-    attempts_cap = config.max_restarts + 1
-    agent: _Agent | None = None
-    handler: RendezvousHandler | None = None
-    spec: WorkerSpec | None = None
-    shutdown_rdzv = True
-    error: LaunchFailedError | None = None
-    values: dict[int, Any] = {}
+    return join_timeout, read_timeout
 
-    def report(summary: str) -> Any:
-        return failure_log.report(summary)
 
-    try:
-        handler, endpoint = _make_handler(params, loopback=loopback)
-        if on_endpoint is not None:
-            on_endpoint(endpoint)
-        if FRESH_STORE_PER_ROUND and params.backend == C10D:
-            handler = FreshStoreHandler(
-                handler, bind_host=config.local_addr if loopback else None, read_timeout_s=read_timeout
-            )
-        spec = WorkerSpec(
-            role=config.role,
-            local_world_size=config.nproc_per_node,
-            entrypoint=entrypoint,
-            args=(),
-            rdzv_handler=handler,
-            max_restarts=config.max_restarts,
-            monitor_interval=config.monitor_interval,
-            master_addr=None,
-            master_port=None,
-            local_addr=config.local_addr,
-            event_log_handler=config.event_log_handler,
-            numa_options=config.numa_options,
-            duplicate_stdout_filters=config.duplicate_stdout_filters,
-            duplicate_stderr_filters=config.duplicate_stderr_filters,
-            virtual_local_rank=config.virtual_local_rank,
+def _rendezvous_handler(
+    params: RendezvousParameters, *, loopback: bool, fresh_store: bool, read_timeout: int
+) -> tuple[RendezvousHandler, str]:
+    """The rendezvous handler (a FreshStoreHandler for c10d unless ``fresh_store`` is off) and its endpoint."""
+    handler, endpoint = _make_handler(params, loopback=loopback)
+    if fresh_store and params.backend == C10D:
+        handler = FreshStoreHandler(
+            handler, bind_host=params.local_addr if loopback else None, read_timeout_s=read_timeout
         )
-        assert isinstance(config.logs_specs, DefaultLogsSpecs)  # a LazyLogsSpecs, set by build_launch_config
-        agent = _Agent(
-            spec,
-            config.logs_specs,
-            start_method=config.start_method,
-            exit_barrier_timeout=join_timeout,
-            shutdown_timeout=int(config.shutdown_timeout or DEFAULT_SHUTDOWN_TIMEOUT_S),
-            failure_log=failure_log,
+    return handler, endpoint
+
+
+def _build_agent(
+    config: LaunchConfig,
+    entrypoint: Callable[..., Any],
+    handler: RendezvousHandler,
+    failure_log: FailureLog,
+    join_timeout: int,
+) -> _Agent:
+    """The worker spec and the agent that runs it."""
+    spec = WorkerSpec(
+        role=config.role,
+        local_world_size=config.nproc_per_node,
+        entrypoint=entrypoint,
+        args=(),
+        rdzv_handler=handler,
+        max_restarts=config.max_restarts,
+        monitor_interval=config.monitor_interval,
+        master_addr=None,
+        master_port=None,
+        local_addr=config.local_addr,
+        event_log_handler=config.event_log_handler,
+        numa_options=config.numa_options,
+        duplicate_stdout_filters=config.duplicate_stdout_filters,
+        duplicate_stderr_filters=config.duplicate_stderr_filters,
+        virtual_local_rank=config.virtual_local_rank,
+    )
+    assert isinstance(config.logs_specs, DefaultLogsSpecs)  # a LazyLogsSpecs, set by build_launch_config
+    return _Agent(
+        spec,
+        config.logs_specs,
+        start_method=config.start_method,
+        exit_barrier_timeout=join_timeout,
+        shutdown_timeout=int(config.shutdown_timeout or DEFAULT_SHUTDOWN_TIMEOUT_S),
+        failure_log=failure_log,
+    )
+
+
+def _run(agent: _Agent, config: LaunchConfig) -> RunResult | None:
+    """Run the agent: metrics off, no start-up jitter for one node, plain tracebacks."""
+    metrics.initialize_metrics(metrics.MetricsConfig(config.metrics_cfg))
+    with _no_start_jitter(config.max_nodes == 1), _plain_tracebacks():
+        result: RunResult | None = agent.run()
+    return result
+
+
+def _outcome(result: RunResult | None, run: _Run) -> tuple[LaunchFailedError | None, dict[int, Any]]:
+    """The error of a run that did not succeed, or this node's workers' values by global rank."""
+    config, failure_log = run.config, run.failure_log
+    if result is None:  # torch: RendezvousGracefulExitError, the rendezvous was closed under us
+        summary = (
+            f"rendezvous {config.run_id!r} at {run.endpoint} was closed by another node before this one could join"
         )
-        metrics.initialize_metrics(metrics.MetricsConfig(config.metrics_cfg))
-        with _no_start_jitter(config.max_nodes == 1), _plain_tracebacks():
-            result = agent.run()
-        if result is None:  # torch: RendezvousGracefulExitError, the rendezvous was closed under us
-            summary = (
-                f"rendezvous {config.run_id!r} at {endpoint} was closed by another node before this one could join"
-            )
-            error = LaunchFailedError(summary, report(summary))
-        elif result.is_failed():
-            root = failure_log.describe_root()
-            attempts = min(agent.attempt() + 1, attempts_cap)
-            summary = (
-                f"workers failed in {attempts} attempt(s) (max_restarts={config.max_restarts}); "
-                f"root cause: {root or 'no failure recorded'}"
-            )
-            rep = failure_log.report(summary, attempts=attempts)
-            error = LaunchFailedError(_with_traceback(summary, rep), rep)
-        else:
-            values = {int(k): v for k, v in result.return_values.items()}
-    except SignalException as exc:
-        shutdown_rdzv = False
-        error = interrupted_error(exc.sigval, agent, failure_log)
-    except RendezvousTimeoutError:
-        shutdown_rdzv = False
+        return LaunchFailedError(summary, failure_log.report(summary)), {}
+    if result.is_failed():
+        assert run.agent is not None
+        root = failure_log.describe_root()
+        attempts = min(run.agent.attempt() + 1, config.max_restarts + 1)
+        summary = (
+            f"workers failed in {attempts} attempt(s) (max_restarts={config.max_restarts}); "
+            f"root cause: {root or 'no failure recorded'}"
+        )
+        rep = failure_log.report(summary, attempts=attempts)
+        return LaunchFailedError(_with_traceback(summary, rep), rep), {}
+    return None, {int(k): v for k, v in result.return_values.items()}
+
+
+def _rendezvous_error(exc: Exception, run: _Run) -> LaunchFailedError:
+    """The error for a rendezvous that timed out, was closed by another node, or lost its store."""
+    config, endpoint = run.config, run.endpoint
+    if isinstance(exc, RendezvousTimeoutError):
+        handler = run.handler
         seen = handler.max_participants_seen if isinstance(handler, FreshStoreHandler) else -1
         joined = max(seen, 1) if seen >= 0 else -1
         joined_text = f"{joined} of the {config.min_nodes}" if joined >= 0 else f"fewer than the {config.min_nodes}"
         summary = (
-            f"rendezvous {config.run_id!r} at {endpoint} did not complete within join_timeout={join_timeout}s: "
-            f"{joined_text} node(s) needed joined (min_nodes={config.min_nodes}, max_nodes={config.max_nodes}). "
+            f"rendezvous {config.run_id!r} at {endpoint} did not complete within "
+            f"join_timeout={run.join_timeout}s: {joined_text} node(s) needed joined "
+            f"(min_nodes={config.min_nodes}, max_nodes={config.max_nodes}). "
             "Start every node with the same endpoint and run id, or raise join_timeout."
         )
-        error = RendezvousIncompleteError(
-            summary, report(summary), joined=joined, needed=config.min_nodes, timeout_s=join_timeout
+        return RendezvousIncompleteError(
+            summary,
+            run.failure_log.report(summary),
+            joined=joined,
+            needed=config.min_nodes,
+            timeout_s=run.join_timeout,
         )
-    except RendezvousClosedError:
+    if isinstance(exc, RendezvousClosedError):
         summary = f"rendezvous {config.run_id!r} at {endpoint} is closed: the job already ended on another node"
-        error = LaunchFailedError(summary, report(summary))
-    except RendezvousConnectionError as exc:
-        shutdown_rdzv = False
+    else:
         summary = f"lost the rendezvous store at {endpoint} (run id {config.run_id!r}): {exc}"
-        error = LaunchFailedError(summary, report(summary))
-    finally:
-        if isinstance(handler, FreshStoreHandler) and not shutdown_rdzv:
-            handler.abandon()
-        elif handler is not None and shutdown_rdzv:
-            with contextlib.suppress(Exception):
-                handler.shutdown()
-        # An exception's traceback keeps this frame alive: drop the stores now so their
-        # server threads and sockets go away with the launch, not with the exception.
-        if isinstance(handler, FreshStoreHandler):
-            handler.release()
-        if agent is not None:
-            agent.release()
-        handler = agent = spec = None
-    # Raised here, outside the except clauses, so that the error carries no __context__:
-    # torch's exception would keep every frame of the agent (and its stores) alive.
-    if error is not None:
-        raise error
-    return values
+    return LaunchFailedError(summary, run.failure_log.report(summary))
+
+
+def _release(run: _Run) -> None:
+    """Shut the rendezvous down (or abandon it after a signal or a lost store), then drop the stores.
+
+    An exception's traceback keeps run_agent's frame alive: the stores go now so their
+    server threads and sockets go away with the launch, not with the exception.
+    """
+    handler, agent = run.handler, run.agent
+    if isinstance(handler, FreshStoreHandler) and not run.shutdown_rdzv:
+        handler.abandon()
+    elif handler is not None and run.shutdown_rdzv:
+        with contextlib.suppress(Exception):
+            handler.shutdown()
+    if isinstance(handler, FreshStoreHandler):
+        handler.release()
+    if agent is not None:
+        agent.release()
+    run.handler = run.agent = None
 
 
 #: Where the launcher's own frames live: torch's ``@record`` wrapper and the worker bootstrap.

@@ -26,6 +26,7 @@ Start methods (``ElasticConfig.start_method``, default ``forkserver``):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import pickle
@@ -37,7 +38,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from elastic_idl._errors import (
     HostNotFoundError,
@@ -122,7 +123,7 @@ def to_launch_config(
     return agent.build_launch_config(spec)
 
 
-def _entrypoint(entrypoint: Any, args: tuple[Any, ...], module: bool) -> WorkerMain:
+def worker_main_of(entrypoint: Any, args: tuple[Any, ...], module: bool) -> WorkerMain:
     """What the workers run, checked before anything starts."""
     if callable(entrypoint) and not isinstance(entrypoint, str):
         if module:
@@ -220,7 +221,7 @@ def _overrides(spec: LaunchSpec, *, node_rank: int | None, local_addr: str | Non
     if found:
         raise ValidationError(found)
     if local_addr is not None:
-        spec = _replace(spec, local_addr=local_addr)
+        spec = dataclasses.replace(spec, local_addr=local_addr)
     if node_rank is not None and (isinstance(node_rank, bool) or not isinstance(node_rank, int)):
         raise TypeError(f"node_rank must be an int, got {node_rank!r}")
     if spec.rdzv_backend == "static":
@@ -229,7 +230,7 @@ def _overrides(spec: LaunchSpec, *, node_rank: int | None, local_addr: str | Non
             raise ValueError(
                 f"node_rank: {rank} is not in 0..{spec.max_nodes - 1} (the static job has {spec.max_nodes} nodes)"
             )
-        spec = _replace(spec, rdzv_configs=MappingProxyType({**spec.rdzv_configs, "rank": rank}))
+        spec = dataclasses.replace(spec, rdzv_configs=MappingProxyType({**spec.rdzv_configs, "rank": rank}))
     elif node_rank:
         raise ValueError(
             f"node_rank: only the static rendezvous backend takes a node rank; the {spec.rdzv_backend} "
@@ -286,6 +287,60 @@ def _check_picklable(main: WorkerMain, method: str, why: str) -> None:
             f"the entrypoint {main.__name__} cannot be sent to {method} workers ({exc}); {why}. "
             "Define it at module level, or pass start_method='fork'."
         ) from exc
+
+
+@overload
+def launch(
+    task: Any,
+    entrypoint: Callable[..., Any] | str | os.PathLike[str],
+    *args: Any,
+    return_all: Literal[False] = False,
+    module: bool = False,
+    env: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+    rdzv_endpoint: str | None = None,
+    start_method: str | None = None,
+    failure_path: str | os.PathLike[str] | None = None,
+    log_dir: str | os.PathLike[str] | None = None,
+    node_rank: int | None = None,
+    local_addr: str | None = None,
+) -> Any: ...
+
+
+@overload
+def launch(
+    task: Any,
+    entrypoint: Callable[..., Any] | str | os.PathLike[str],
+    *args: Any,
+    return_all: Literal[True],
+    module: bool = False,
+    env: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+    rdzv_endpoint: str | None = None,
+    start_method: str | None = None,
+    failure_path: str | os.PathLike[str] | None = None,
+    log_dir: str | os.PathLike[str] | None = None,
+    node_rank: int | None = None,
+    local_addr: str | None = None,
+) -> dict[int, Any]: ...
+
+
+@overload
+def launch(
+    task: Any,
+    entrypoint: Callable[..., Any] | str | os.PathLike[str],
+    *args: Any,
+    return_all: bool,
+    module: bool = False,
+    env: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+    rdzv_endpoint: str | None = None,
+    start_method: str | None = None,
+    failure_path: str | os.PathLike[str] | None = None,
+    log_dir: str | os.PathLike[str] | None = None,
+    node_rank: int | None = None,
+    local_addr: str | None = None,
+) -> Any: ...
 
 
 def launch(
@@ -359,15 +414,73 @@ def launch(
         LaunchInterruptedError: SIGTERM/SIGINT (or another handled signal) reached the
             launcher; every worker was stopped before this was raised.
     """
+    values = launch_values(
+        task,
+        entrypoint,
+        *args,
+        module=module,
+        env=env,
+        run_id=run_id,
+        rdzv_endpoint=rdzv_endpoint,
+        start_method=start_method,
+        failure_path=failure_path,
+        log_dir=log_dir,
+        node_rank=node_rank,
+        local_addr=local_addr,
+    )
+    return values if return_all else values.get(0)
+
+
+def launch_values(
+    task: Any,
+    entrypoint: Callable[..., Any] | str | os.PathLike[str],
+    *args: Any,
+    module: bool = False,
+    env: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+    rdzv_endpoint: str | None = None,
+    start_method: str | None = None,
+    failure_path: str | os.PathLike[str] | None = None,
+    log_dir: str | os.PathLike[str] | None = None,
+    node_rank: int | None = None,
+    local_addr: str | None = None,
+    fresh_store: bool = True,
+) -> dict[int, Any]:
+    """:func:`launch`, returning this node's workers' values by global rank (internal: pod, CLI, bench).
+
+    ``fresh_store=False`` keeps torch's shared rendezvous store across rounds instead of
+    :class:`~elastic_idl._launch.agent.FreshStoreHandler` (only bench/stress_restart.py's
+    "stock" arm uses it, to measure torch's behaviour with everything else equal).
+    """
     spec = to_launch_spec(task, env=env, run_id=run_id, rdzv_endpoint=rdzv_endpoint, start_method=start_method)
     spec = _overrides(spec, node_rank=node_rank, local_addr=local_addr)
-    main = _entrypoint(entrypoint, args, module)
-    if failure_path is not None:
-        check_writable(failure_path, "failure report")
-    if log_dir is not None:
-        check_writable(Path(log_dir) / ".elastic-idl", "log directory")
+    main = worker_main_of(entrypoint, args, module)
+    return run_spec(
+        spec,
+        main,
+        in_pod=bool(env and env.get(ENV.RDZV_ENDPOINT)),
+        failure_path=failure_path,
+        log_dir=log_dir,
+        fresh_store=fresh_store,
+    )
+
+
+def run_spec(
+    spec: LaunchSpec,
+    main: WorkerMain,
+    *,
+    in_pod: bool = False,
+    failure_path: str | os.PathLike[str] | None = None,
+    log_dir: str | os.PathLike[str] | None = None,
+    fresh_store: bool = True,
+) -> dict[int, Any]:
+    """Run a resolved spec's agent on this node; this node's workers' values by global rank.
+
+    ``in_pod``: the operator's ``<job>-worker-0`` may not resolve yet, so wait for it
+    (within join_timeout) instead of failing at once. See :func:`launch` for the errors.
+    """
+    _check_paths(failure_path, log_dir)
     host = split_endpoint(spec.rdzv_endpoint)[0]
-    in_pod = bool(env and env.get(ENV.RDZV_ENDPOINT))
     if not in_pod:
         reason = _resolve(host)
         if reason:
@@ -375,22 +488,9 @@ def launch(
     from elastic_idl._launch import agent  # imports torch: from here on the launch has started
 
     loopback = is_loopback(host)
-    if spec.run_id == DEFAULT_RUN_ID and spec.rdzv_endpoint.endswith(":0") and spec.max_nodes == 1:
-        # A private store on a fresh port: like torchrun --standalone, a random id.
-        spec = _replace(spec, run_id=uuid.uuid4().hex)
+    spec = _standalone_run_id(spec)
     nproc = agent.resolve_nproc(spec)
     log = FailureLog(run_id=spec.run_id, role=spec.role)
-
-    env_updates: dict[str, str] = {"TORCHELASTIC_SIGNALS_TO_HANDLE": spec.signals_to_handle}
-    if agent.FRESH_STORE_PER_ROUND:
-        env_updates[agent.DISABLE_SHARED_STORE_ENV] = "1"
-    if "OMP_NUM_THREADS" not in os.environ and nproc > 1:
-        env_updates["OMP_NUM_THREADS"] = "1"  # torchrun's default: no oversubscription
-    if loopback and "GLOO_SOCKET_IFNAME" not in os.environ:
-        lo = _loopback_interface()
-        if lo:
-            env_updates["GLOO_SOCKET_IFNAME"] = lo  # every node is on this machine: keep gloo on loopback
-
     try:
         with contextlib.ExitStack() as stack:
             root = (
@@ -398,7 +498,7 @@ def launch(
                 if log_dir is not None
                 else stack.enter_context(tempfile.TemporaryDirectory(prefix="elastic-idl-"))
             )
-            stack.enter_context(_scoped_environ(env_updates))
+            stack.enter_context(_scoped_environ(_launch_env(spec, nproc, loopback, fresh_store)))
             stack.enter_context(agent.scoped_signal_handlers(spec.signals_to_handle))
             if in_pod:
                 _wait_for_host(spec, host, log)
@@ -410,11 +510,12 @@ def launch(
                 log_dir=root,
                 local_addr=_local_addr(host) if loopback and not spec.local_addr else spec.local_addr,
             )
-            values = agent.run_agent(
+            return agent.run_agent(
                 config,
                 worker_main,
                 failure_log=log,
                 loopback=loopback,
+                fresh_store=fresh_store,
                 on_endpoint=lambda ep: _log.info("elastic-idl: rendezvous %s at %s", spec.run_id, ep),
             )
     except agent.SignalException as exc:  # a signal before or after the agent ran: nothing to stop
@@ -424,20 +525,42 @@ def launch(
     except LaunchFailedError as exc:
         save_report(exc.report, failure_path)
         raise
-    if return_all:
-        return values
-    return values.get(0)
+
+
+def _check_paths(failure_path: str | os.PathLike[str] | None, log_dir: str | os.PathLike[str] | None) -> None:
+    """Fail before anything starts when the failure report or the log directory cannot be written."""
+    if failure_path is not None:
+        check_writable(failure_path, "failure report")
+    if log_dir is not None:
+        check_writable(Path(log_dir) / ".elastic-idl", "log directory")
+
+
+def _standalone_run_id(spec: LaunchSpec) -> LaunchSpec:
+    """A private store on a fresh port gets a random run id, like torchrun --standalone."""
+    if spec.run_id == DEFAULT_RUN_ID and spec.rdzv_endpoint.endswith(":0") and spec.max_nodes == 1:
+        return dataclasses.replace(spec, run_id=uuid.uuid4().hex)
+    return spec
+
+
+def _launch_env(spec: LaunchSpec, nproc: int, loopback: bool, fresh_store: bool) -> dict[str, str]:
+    """The env variables set for the launch (the workers inherit them)."""
+    from elastic_idl._launch import agent
+
+    updates: dict[str, str] = {"TORCHELASTIC_SIGNALS_TO_HANDLE": spec.signals_to_handle}
+    if fresh_store:
+        updates[agent.DISABLE_SHARED_STORE_ENV] = "1"
+    if "OMP_NUM_THREADS" not in os.environ and nproc > 1:
+        updates["OMP_NUM_THREADS"] = "1"  # torchrun's default: no oversubscription
+    if loopback and "GLOO_SOCKET_IFNAME" not in os.environ:
+        lo = _loopback_interface()
+        if lo:
+            updates["GLOO_SOCKET_IFNAME"] = lo  # every node is on this machine: keep gloo on loopback
+    return updates
 
 
 def _local_addr(host: str) -> str:
     """The address a loopback launch advertises for this node (and binds its stores to)."""
     return LOOPBACK_HOST if host in ("localhost", "") else host
-
-
-def _replace(spec: LaunchSpec, **changes: Any) -> LaunchSpec:
-    import dataclasses
-
-    return dataclasses.replace(spec, **changes)
 
 
 def _prepare_start(method: str, main: WorkerMain, stack: contextlib.ExitStack) -> tuple[WorkerMain, str]:

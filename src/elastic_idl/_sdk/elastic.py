@@ -2,7 +2,7 @@
 
 ``Elastic`` is validated when it is written: it builds the task message and runs the
 same rules as :func:`~elastic_idl.validate`, so an invalid config never reaches a
-cluster. It emits exactly what flytekit 1.16 emits (``to_custom``), plus our
+cluster. It emits exactly what flytekit 1.16 emits (``to_template``), plus our
 extension fields, which put on the wire the settings flytekit keeps only in the
 Python object (start method, monitor interval, rendezvous timeouts). Pure: no
 torch, no flytekit, no environment.
@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
-from elastic_idl._errors import ValidationError, Violation
+from elastic_idl._errors import ValidationError, Violation, deprecated
 from elastic_idl._sdk.arguments import (
     Problems,
     RunPolicy,
@@ -53,7 +53,7 @@ from elastic_idl._task.names import (
     TASK_TYPE_VERSION,
 )
 from elastic_idl._task.validate import violations
-from elastic_idl._task.view import rdzv_configs, view
+from elastic_idl._task.view import Replica, TaskView, rdzv_configs, view
 
 __all__ = [
     "FLYTEKIT_RDZV_CONFIGS",
@@ -210,6 +210,145 @@ def _str(value: object, argument: str, problems: Problems) -> str:
     return ""
 
 
+class _ElasticBuilder:
+    """Reads the arguments of one ``Elastic(...)`` into an ElasticConfig, step by step.
+
+    Each step checks its arguments (a bad one is added to ``problems``, so every bad argument
+    is reported at once), writes the config, and stores the argument back on the (frozen)
+    Elastic in its one normal form.
+    """
+
+    def __init__(self, cfg: Elastic) -> None:
+        self.cfg = cfg
+        self.problems = Problems()
+        self.config = ElasticConfig()
+
+    def put(self, name: str, value: Any) -> None:
+        object.__setattr__(self.cfg, name, value)  # frozen: normalise the inputs once, here
+
+    def nodes(self) -> bool:
+        """min/max replicas from ``nnodes``; whether the config is a single-node python-task."""
+        config, problems = self.config, self.problems
+        try:
+            lo, hi, single = parse_nnodes(self.cfg.nnodes)
+        except ValueError as exc:
+            problems.add("nnodes", str(exc).split(": ", 1)[1])
+            return False
+        config.min_replicas = int32(lo, "nnodes", problems)
+        config.max_replicas = int32(hi, "nnodes", problems)
+        # "2" and "2:2" are the job 2 is; "1:1" stays apart from 1 (a PyTorchJob, not a python-task).
+        self.put("nnodes", lo if single or (lo == hi and lo != 1) else f"{lo}:{hi}")
+        return single and lo == 1
+
+    def nproc(self) -> None:
+        try:
+            nproc, policy = parse_nproc(self.cfg.nproc_per_node)
+        except ValueError as exc:
+            self.problems.add("nproc_per_node", str(exc).split(": ", 1)[1])
+            return
+        self.config.nproc_per_node = int32(nproc, "nproc_per_node", self.problems)
+        self.config.nproc_policy = cast(Any, policy)
+        self.put("nproc_per_node", NPROC_POLICY.text.get(policy) or nproc)
+
+    def launch_settings(self) -> str:
+        """Restarts, backend, start method, monitor interval and shutdown timeout; the backend."""
+        cfg, config, problems = self.cfg, self.config, self.problems
+        config.max_restarts = int32(cfg.max_restarts, "max_restarts", problems)
+        self.put("max_restarts", config.max_restarts)
+        # "" means c10d everywhere; flytekit writes "c10d", so the message does too.
+        backend = _str(cfg.rdzv_backend, "rdzv_backend", problems) or DEFAULT_RDZV_BACKEND
+        config.rdzv_backend = backend
+        self.put("rdzv_backend", backend)
+        if cfg.start_method is not None:
+            if cfg.start_method in START_METHOD.number:
+                config.start_method = cast(Any, START_METHOD.number[cfg.start_method])
+            else:
+                problems.add(
+                    "start_method", f"expected one of {', '.join(START_METHOD.names)}, got {cfg.start_method!r}"
+                )
+        for name in ("monitor_interval", "shutdown_timeout"):
+            value = getattr(cfg, name)
+            if value is not None:
+                d = duration_of(value, name, problems)
+                if d is not None:
+                    getattr(config, name).CopyFrom(d)
+                    self.put(name, seconds_value(d))
+        return backend
+
+    def rendezvous(self, backend: str) -> None:
+        """rdzv_configs (typed timeouts and options), rdzv id, host, port, and the role."""
+        cfg, config, problems = self.cfg, self.config, self.problems
+        split_rdzv(cfg._rdzv_items(backend, problems), config, "rdzv_configs", problems)
+        # What the message holds, as numbers (typed timeouts) and text (options): what from_task gives back.
+        self.put("rdzv_configs", FrozenDict(rdzv_configs(config)))
+        config.rdzv_id = _str(cfg.rdzv_id, "rdzv_id", problems)
+        config.rdzv_host = _str(cfg.rdzv_host, "rdzv_host", problems)
+        config.rdzv_port = int32(cfg.rdzv_port, "rdzv_port", problems)
+        self.put("rdzv_port", config.rdzv_port)
+        config.role = _str(cfg.role, "role", problems)
+
+    def streams(self) -> None:
+        """redirects, tee, local ranks filter, NUMA binding, signals, and the two switches."""
+        cfg, config, problems = self.cfg, self.config, self.problems
+        for name in ("redirects", "tee"):
+            value = getattr(cfg, name)
+            key = str(value).lower() if is_int(value) or isinstance(value, str) else None
+            if key is not None and key in STD_STREAMS.number:
+                setattr(config, name, STD_STREAMS.number[key])
+                self.put(name, STD_STREAMS.number[key])
+            else:
+                problems.add(name, f"expected 0-3 or one of none, out, err, all; got {value!r}")
+        ranks = _ints(cfg.local_ranks_filter, "local_ranks_filter", problems)
+        self.put("local_ranks_filter", ranks)
+        config.local_ranks_filter.extend(ranks)
+        if cfg.numa_binding is not None:
+            if cfg.numa_binding in NUMA_BINDING.number:
+                config.numa_binding = cast(Any, NUMA_BINDING.number[cfg.numa_binding])
+            else:
+                problems.add(
+                    "numa_binding", f"expected one of {', '.join(NUMA_BINDING.names)}, got {cfg.numa_binding!r}"
+                )
+        signals = _strings(cfg.signals_to_handle, "signals_to_handle", problems)
+        self.put("signals_to_handle", signals)
+        config.signals_to_handle.extend(signals)
+        for name in ("virtual_local_rank", "increase_shared_mem"):
+            flag: object = getattr(cfg, name)
+            if not isinstance(flag, bool):
+                problems.add(name, f"expected True or False, got {flag!r}")
+        config.virtual_local_rank = bool(cfg.virtual_local_rank)
+
+    def run_policy(self) -> RunPolicy | None:
+        run_policy = _run_policy(self.cfg.run_policy, self.problems)
+        self.put("run_policy", run_policy)
+        return run_policy
+
+    def replica_settings(self) -> dict[str, Any]:
+        """image, requests, limits and restart policy of the Worker replicas."""
+        cfg, problems = self.cfg, self.problems
+        replica: dict[str, Any] = {}
+        if cfg.image is not None:
+            replica["image"] = _str(cfg.image, "image", problems)
+        self.put("image", replica.get("image") or None)  # "" is the task's image, like None
+        for kind in ("requests", "limits"):
+            replica[kind] = _resources(getattr(cfg, kind), kind, problems)
+        if replica["requests"] is not None or replica["limits"] is not None:
+            # One resources message holds both lists: with either given, the other is empty, not absent.
+            for kind in ("requests", "limits"):
+                replica[kind] = replica[kind] if replica[kind] is not None else FrozenDict()
+        for kind in ("requests", "limits"):
+            self.put(kind, replica[kind])
+        policy = _enum_member(
+            cfg.restart_policy,
+            RestartPolicy,
+            "restart_policy",
+            {"on_failure": "FAILURE", "onfailure": "FAILURE"},
+            problems,
+        )
+        replica["restart_policy"] = policy if policy is not RestartPolicy.NEVER else None  # NEVER is the unset 0
+        self.put("restart_policy", replica["restart_policy"])
+        return replica
+
+
 @dataclass(frozen=True, kw_only=True)
 class Elastic:
     """Elastic PyTorch training config: flytekit's ``Elastic``, validated, with nothing left off the wire.
@@ -283,7 +422,7 @@ class Elastic:
     Example::
 
         cfg = Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2)
-        custom, task_type, version = cfg.to_custom()  # flytekit's dict (+ joinTimeout), "pytorch", 1
+        custom, task_type, version = cfg.to_template()  # flytekit's dict (+ joinTimeout), "pytorch", 1
         task = cfg.to_task()
     """
 
@@ -315,118 +454,24 @@ class Elastic:
     _standalone: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        problems = Problems()
-        config = ElasticConfig()
-        put = object.__setattr__  # frozen: normalise the inputs once, here
-
         # Every argument is stored in one normal form (numbers as numbers, values the message
         # cannot tell apart as one value), so a config equals Elastic.from_task(config.to_task()).
-        standalone = False
-        try:
-            lo, hi, single = parse_nnodes(self.nnodes)
-            config.min_replicas = int32(lo, "nnodes", problems)
-            config.max_replicas = int32(hi, "nnodes", problems)
-            standalone = single and lo == 1
-            # "2" and "2:2" are the job 2 is; "1:1" stays apart from 1 (a PyTorchJob, not a python-task).
-            put(self, "nnodes", lo if single or (lo == hi and lo != 1) else f"{lo}:{hi}")
-        except ValueError as exc:
-            problems.add("nnodes", str(exc).split(": ", 1)[1])
-        try:
-            nproc, policy = parse_nproc(self.nproc_per_node)
-            config.nproc_per_node = int32(nproc, "nproc_per_node", problems)
-            config.nproc_policy = cast(Any, policy)
-            put(self, "nproc_per_node", NPROC_POLICY.text.get(policy) or nproc)
-        except ValueError as exc:
-            problems.add("nproc_per_node", str(exc).split(": ", 1)[1])
-        config.max_restarts = int32(self.max_restarts, "max_restarts", problems)
-        put(self, "max_restarts", config.max_restarts)
-        # "" means c10d everywhere; flytekit writes "c10d", so the message does too.
-        backend = _str(self.rdzv_backend, "rdzv_backend", problems) or DEFAULT_RDZV_BACKEND
-        config.rdzv_backend = backend
-        put(self, "rdzv_backend", backend)
-        if self.start_method is not None:
-            if self.start_method in START_METHOD.number:
-                config.start_method = cast(Any, START_METHOD.number[self.start_method])
-            else:
-                problems.add(
-                    "start_method", f"expected one of {', '.join(START_METHOD.names)}, got {self.start_method!r}"
-                )
-        for name in ("monitor_interval", "shutdown_timeout"):
-            value = getattr(self, name)
-            if value is not None:
-                d = duration_of(value, name, problems)
-                if d is not None:
-                    getattr(config, name).CopyFrom(d)
-                    put(self, name, seconds_value(d))
-
-        split_rdzv(self._rdzv_items(backend, problems), config, "rdzv_configs", problems)
-        # What the message holds, as numbers (typed timeouts) and text (options): what from_task gives back.
-        put(self, "rdzv_configs", FrozenDict(rdzv_configs(config)))
-
-        config.rdzv_id = _str(self.rdzv_id, "rdzv_id", problems)
-        config.rdzv_host = _str(self.rdzv_host, "rdzv_host", problems)
-        config.rdzv_port = int32(self.rdzv_port, "rdzv_port", problems)
-        put(self, "rdzv_port", config.rdzv_port)
-        config.role = _str(self.role, "role", problems)
-        for name in ("redirects", "tee"):
-            value = getattr(self, name)
-            key = str(value).lower() if is_int(value) or isinstance(value, str) else None
-            if key is not None and key in STD_STREAMS.number:
-                setattr(config, name, STD_STREAMS.number[key])
-                put(self, name, STD_STREAMS.number[key])
-            else:
-                problems.add(name, f"expected 0-3 or one of none, out, err, all; got {value!r}")
-        ranks = _ints(self.local_ranks_filter, "local_ranks_filter", problems)
-        put(self, "local_ranks_filter", ranks)
-        config.local_ranks_filter.extend(ranks)
-        if self.numa_binding is not None:
-            if self.numa_binding in NUMA_BINDING.number:
-                config.numa_binding = cast(Any, NUMA_BINDING.number[self.numa_binding])
-            else:
-                problems.add(
-                    "numa_binding", f"expected one of {', '.join(NUMA_BINDING.names)}, got {self.numa_binding!r}"
-                )
-        signals = _strings(self.signals_to_handle, "signals_to_handle", problems)
-        put(self, "signals_to_handle", signals)
-        config.signals_to_handle.extend(signals)
-        for name in ("virtual_local_rank", "increase_shared_mem"):
-            flag: object = getattr(self, name)
-            if not isinstance(flag, bool):
-                problems.add(name, f"expected True or False, got {flag!r}")
-        config.virtual_local_rank = bool(self.virtual_local_rank)
-
-        run_policy = _run_policy(self.run_policy, problems)
-        put(self, "run_policy", run_policy)
-        replica: dict[str, Any] = {}
-        if self.image is not None:
-            replica["image"] = _str(self.image, "image", problems)
-        put(self, "image", replica.get("image") or None)  # "" is the task's image, like None
-        for kind in ("requests", "limits"):
-            replica[kind] = _resources(getattr(self, kind), kind, problems)
-        if replica["requests"] is not None or replica["limits"] is not None:
-            # One resources message holds both lists: with either given, the other is empty, not absent.
-            for kind in ("requests", "limits"):
-                replica[kind] = replica[kind] if replica[kind] is not None else FrozenDict()
-        for kind in ("requests", "limits"):
-            put(self, kind, replica[kind])
-        policy = _enum_member(
-            self.restart_policy,
-            RestartPolicy,
-            "restart_policy",
-            {"on_failure": "FAILURE", "onfailure": "FAILURE"},
-            problems,
-        )
-        replica["restart_policy"] = policy if policy is not RestartPolicy.NEVER else None  # NEVER is the unset 0
-        put(self, "restart_policy", replica["restart_policy"])
-
-        if problems.found:
-            raise ValidationError(problems.found)
-        task = task_of(config, replica, run_policy)
-        validate_found = violations(task)
-        if validate_found:
-            raise ValidationError(validate_found)
-        put(self, "_task", task)
-        put(self, "_standalone", standalone)
+        b = _ElasticBuilder(self)
+        standalone = b.nodes()
+        b.nproc()
+        backend = b.launch_settings()
+        b.rendezvous(backend)
+        b.streams()
+        run_policy = b.run_policy()
+        replica = b.replica_settings()
+        if b.problems.found:
+            raise ValidationError(b.problems.found)
+        task = task_of(b.config, replica, run_policy)
+        found = violations(task)
+        if found:
+            raise ValidationError(found)
+        b.put("_task", task)
+        b.put("_standalone", standalone)
 
     def _rdzv_items(self, backend: str, problems: Problems) -> list[tuple[str, Any]]:
         """rdzv_configs as (key, value) pairs, with flytekit's ``timeout`` mapped for the backend."""
@@ -482,11 +527,12 @@ class Elastic:
         out.CopyFrom(self._task)
         return out
 
-    def to_custom(self, *, upstream: bool = False, allow_loss: bool = False) -> CustomTemplate:
+    def to_template(self, *, upstream: bool = False, allow_loss: bool = False) -> CustomTemplate:
         """What flytekit puts in the ``TaskTemplate``: custom dict, task type, task_type_version.
 
         ``nnodes`` 1 gives ``(None, "python-task", 1)`` exactly as flytekit does; otherwise
         ``(custom, "pytorch", 1)`` where custom is flytekit's dict plus our extension fields.
+        ``from_custom(*cfg.to_template())`` gives the task back.
 
         Args:
             upstream: Emit only what upstream flyteidl knows (see :func:`elastic_idl.to_custom`).
@@ -498,6 +544,14 @@ class Elastic:
             return CustomTemplate(None, STANDALONE_TASK_TYPE, TASK_TYPE_VERSION)
         custom = codec.to_custom(self._task, upstream=upstream, allow_loss=allow_loss)
         return CustomTemplate(custom, TASK_TYPE, TASK_TYPE_VERSION)
+
+    def to_custom(self, *, upstream: bool = False, allow_loss: bool = False) -> CustomTemplate:
+        """Deprecated (removed in 0.3): :meth:`to_template`, which this returns.
+
+        Renamed because :func:`elastic_idl.to_custom` returns the custom dict alone.
+        """
+        deprecated("Elastic.to_custom()", "Elastic.to_template()")
+        return self.to_template(upstream=upstream, allow_loss=allow_loss)
 
     @classmethod
     def from_task(cls, task: Any) -> Elastic:
@@ -518,62 +572,71 @@ class Elastic:
         if found:
             raise ValidationError(found)
         t = view(task)
-        e = t.elastic
-        if e is None:
-            raise ValidationError([Violation("elastic_config", "sdk.expressible", "Elastic needs an elastic config")])
-        backend = e.rdzv_backend or DEFAULT_RDZV_BACKEND
-        if backend in DYNAMIC_BACKENDS and any(o.key == "timeout" for o in e.rdzv_options):
-            raise ValidationError(
-                [
-                    Violation(
-                        "elastic_config.rdzv_options",
-                        "sdk.expressible",
-                        f"rdzv option 'timeout' has no effect with {backend} (it waits join_timeout), and Elastic "
-                        "maps rdzv_configs['timeout'] to join_timeout; remove the option or set join_timeout",
-                    )
-                ]
-            )
-        w = t.worker
-        kwargs: dict[str, Any] = {}
-        for kind in ("requests", "limits"):
-            entries = getattr(w.resources, kind) if w.resources is not None else []
-            names = [SDK_RESOURCE.text[x.name] for x in entries]
-            if len(set(names)) != len(names):
-                raise ValidationError(
-                    [
-                        Violation(
-                            f"{w.spec_path}.resources.{kind}", "sdk.expressible", f"a resource is named twice: {names}"
-                        )
-                    ]
-                )
-            if w.resources is not None:
-                kwargs[kind] = {SDK_RESOURCE.text[x.name]: x.value for x in entries}
-        lo, hi = e.min_replicas, e.max_replicas
-        rp = t.run_policy
-        return cls(
-            nnodes=hi if lo == hi and hi != 1 else f"{lo}:{hi}",
-            nproc_per_node=NPROC_POLICY.text.get(e.nproc_policy) or e.nproc_per_node,
-            start_method=START_METHOD.text.get(e.start_method),
-            monitor_interval=seconds_value(e.monitor_interval) if e.HasField("monitor_interval") else None,
-            max_restarts=e.max_restarts,
-            rdzv_configs=rdzv_configs(e),
-            run_policy=_run_policy(rp, Problems()) if rp is not None else None,
-            image=w.image or None,
-            restart_policy=RestartPolicy(w.restart_policy) if w.restart_policy else None,
-            rdzv_backend=e.rdzv_backend or DEFAULT_RDZV_BACKEND,
-            rdzv_id=e.rdzv_id,
-            rdzv_host=e.rdzv_host,
-            rdzv_port=e.rdzv_port,
-            role=e.role,
-            redirects=e.redirects,
-            tee=e.tee,
-            local_ranks_filter=tuple(e.local_ranks_filter),
-            numa_binding=NUMA_BINDING.text.get(e.numa_binding),
-            signals_to_handle=tuple(e.signals_to_handle),
-            shutdown_timeout=seconds_value(e.shutdown_timeout) if e.HasField("shutdown_timeout") else None,
-            virtual_local_rank=e.virtual_local_rank,
-            **kwargs,
+        _expressible(t)
+        return cls(**_arguments_of(t))
+
+
+def _expressible(t: TaskView) -> None:
+    """Refuse a task that holds something Elastic cannot say (rule ``sdk.expressible``)."""
+
+    def refuse(field: str, message: str) -> NoReturn:
+        raise ValidationError([Violation(field, "sdk.expressible", message)])
+
+    e = t.elastic
+    if e is None:
+        refuse("elastic_config", "Elastic needs an elastic config")
+    backend = e.rdzv_backend or DEFAULT_RDZV_BACKEND
+    if backend in DYNAMIC_BACKENDS and any(o.key == "timeout" for o in e.rdzv_options):
+        refuse(
+            "elastic_config.rdzv_options",
+            f"rdzv option 'timeout' has no effect with {backend} (it waits join_timeout), and Elastic "
+            "maps rdzv_configs['timeout'] to join_timeout; remove the option or set join_timeout",
         )
+    w = t.worker
+    for kind in ("requests", "limits"):
+        names = [SDK_RESOURCE.text[x.name] for x in _resource_entries(w, kind)]
+        if len(set(names)) != len(names):
+            refuse(f"{w.spec_path}.resources.{kind}", f"a resource is named twice: {names}")
+
+
+def _resource_entries(w: Replica, kind: str) -> Sequence[Any]:
+    """The worker's requests or limits entries (empty when it has no resources)."""
+    return getattr(w.resources, kind) if w.resources is not None else ()
+
+
+def _arguments_of(t: TaskView) -> dict[str, Any]:
+    """The Elastic(...) arguments of an expressible task."""
+    e, w, rp = t.elastic, t.worker, t.run_policy
+    assert e is not None  # _expressible checked
+    lo, hi = e.min_replicas, e.max_replicas
+    kwargs: dict[str, Any] = {}
+    if w.resources is not None:
+        for kind in ("requests", "limits"):
+            kwargs[kind] = {SDK_RESOURCE.text[x.name]: x.value for x in _resource_entries(w, kind)}
+    return dict(
+        nnodes=hi if lo == hi and hi != 1 else f"{lo}:{hi}",
+        nproc_per_node=NPROC_POLICY.text.get(e.nproc_policy) or e.nproc_per_node,
+        start_method=START_METHOD.text.get(e.start_method),
+        monitor_interval=seconds_value(e.monitor_interval) if e.HasField("monitor_interval") else None,
+        max_restarts=e.max_restarts,
+        rdzv_configs=rdzv_configs(e),
+        run_policy=_run_policy(rp, Problems()) if rp is not None else None,
+        image=w.image or None,
+        restart_policy=RestartPolicy(w.restart_policy) if w.restart_policy else None,
+        rdzv_backend=e.rdzv_backend or DEFAULT_RDZV_BACKEND,
+        rdzv_id=e.rdzv_id,
+        rdzv_host=e.rdzv_host,
+        rdzv_port=e.rdzv_port,
+        role=e.role,
+        redirects=e.redirects,
+        tee=e.tee,
+        local_ranks_filter=tuple(e.local_ranks_filter),
+        numa_binding=NUMA_BINDING.text.get(e.numa_binding),
+        signals_to_handle=tuple(e.signals_to_handle),
+        shutdown_timeout=seconds_value(e.shutdown_timeout) if e.HasField("shutdown_timeout") else None,
+        virtual_local_rank=e.virtual_local_rank,
+        **kwargs,
+    )
 
 
 def _rebuild(kwargs: dict[str, Any]) -> Elastic:

@@ -41,7 +41,6 @@ from elastic_idl._task.names import (
     LOOPBACK_HOST,
     PET_PREFIX,
     RDZV_TIMEOUTS,
-    SHUTDOWN_TIMEOUT,
     STATIC,
     format_rdzv_conf,
     parse_rdzv_conf,
@@ -90,6 +89,11 @@ class _Flag(NamedTuple):
     choices: tuple[str, ...] | None
     status: str  # "covered", "entrypoint", "launch" (a per-node or per-run setting, not the task's) or "refused"
     note: str  # where it goes in the task, or why it is refused
+    #: Puts the flag's value on the config being built (from_torchrun); None: read elsewhere or not at all.
+    read: Callable[[_Flag, _Value, _Reading], None] | None = None
+    #: The flag's text for a task (to_torchrun): a value, True for a bare switch, None to leave it out.
+    #: Raises TorchrunError for what no command line can say.
+    write: Callable[[_Flag, _Writing], str | bool | None] | None = None
 
     @property
     def dest(self) -> str:
@@ -108,22 +112,289 @@ def _f(
     note: str,
     type: Callable[[str], Any] = str,
     choices: tuple[str, ...] | None = None,
+    read: Callable[[_Flag, _Value, _Reading], None] | None = None,
+    write: Callable[[_Flag, _Writing], str | bool | None] | None = None,
 ) -> _Flag:
-    return _Flag(options, kind, type, default, choices, status, note)
+    return _Flag(options, kind, type, default, choices, status, note, read, write)
+
+
+class _Value(NamedTuple):
+    value: Any
+    source: str  # "argv", "env" or "default"
+
+    def where(self, f: _Flag) -> str:
+        return f"{f.env_var}={self.value!r} ({_flag_name(f)})" if self.source == "env" else f"{self.value!r}"
+
+
+class _Reading(NamedTuple):
+    """What a flag's reader writes to: the elastic config being built, and the resolved backend."""
+
+    config: ElasticConfig
+    backend: str
+
+
+class _Writing(NamedTuple):
+    """What a flag's writer reads: the task's elastic settings, the entrypoint, the effective backend."""
+
+    elastic: Any
+    entrypoint: TorchrunEntrypoint
+    backend: str
+
+
+def _flag_name(f: _Flag) -> str:
+    return next(o for o in f.options if o.startswith("--"))
+
+
+# ---------------------------------------------------------------- readers (from_torchrun)
+
+
+def _raise_first(problems: Problems) -> None:
+    if problems.found:
+        first = problems.found[0]
+        raise TorchrunError(first.field.split(".", 1)[0], f"{first.field}: {first.message}")
+
+
+def _read_nproc(f: _Flag, v: _Value, r: _Reading) -> None:
+    try:
+        nproc, policy = parse_nproc(v.value, _flag_name(f))
+    except ValueError:
+        raise UnsupportedFlagError(
+            _flag_name(f), f"{v.where(f)}: the schema holds an integer, auto, cpu or gpu"
+        ) from None
+    r.config.nproc_per_node = _int32(nproc, f.dest)
+    r.config.nproc_policy = cast(Any, policy)
+
+
+def _read_rdzv_conf(f: _Flag, v: _Value, r: _Reading) -> None:
+    flag = _flag_name(f)
+    conf = _rdzv_conf(v.value, flag)
+    if r.backend == STATIC and "rank" in conf:
+        raise UnsupportedFlagError(flag, "torchrun overwrites 'rank' with --node-rank for the static backend; drop it")
+    for key in RDZV_TIMEOUTS:
+        if key in conf:
+            try:  # torch reads these with int(): "1.5" or "10s" fail at rendezvous time
+                int(conf[key])
+            except ValueError:
+                raise TorchrunError(flag, f"{key}={conf[key]!r} is not a whole number of seconds") from None
+    problems = Problems()
+    split_rdzv(conf.items(), r.config, flag, problems)
+    _raise_first(problems)
+
+
+def _read_max_restarts(f: _Flag, v: _Value, r: _Reading) -> None:
+    r.config.max_restarts = _int32(v.value, f.dest)
+
+
+def _read_duration(f: _Flag, v: _Value, r: _Reading) -> None:
+    if v.source == "default":
+        return
+    problems = Problems()
+    d = duration_of(v.value, _flag_name(f), problems)
+    _raise_first(problems)
+    getattr(r.config, f.dest).CopyFrom(d)
+
+
+def _read_start_method(f: _Flag, v: _Value, r: _Reading) -> None:
+    if v.source == "default":
+        return
+    if v.value not in START_METHOD.number:  # an env value: argparse checks choices on the command line only
+        raise TorchrunError(_flag_name(f), f"{v.where(f)} is not one of spawn, fork, forkserver")
+    r.config.start_method = cast(Any, START_METHOD.number[v.value])
+
+
+def _read_role(f: _Flag, v: _Value, r: _Reading) -> None:
+    if v.source != "default":
+        r.config.role = v.value
+
+
+def _read_std(f: _Flag, v: _Value, r: _Reading) -> None:
+    flag, text = _flag_name(f), v.value
+    if _STD_VALUE_RE.match(text):
+        setattr(r.config, f.dest, int(text))
+    elif _STD_MAPPING_RE.match(text):
+        raise UnsupportedFlagError(
+            flag,
+            f"{v.where(f)}: per-rank maps are not held by the schema; give one value "
+            f"for every rank ({flag} 3) and pick the ranks whose output shows on the console "
+            "with --local-ranks-filter (e.g. --local-ranks-filter 0)",
+        )
+    else:
+        raise TorchrunError(flag, f"{v.where(f)} is not 0-3 or a map like 0:1,1:2")
+
+
+def _read_ranks(f: _Flag, v: _Value, r: _Reading) -> None:
+    if not v.value:
+        return
+    try:  # torch: set(map(int, text.split(","))); duplicates collapse, order does not matter
+        r.config.local_ranks_filter.extend(dict.fromkeys(int(x) for x in v.value.split(",")))
+    except ValueError:
+        raise TorchrunError(_flag_name(f), f"{v.value!r} is not a comma-separated list of integers") from None
+
+
+def _read_numa(f: _Flag, v: _Value, r: _Reading) -> None:
+    if v.value is not None:
+        r.config.numa_binding = cast(Any, NUMA_BINDING.number[v.value])
+
+
+def _read_signals(f: _Flag, v: _Value, r: _Reading) -> None:
+    if v.source == "default":
+        return
+    names = [x.strip() for x in v.value.split(",")]
+    if not all(names):
+        raise TorchrunError(_flag_name(f), f"{v.value!r} has an empty signal name")
+    r.config.signals_to_handle.extend(names)
+
+
+def _read_switch(f: _Flag, v: _Value, r: _Reading) -> None:
+    setattr(r.config, f.dest, v.value)
+
+
+# ---------------------------------------------------------------- writers (to_torchrun)
+
+
+def _set_duration(e: Any, name: str) -> Any:
+    """The duration ``name`` of the elastic settings, or None when it is unset."""
+    return getattr(e, name) if e.HasField(name) else None
+
+
+def _options(e: Any) -> list[tuple[str, str]]:
+    """The rdzv options of the elastic settings as (key, value) pairs, in order."""
+    return [(o.key, o.value) for o in e.rdzv_options]
+
+
+def _whole_seconds(d: Any, name: str, flag: str) -> str:
+    if d.nanos:
+        raise TorchrunError(
+            flag, f"elastic_config.{name} is {duration_text(d)} s; torchrun takes whole seconds, so it cannot say this"
+        )
+    return str(d.seconds)
+
+
+def _write_nnodes(f: _Flag, w: _Writing) -> str:
+    lo, hi = w.elastic.min_replicas, w.elastic.max_replicas
+    return f"{lo}" if lo == hi else f"{lo}:{hi}"
+
+
+def _write_nproc(f: _Flag, w: _Writing) -> str:
+    return f"{NPROC_POLICY.text.get(w.elastic.nproc_policy) or w.elastic.nproc_per_node}"
+
+
+def _write_backend(f: _Flag, w: _Writing) -> str:
+    return w.backend
+
+
+def _write_endpoint(f: _Flag, w: _Writing) -> str | None:
+    host, port = w.elastic.rdzv_host, w.elastic.rdzv_port
+    if host:
+        if not _HOST_RE.match(host):
+            raise TorchrunError(_flag_name(f), f"torch cannot parse the host {host!r} of elastic_config.rdzv_host")
+        return f"{f'[{host}]' if ':' in host else host}:{port}"
+    if port:
+        raise TorchrunError(_flag_name(f), f"elastic_config.rdzv_port is {port} but rdzv_host is empty")
+    if w.backend == STATIC:
+        raise TorchrunError(
+            _flag_name(f), "the static backend needs rdzv_host on a torchrun command line (torchrun would pick its own)"
+        )
+    return None
+
+
+def _write_rdzv_conf(f: _Flag, w: _Writing) -> str | None:
+    flag, e = _flag_name(f), w.elastic
+    conf = [(key, _whole_seconds(d, key, flag)) for key in RDZV_TIMEOUTS if (d := _set_duration(e, key)) is not None]
+    for key, value in _options(e):
+        if key.strip() != key or not value.strip() or value.strip() != value:
+            raise TorchrunError(flag, f"torch strips keys and values and needs a value: {key!r}={value!r}")
+        if w.backend == STATIC and key == "rank":
+            raise TorchrunError(flag, "torchrun overwrites 'rank' for the static backend")
+        conf.append((key, value))
+    return format_rdzv_conf(conf) if conf else None
+
+
+def _write_always(f: _Flag, w: _Writing) -> str:
+    return str(getattr(w.elastic, f.dest))
+
+
+def _write_if_set(f: _Flag, w: _Writing) -> str | None:
+    value = getattr(w.elastic, f.dest)
+    return str(value) if value else None
+
+
+def _write_monitor_interval(f: _Flag, w: _Writing) -> str | None:
+    d = _set_duration(w.elastic, f.dest)
+    return duration_text(d) if d is not None else None
+
+
+def _write_shutdown_timeout(f: _Flag, w: _Writing) -> str | None:
+    d = _set_duration(w.elastic, f.dest)
+    return _whole_seconds(d, f.dest, _flag_name(f)) if d is not None else None
+
+
+def _write_start_method(f: _Flag, w: _Writing) -> str | None:
+    return START_METHOD.text[w.elastic.start_method] if w.elastic.start_method else None
+
+
+def _write_numa(f: _Flag, w: _Writing) -> str | None:
+    return NUMA_BINDING.text[w.elastic.numa_binding] if w.elastic.numa_binding else None
+
+
+def _write_joined(f: _Flag, w: _Writing) -> str | None:
+    return ",".join(map(str, getattr(w.elastic, f.dest))) or None
+
+
+def _write_switch(f: _Flag, w: _Writing) -> bool | None:
+    return True if getattr(w.elastic, f.dest) else None
+
+
+def _write_entrypoint_switch(f: _Flag, w: _Writing) -> bool | None:
+    return True if getattr(w.entrypoint, f.dest) else None
 
 
 #: Every torchrun 2.13 flag, in torchrun's order: spellings, env fallback, default, and what we do with it.
 #: The README's flag table is this table; tests check it against torch's own parser.
 FLAGS: tuple[_Flag, ...] = (
-    _f(("--nnodes",), "env", "1:1", "covered", "min_replicas / max_replicas"),
-    _f(("--nproc-per-node", "--nproc_per_node"), "env", "1", "covered", "nproc_per_node, or nproc_policy auto/cpu/gpu"),
-    _f(("--rdzv-backend", "--rdzv_backend"), "env", STATIC, "covered", "rdzv_backend"),
-    _f(("--rdzv-endpoint", "--rdzv_endpoint"), "env", "", "covered", "rdzv_host / rdzv_port"),
-    _f(("--rdzv-id", "--rdzv_id"), "env", "none", "covered", "rdzv_id"),
-    _f(("--rdzv-conf", "--rdzv_conf"), "env", "", "covered", "join/last_call/close/read_timeout, rdzv_options"),
+    _f(("--nnodes",), "env", "1:1", "covered", "min_replicas / max_replicas", write=_write_nnodes),
+    _f(
+        ("--nproc-per-node", "--nproc_per_node"),
+        "env",
+        "1",
+        "covered",
+        "nproc_per_node, or nproc_policy auto/cpu/gpu",
+        read=_read_nproc,
+        write=_write_nproc,
+    ),
+    _f(("--rdzv-backend", "--rdzv_backend"), "env", STATIC, "covered", "rdzv_backend", write=_write_backend),
+    _f(("--rdzv-endpoint", "--rdzv_endpoint"), "env", "", "covered", "rdzv_host / rdzv_port", write=_write_endpoint),
+    _f(("--rdzv-id", "--rdzv_id"), "env", "none", "covered", "rdzv_id", write=_write_if_set),
+    _f(
+        ("--rdzv-conf", "--rdzv_conf"),
+        "env",
+        "",
+        "covered",
+        "join/last_call/close/read_timeout, rdzv_options",
+        read=_read_rdzv_conf,
+        write=_write_rdzv_conf,
+    ),
     _f(("--standalone",), "bool", False, "covered", "rdzv_backend c10d, endpoint and id left to the runtime"),
-    _f(("--max-restarts", "--max_restarts"), "env", 0, "covered", "max_restarts", type=int),
-    _f(("--monitor-interval", "--monitor_interval"), "env", "0.1", "covered", "monitor_interval", type=_float_text),
+    _f(
+        ("--max-restarts", "--max_restarts"),
+        "env",
+        0,
+        "covered",
+        "max_restarts",
+        type=int,
+        read=_read_max_restarts,
+        write=_write_always,
+    ),
+    _f(
+        ("--monitor-interval", "--monitor_interval"),
+        "env",
+        "0.1",
+        "covered",
+        "monitor_interval",
+        type=_float_text,
+        read=_read_duration,
+        write=_write_monitor_interval,
+    ),
     _f(
         ("--start-method", "--start_method"),
         "env",
@@ -131,6 +402,8 @@ FLAGS: tuple[_Flag, ...] = (
         "covered",
         "start_method",
         choices=START_METHOD.names,
+        read=_read_start_method,
+        write=_write_start_method,
     ),
     _f(
         ("--event-log-handler", "--event_log_handler"),
@@ -139,14 +412,52 @@ FLAGS: tuple[_Flag, ...] = (
         "refused",
         "a Python plugin registered on one machine, not job semantics",
     ),
-    _f(("--role",), "env", "default", "covered", "role"),
-    _f(("-m", "--module"), "bool", False, "entrypoint", "TorchrunEntrypoint.module"),
-    _f(("--no-python", "--no_python"), "bool", False, "entrypoint", "TorchrunEntrypoint.no_python"),
-    _f(("--run-path", "--run_path"), "bool", False, "entrypoint", "TorchrunEntrypoint.run_path"),
+    _f(("--role",), "env", "default", "covered", "role", read=_read_role, write=_write_if_set),
+    _f(("-m", "--module"), "bool", False, "entrypoint", "TorchrunEntrypoint.module", write=_write_entrypoint_switch),
+    _f(
+        ("--no-python", "--no_python"),
+        "bool",
+        False,
+        "entrypoint",
+        "TorchrunEntrypoint.no_python",
+        write=_write_entrypoint_switch,
+    ),
+    _f(
+        ("--run-path", "--run_path"),
+        "bool",
+        False,
+        "entrypoint",
+        "TorchrunEntrypoint.run_path",
+        write=_write_entrypoint_switch,
+    ),
     _f(("--log-dir", "--log_dir"), "env", None, "launch", "a node-local path: launch(log_dir=)"),
-    _f(("-r", "--redirects"), "env", "0", "covered", "redirects (one value for all ranks; per-rank maps refused)"),
-    _f(("-t", "--tee"), "env", "0", "covered", "tee (one value for all ranks; per-rank maps refused)"),
-    _f(("--local-ranks-filter", "--local_ranks_filter"), "env", "", "covered", "local_ranks_filter"),
+    _f(
+        ("-r", "--redirects"),
+        "env",
+        "0",
+        "covered",
+        "redirects (one value for all ranks; per-rank maps refused)",
+        read=_read_std,
+        write=_write_if_set,
+    ),
+    _f(
+        ("-t", "--tee"),
+        "env",
+        "0",
+        "covered",
+        "tee (one value for all ranks; per-rank maps refused)",
+        read=_read_std,
+        write=_write_if_set,
+    ),
+    _f(
+        ("--local-ranks-filter", "--local_ranks_filter"),
+        "env",
+        "",
+        "covered",
+        "local_ranks_filter",
+        read=_read_ranks,
+        write=_write_joined,
+    ),
     _f(
         ("--duplicate-stdout-filters", "--duplicate_stdout_filters"),
         "env",
@@ -195,6 +506,8 @@ FLAGS: tuple[_Flag, ...] = (
         "covered",
         "numa_binding",
         choices=NUMA_BINDING.names,
+        read=_read_numa,
+        write=_write_numa,
     ),
     _f(
         ("--signals-to-handle", "--signals_to_handle"),
@@ -202,6 +515,8 @@ FLAGS: tuple[_Flag, ...] = (
         DEFAULT_SIGNALS,
         "covered",
         "signals_to_handle",
+        read=_read_signals,
+        write=_write_joined,
     ),
     _f(
         ("--shutdown-timeout", "--shutdown_timeout"),
@@ -210,8 +525,18 @@ FLAGS: tuple[_Flag, ...] = (
         "covered",
         "shutdown_timeout (whole seconds)",
         type=int,
+        read=_read_duration,
+        write=_write_shutdown_timeout,
     ),
-    _f(("--virtual-local-rank", "--virtual_local_rank"), "bool", False, "covered", "virtual_local_rank"),
+    _f(
+        ("--virtual-local-rank", "--virtual_local_rank"),
+        "bool",
+        False,
+        "covered",
+        "virtual_local_rank",
+        read=_read_switch,
+        write=_write_switch,
+    ),
 )
 _BY_DEST = {f.dest: f for f in FLAGS}
 _BY_OPTION = {o: f for f in FLAGS for o in f.options}
@@ -260,10 +585,6 @@ class NodeSettings:
         return [flag for attr, flag in names if getattr(self, attr) is not None]
 
 
-def _flag_name(f: _Flag) -> str:
-    return next(o for o in f.options if o.startswith("--"))
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         m = re.match(r"argument (\S+?)(?:/\S+)?: (.*)", message, re.S)
@@ -299,14 +620,6 @@ def _parser() -> _Parser:
     p.add_argument("training_script", type=str)
     p.add_argument("training_script_args", nargs=argparse.REMAINDER)
     return p
-
-
-class _Value(NamedTuple):
-    value: Any
-    source: str  # "argv", "env" or "default"
-
-    def where(self, f: _Flag) -> str:
-        return f"{f.env_var}={self.value!r} ({_flag_name(f)})" if self.source == "env" else f"{self.value!r}"
 
 
 def _resolve(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, _Value]:
@@ -466,109 +779,19 @@ def _convert(
     argv = _check_argv(argv, "argv")
     if env is not None and not isinstance(env, Mapping):
         raise TypeError(f"env must be a mapping of strings (os.environ, a dict) or None, got {type(env).__name__}")
-    env = env or {}
     ns = _parser().parse_args(list(argv))
-    v = _resolve(ns, env)
-
-    def flag(dest: str) -> str:
-        return _flag_name(_BY_DEST[dest])
-
-    for dest in ("logs_specs", "event_log_handler", "duplicate_stdout_filters", "duplicate_stderr_filters"):
-        if v[dest].value != _BY_DEST[dest].default:
-            _refuse(_BY_DEST[dest], v[dest], f"not held by the schema ({_BY_DEST[dest].note})")
-    if v["module"].value and v["no_python"].value:
-        raise TorchrunError(flag("module"), "--module and --no-python cannot be used together (torchrun refuses too)")
-
-    try:
-        lo, hi, _ = parse_nnodes(v["nnodes"].value, flag("nnodes"))
-    except ValueError as exc:
-        raise TorchrunError(flag("nnodes"), str(exc).split(": ", 1)[1]) from None
-
-    config = ElasticConfig(min_replicas=_int32(lo, "nnodes"), max_replicas=_int32(hi, "nnodes"))
-    backend, host, port, rdzv_id = _rendezvous(v, hi)
-    config.rdzv_backend, config.rdzv_host, config.rdzv_port, config.rdzv_id = backend, host, port, rdzv_id
+    v = _resolve(ns, env or {})
+    _refuse_unsupported(v)
+    config, backend, hi = _nodes_and_rendezvous(v)
     node = NodeSettings(
         node_rank=_node_rank(v["node_rank"], backend, hi),
         local_addr=v["local_addr"].value or None,  # "" means unset, as in torchrun
         log_dir=v["log_dir"].value or None,
     )
-
-    nproc_text = v["nproc_per_node"].value
-    try:
-        nproc, policy = parse_nproc(nproc_text, flag("nproc_per_node"))
-    except ValueError:
-        raise UnsupportedFlagError(
-            flag("nproc_per_node"),
-            f"{v['nproc_per_node'].where(_BY_DEST['nproc_per_node'])}: the schema holds an integer, auto, cpu or gpu",
-        ) from None
-    config.nproc_per_node = _int32(nproc, "nproc_per_node")
-    config.nproc_policy = cast(Any, policy)
-    config.max_restarts = _int32(v["max_restarts"].value, "max_restarts")
-
-    conf = _rdzv_conf(v["rdzv_conf"].value, flag("rdzv_conf"))
-    if backend == STATIC and "rank" in conf:
-        raise UnsupportedFlagError(
-            flag("rdzv_conf"), "torchrun overwrites 'rank' with --node-rank for the static backend; drop it"
-        )
-    for key in RDZV_TIMEOUTS:
-        if key in conf:
-            try:  # torch reads these with int(): "1.5" or "10s" fail at rendezvous time
-                int(conf[key])
-            except ValueError:
-                raise TorchrunError(
-                    flag("rdzv_conf"), f"{key}={conf[key]!r} is not a whole number of seconds"
-                ) from None
-    problems = Problems()
-    split_rdzv(conf.items(), config, flag("rdzv_conf"), problems)
-    for name in ("monitor_interval", "shutdown_timeout"):
-        if v[name].source != "default":
-            d = duration_of(v[name].value, flag(name), problems)
-            if d is not None:
-                getattr(config, name).CopyFrom(d)
-    if problems.found:
-        first = problems.found[0]
-        raise TorchrunError(first.field.split(".", 1)[0], f"{first.field}: {first.message}")
-
-    if v["start_method"].source != "default":
-        method = v["start_method"].value
-        if method not in START_METHOD.number:  # an env value: argparse checks choices on the command line only
-            raise TorchrunError(
-                flag("start_method"),
-                f"{v['start_method'].where(_BY_DEST['start_method'])} is not one of spawn, fork, forkserver",
-            )
-        config.start_method = cast(Any, START_METHOD.number[method])
-    if v["role"].source != "default":
-        config.role = v["role"].value
-    for name in ("redirects", "tee"):
-        text = v[name].value
-        if _STD_VALUE_RE.match(text):
-            setattr(config, name, int(text))
-        elif _STD_MAPPING_RE.match(text):
-            raise UnsupportedFlagError(
-                flag(name),
-                f"{v[name].where(_BY_DEST[name])}: per-rank maps are not held by the schema; give one value "
-                f"for every rank ({flag(name)} 3) and pick the ranks whose output shows on the console "
-                "with --local-ranks-filter (e.g. --local-ranks-filter 0)",
-            )
-        else:
-            raise TorchrunError(flag(name), f"{v[name].where(_BY_DEST[name])} is not 0-3 or a map like 0:1,1:2")
-    ranks_text = v["local_ranks_filter"].value
-    if ranks_text:
-        try:  # torch: set(map(int, text.split(","))); duplicates collapse, order does not matter
-            config.local_ranks_filter.extend(dict.fromkeys(int(r) for r in ranks_text.split(",")))
-        except ValueError:
-            raise TorchrunError(
-                flag("local_ranks_filter"), f"{ranks_text!r} is not a comma-separated list of integers"
-            ) from None
-    if v["numa_binding"].value is not None:
-        config.numa_binding = cast(Any, NUMA_BINDING.number[v["numa_binding"].value])
-    if v["signals_to_handle"].source != "default":
-        names = [s.strip() for s in v["signals_to_handle"].value.split(",")]
-        if not all(names):
-            raise TorchrunError(flag("signals_to_handle"), f"{v['signals_to_handle'].value!r} has an empty signal name")
-        config.signals_to_handle.extend(names)
-    config.virtual_local_rank = v["virtual_local_rank"].value
-
+    reading = _Reading(config, backend)
+    for f in FLAGS:
+        if f.read is not None:
+            f.read(f, v[f.dest], reading)
     task = task_of(config, None, None)
     found = violations(task)
     if found:
@@ -581,6 +804,30 @@ def _convert(
         run_path=v["run_path"].value,
     )
     return task, entry, node, v
+
+
+def _refuse_unsupported(v: dict[str, _Value]) -> None:
+    """Refuse every flag of status "refused" given a value, and --module with --no-python."""
+    for f in FLAGS:
+        if f.status == "refused" and v[f.dest].value != f.default:
+            _refuse(f, v[f.dest], f"not held by the schema ({f.note})")
+    if v["module"].value and v["no_python"].value:
+        raise TorchrunError(
+            _flag_name(_BY_DEST["module"]), "--module and --no-python cannot be used together (torchrun refuses too)"
+        )
+
+
+def _nodes_and_rendezvous(v: dict[str, _Value]) -> tuple[ElasticConfig, str, int]:
+    """The config with node counts and the rendezvous torchrun resolves; the backend and max nodes."""
+    f = _BY_DEST["nnodes"]
+    try:
+        lo, hi, _ = parse_nnodes(v["nnodes"].value, _flag_name(f))
+    except ValueError as exc:
+        raise TorchrunError(_flag_name(f), str(exc).split(": ", 1)[1]) from None
+    config = ElasticConfig(min_replicas=_int32(lo, "nnodes"), max_replicas=_int32(hi, "nnodes"))
+    backend, host, port, rdzv_id = _rendezvous(v, hi)
+    config.rdzv_backend, config.rdzv_host, config.rdzv_port, config.rdzv_id = backend, host, port, rdzv_id
+    return config, backend, hi
 
 
 def _node_rank(v: _Value, backend: str, nodes: int) -> int | None:
@@ -643,21 +890,13 @@ def _rendezvous(v: dict[str, _Value], max_nodes: int) -> tuple[str, str, int, st
     return backend, host, port, "" if v["rdzv_id"].source == "default" else rdzv_id
 
 
-def _whole_seconds(e: ElasticConfig, name: str, flag: str) -> str:
-    d = getattr(e, name)
-    if d.nanos:
-        raise TorchrunError(
-            flag, f"elastic_config.{name} is {duration_text(d)} s; torchrun takes whole seconds, so it cannot say this"
-        )
-    return str(d.seconds)
-
-
 def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[str] = ()) -> list[str]:
     """Render the torchrun arguments (without ``torchrun`` itself) that launch ``task``'s elastic config.
 
     ``from_torchrun(to_torchrun(task, ep))`` gives back the same elastic config (an empty
-    rdzv_backend comes back as "c10d", the same thing), and the same entrypoint. Every flag
-    is ``--flag=value``; the launch settings are always explicit (nnodes, nproc, backend,
+    rdzv_backend comes back as "c10d", the same thing), and the same entrypoint. Flags come in
+    :data:`FLAGS` order (torchrun's; each row's writer renders it), every one as ``--flag=value``
+    or a bare switch; the launch settings are always explicit (nnodes, nproc, backend,
     max restarts), others only when set. A host left empty renders no ``--rdzv-endpoint``, so
     torchrun takes it from ``PET_RDZV_ENDPOINT`` in a pod. Only the elastic config is
     rendered: replica settings and the run policy are the job's, not torchrun's.
@@ -695,65 +934,14 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
     if isinstance(entrypoint, TorchrunEntrypoint) and args:
         raise TypeError("pass the script's arguments in the TorchrunEntrypoint, not as args")
 
-    backend = e.rdzv_backend or DEFAULT_RDZV_BACKEND
-    lo, hi = e.min_replicas, e.max_replicas
-    out = [
-        f"--nnodes={lo}" if lo == hi else f"--nnodes={lo}:{hi}",
-        f"--nproc-per-node={NPROC_POLICY.text.get(e.nproc_policy) or e.nproc_per_node}",
-        f"--rdzv-backend={backend}",
-    ]
-    host, port = e.rdzv_host, e.rdzv_port
-    if host:
-        if not _HOST_RE.match(host):
-            raise TorchrunError("--rdzv-endpoint", f"torch cannot parse the host {host!r} of elastic_config.rdzv_host")
-        out.append(f"--rdzv-endpoint={f'[{host}]' if ':' in host else host}:{port}")
-    elif port:
-        raise TorchrunError("--rdzv-endpoint", f"elastic_config.rdzv_port is {port} but rdzv_host is empty")
-    elif backend == STATIC:
-        raise TorchrunError(
-            "--rdzv-endpoint",
-            "the static backend needs rdzv_host on a torchrun command line (torchrun would pick its own)",
-        )
-    if e.rdzv_id:
-        out.append(f"--rdzv-id={e.rdzv_id}")
-    conf = [(key, _whole_seconds(e, key, "--rdzv-conf")) for key in RDZV_TIMEOUTS if e.HasField(cast(Any, key))]
-    for opt in e.rdzv_options:
-        if opt.key.strip() != opt.key or not opt.value.strip() or opt.value.strip() != opt.value:
-            raise TorchrunError(
-                "--rdzv-conf", f"torch strips keys and values and needs a value: {opt.key!r}={opt.value!r}"
-            )
-        if backend == STATIC and opt.key == "rank":
-            raise TorchrunError("--rdzv-conf", "torchrun overwrites 'rank' for the static backend")
-        conf.append((opt.key, opt.value))
-    if conf:
-        out.append(f"--rdzv-conf={format_rdzv_conf(conf)}")
-    out.append(f"--max-restarts={e.max_restarts}")
-    if e.HasField("monitor_interval"):
-        out.append(f"--monitor-interval={duration_text(e.monitor_interval)}")
-    if e.start_method:
-        out.append(f"--start-method={START_METHOD.text[e.start_method]}")
-    if e.role:
-        out.append(f"--role={e.role}")
-    if e.redirects:
-        out.append(f"--redirects={e.redirects}")
-    if e.tee:
-        out.append(f"--tee={e.tee}")
-    if e.local_ranks_filter:
-        out.append(f"--local-ranks-filter={','.join(map(str, e.local_ranks_filter))}")
-    if e.numa_binding:
-        out.append(f"--numa-binding={NUMA_BINDING.text[e.numa_binding]}")
-    if e.signals_to_handle:
-        out.append(f"--signals-to-handle={','.join(e.signals_to_handle)}")
-    if e.HasField(SHUTDOWN_TIMEOUT):
-        out.append(f"--shutdown-timeout={_whole_seconds(e, SHUTDOWN_TIMEOUT, '--shutdown-timeout')}")
-    if e.virtual_local_rank:
-        out.append("--virtual-local-rank")
-    if ep.module:
-        out.append("--module")
-    if ep.no_python:
-        out.append("--no-python")
-    if ep.run_path:
-        out.append("--run-path")
+    writing = _Writing(e, ep, e.rdzv_backend or DEFAULT_RDZV_BACKEND)
+    out: list[str] = []
+    for f in FLAGS:
+        text = f.write(f, writing) if f.write is not None else None
+        if text is True:
+            out.append(_flag_name(f))
+        elif text:
+            out.append(f"{_flag_name(f)}={text}")
     if not ep.target or ep.target.startswith("-"):
         raise TorchrunError("training_script", f"{ep.target!r}: torchrun would read it as a flag or miss it")
     # argparse (so torchrun) drops one "--" right after the script: double it to pass one through.

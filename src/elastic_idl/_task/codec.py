@@ -780,7 +780,7 @@ def from_custom(
     """The task from a ``TaskTemplate``'s custom dict, task type and version, as flytekit or we emit it.
 
     ``from_custom(custom)``, ``from_custom(custom, "pytorch", 1)``, ``from_custom(template)``
-    and ``from_custom(*template)`` (a :class:`CustomTemplate`, e.g. ``Elastic(...).to_custom()``)
+    and ``from_custom(*template)`` (a :class:`CustomTemplate`, e.g. ``Elastic(...).to_template()``)
     all work. Decodes only (like :func:`decode`); run :func:`elastic_idl.validate` or
     ``Elastic.from_task`` on the result. Accepts camelCase and snake_case keys, and
     integral floats for integers (a protobuf Struct stores every number as a double).

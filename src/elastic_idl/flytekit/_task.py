@@ -41,7 +41,7 @@ class ElasticFunctionTask(PythonFunctionTask):  # type: ignore[misc]
     def __init__(self, task_config: Any, task_function: Callable[..., Any], **kwargs: Any) -> None:
         if not isinstance(task_config, ei.Elastic):
             raise TypeError(f"task_config: expected elastic_idl.Elastic, got {type(task_config).__name__}")
-        custom, task_type, version = task_config.to_custom()
+        custom, task_type, version = task_config.to_template()
         # Before super().__init__, which sets pod_template (the property below).
         self._shm_wanted = bool(task_config.increase_shared_mem)
         self._user_pod_template: Any = None
