@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import runpy
 import signal
@@ -86,7 +85,6 @@ from elastic_idl._task.names import (
     DEFAULT_READ_TIMEOUT_S,
     DEFAULT_SHUTDOWN_TIMEOUT_S,
     JOIN_TIMEOUT,
-    RDZV_TIMEOUTS,
     READ_TIMEOUT,
     bind_host,
 )
@@ -109,8 +107,6 @@ _log = logging.getLogger("elastic_idl")
 DISABLE_SHARED_STORE_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 #: Key, in the per-round rendezvous store, under which node rank 0 publishes its worker store port.
 _WORKER_STORE_KEY = "elastic_idl/worker_store"
-
-_RDZV_SECONDS_KEYS = frozenset({*RDZV_TIMEOUTS, "heartbeat_timeout", "timeout"})
 
 
 def resolve_nproc(spec: LaunchSpec) -> int:
@@ -136,17 +132,12 @@ def resolve_nproc(spec: LaunchSpec) -> int:
 
 
 def _rdzv_configs(spec: LaunchSpec) -> dict[str, Any]:
-    """A new dict (LaunchConfig mutates the one it gets), timeouts as whole seconds.
+    """A new dict: LaunchConfig writes ``timeout`` into the one it gets.
 
-    torch reads every c10d timeout with ``int()``: 0.5 would become 0 and be
-    rejected, 2.5 would silently become 2. Fractions are rounded up instead.
+    The typed timeouts are whole seconds already (rule elastic.duration.whole_seconds):
+    torch reads every c10d timeout with ``int()``.
     """
-    out: dict[str, Any] = {}
-    for key, value in spec.rdzv_configs.items():
-        if key in _RDZV_SECONDS_KEYS and isinstance(value, float):
-            value = math.ceil(value)
-        out[key] = value
-    return out
+    return dict(spec.rdzv_configs)
 
 
 class LazyLogsSpecs(DefaultLogsSpecs):
