@@ -147,6 +147,8 @@ bench: devtree
 	$(PY) bench/bench_import.py
 	$(PY) bench/bench_launch.py --rounds 5
 	$(PY) bench/stress_restart.py --runs 10
+	$(PY) bench/bench_pure.py --rounds 20
+	$(PY) bench/bench_flytekit.py --rounds 3
 	if scripts/go_toolchain.sh present; then $(PY) bench/bench_go.py --rounds 3; \
 	else echo "bench_go.py did not run: no Go toolchain (make go-toolchain)"; fi
 
