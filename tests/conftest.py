@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +139,20 @@ def proto_messages() -> MessageStrategy:
         return one()
 
     return build
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _stop_flytekit_loop_runners() -> Iterator[None]:
+    """After a module that ran flytekit in this process, stop its idle loop-runner thread.
+
+    flytekit starts a background thread (its loop runner) on its first ``run_sync`` and keeps
+    it for the life of the process. Later modules check that a launch leaves this process
+    with one thread, and the launcher's warm fork server needs one thread: so the thread a
+    flytekit test left is stopped, the way the plugin's fast path stops it before a launch.
+    """
+    yield
+    if "flytekit.utils.asyn" in sys.modules:
+        from elastic_idl.flytekit._fastpath import stop_idle_loop_runners
+
+        why = stop_idle_loop_runners(tempfile.gettempdir())
+        assert why is None, f"flytekit's loop runner was left running: {why}"
