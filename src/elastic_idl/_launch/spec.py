@@ -26,7 +26,7 @@ from elastic_idl._task.names import (
     parse_rdzv_conf,
 )
 from elastic_idl._task.validate import RULES, violations
-from elastic_idl._task.view import duration_seconds, rdzv_configs, view
+from elastic_idl._task.view import duration_seconds, of, rdzv_configs
 
 __all__ = [
     "EnvDecision",
@@ -225,7 +225,8 @@ def to_launch_spec(
     """Map a valid elastic task (either shape, either binding) to a :class:`LaunchSpec`.
 
     Args:
-        task: The task message.
+        task: The task: anything :func:`elastic_idl.view` takes, converted once (a TaskView
+            as is; its rules run once per value).
         env: The pod env (the operator's ``PET_*`` variables); None or {} outside a pod.
             Precedence, field by field (every time the env changes a value it is
             logged and recorded in ``LaunchSpec.decisions``):
@@ -252,8 +253,8 @@ def to_launch_spec(
         ValidationError: The task breaks a rule, or has no elastic config, or a launch-time
             value breaks the rule of its field.
     """
-    found = violations(task)
-    t = view(task)
+    t = of(task)
+    found = violations(t)
     if t.elastic is None:
         found.append(
             Violation(

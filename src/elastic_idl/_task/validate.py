@@ -9,7 +9,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from elastic_idl._errors import ValidationError, Violation, brief
 from elastic_idl._task.enums import K8S_RESOURCE
-from elastic_idl._task.messages import ElasticConfig, Resources, as_task
+from elastic_idl._task.messages import ElasticConfig, Resources
 from elastic_idl._task.names import (
     DEFAULT_RDZV_BACKEND,
     DURATION_FIELDS,
@@ -23,11 +23,11 @@ from elastic_idl._task.names import (
     WHOLE_SECONDS,
 )
 from elastic_idl._task.resources import quantity_problems
-from elastic_idl._task.view import Replica, TaskView, view
+from elastic_idl._task.view import Replica, TaskView, message_of, of
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 from elastic_idl.plugins.v1 import elastic_pb2
 
-__all__ = ["RULES", "validate", "violations"]
+__all__ = ["RULES", "check", "validate", "violations"]
 
 #: rule id -> what the rule requires. Docs and tests read this table.
 RULES: dict[str, str] = {
@@ -278,14 +278,9 @@ def _deprecated_conflict(task: Any, path: str) -> Iterator[Violation]:
         )
 
 
-def violations(task: Any) -> list[Violation]:
-    """Every rule ``task`` breaks, in a stable order; empty when it is valid.
-
-    Accepts either task shape from either binding, or upstream flyteidl's message
-    (see :func:`~elastic_idl.as_pb2`). Pure: no torch, no environment.
-    """
-    pb = as_task(task)
-    t = view(pb)
+def check(t: TaskView) -> list[Violation]:
+    """Run every rule on ``t``, in a stable order. Pure; :func:`violations` runs it once per value."""
+    pb: Any = message_of(t)
     out: list[Violation] = []
     if pb.ByteSize() == 0:
         out.append(
@@ -314,8 +309,22 @@ def violations(task: Any) -> list[Violation]:
     return out
 
 
-def validate(task: Any) -> None:
-    """Raise :class:`ValidationError` listing every broken rule; return None when ``task`` is valid."""
-    found = violations(task)
+def violations(task: Any, *, task_type_version: int = 1) -> list[Violation]:
+    """Every rule ``task`` breaks, in a stable order; empty when it is valid.
+
+    Accepts anything :func:`elastic_idl.view` takes (a TaskView, a message of either shape and
+    binding or of upstream flyteidl, serialized data or a custom dict of the shape
+    ``task_type_version`` names), converted once. The rules run once per TaskView: a view
+    checked before is answered from the value. Pure: no torch, no environment.
+    """
+    return list(of(task, task_type_version=task_type_version).rule_violations(check))
+
+
+def validate(task: Any, *, task_type_version: int = 1) -> None:
+    """Raise :class:`ValidationError` listing every broken rule; return None when ``task`` is valid.
+
+    ``task`` and ``task_type_version``: as for :func:`violations` (rules run once per TaskView).
+    """
+    found = violations(task, task_type_version=task_type_version)
     if found:
         raise ValidationError(found)
