@@ -23,6 +23,7 @@ from elastic_idl._task.names import (
     DEFAULT_START_METHOD,
     ENV,
     MAX_RDZV_NAME_LEN,
+    is_rdzv_id_text,
     parse_rdzv_conf,
 )
 from elastic_idl._task.validate import RULES, violations
@@ -185,12 +186,7 @@ def override_violations(
                     )
                 )
     if run_id is not None:
-        if (
-            not run_id
-            or len(run_id) > MAX_RDZV_NAME_LEN
-            or not all(33 <= ord(c) < 127 for c in run_id)
-            or "," in run_id
-        ):
+        if not run_id or len(run_id) > MAX_RDZV_NAME_LEN or not is_rdzv_id_text(run_id):
             out.append(
                 Violation(
                     names.get("run_id", "run_id"),
