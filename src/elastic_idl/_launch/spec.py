@@ -14,6 +14,7 @@ from typing import Any
 
 from elastic_idl._errors import ValidationError, Violation
 from elastic_idl._task.enums import NPROC_POLICY, NUMA_BINDING, START_METHOD, STD_STREAMS
+from elastic_idl._task.messages import ElasticConfig
 from elastic_idl._task.names import (
     DEFAULT_LOCAL_HOST,
     DEFAULT_MONITOR_INTERVAL_S,
@@ -27,7 +28,7 @@ from elastic_idl._task.names import (
     parse_rdzv_conf,
 )
 from elastic_idl._task.validate import RULES, violations
-from elastic_idl._task.view import duration_seconds, of, rdzv_configs
+from elastic_idl._task.view import TaskView, duration_seconds, of, rdzv_configs
 
 __all__ = [
     "EnvDecision",
@@ -210,6 +211,77 @@ def override_violations(
     return out
 
 
+_ELASTIC_REQUIRED = Violation(
+    "elastic_config",
+    "launch.elastic_required",
+    "a launch (elastic-idl run, the pod entrypoint, ei.launch) needs an elastic config: a limit "
+    "of launching, not a validity rule (validate accepts a task without one: a plain Master + Workers job)",
+)
+
+
+def _checked(
+    t: TaskView, env: Mapping[str, str] | None, run_id: str | None, rdzv_endpoint: str | None, start_method: str | None
+) -> ElasticConfig:
+    """The task's elastic config, once the task's rules and the launch-time values pass; else ValidationError."""
+    found = violations(t)
+    if t.elastic is None:
+        found.append(_ELASTIC_REQUIRED)
+    if env:
+        found += override_violations(
+            rdzv_endpoint=env.get(ENV.RDZV_ENDPOINT) or None,
+            run_id=env.get(ENV.RDZV_ID) or None,
+            names={"rdzv_endpoint": ENV.RDZV_ENDPOINT, "run_id": ENV.RDZV_ID},
+        )
+    if rdzv_endpoint is not None or run_id is not None or start_method is not None:
+        found += override_violations(rdzv_endpoint=rdzv_endpoint, run_id=run_id, start_method=start_method)
+    if found:
+        raise ValidationError(found)
+    assert t.elastic is not None  # for the type checker: checked above
+    return t.elastic
+
+
+class _Decisions:
+    """Settings resolved between the message and the pod env; each change is logged and recorded."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.made: list[EnvDecision] = []
+
+    def add(self, d: EnvDecision) -> None:
+        self.made.append(d)
+        _log.info("elastic-idl: %s", d)
+
+    def decide(self, setting: str, var: str, msg_value: str, env_wins: bool) -> str:
+        env_value = self.env.get(var)
+        if env_value is None or env_value == msg_value:
+            return msg_value
+        self.add(EnvDecision(setting, var, msg_value, env_value, "env" if env_wins else "message"))
+        return env_value if env_wins else msg_value
+
+
+def _message_wins(d: _Decisions, e: ElasticConfig, backend: str, nproc_policy: str | None) -> None:
+    """What to run: the message wins; a differing env value is recorded as ignored."""
+    d.decide("rdzv_backend", ENV.RDZV_BACKEND, backend, env_wins=False)
+    d.decide("nnodes", ENV.NNODES, f"{e.min_replicas}:{e.max_replicas}", env_wins=False)
+    d.decide("nproc_per_node", ENV.NPROC_PER_NODE, nproc_policy or str(e.nproc_per_node), env_wins=False)
+    d.decide("max_restarts", ENV.MAX_RESTARTS, str(e.max_restarts), env_wins=False)
+
+
+def _env_configs(d: _Decisions, configs: dict[str, Any]) -> None:
+    """Keys only in ``PET_RDZV_CONF`` are added; the message's own keys win."""
+    try:
+        env_conf = parse_rdzv_conf(d.env[ENV.RDZV_CONF])
+    except ValueError as exc:
+        raise ValidationError([Violation(ENV.RDZV_CONF, "env.rdzv_conf", str(exc))]) from exc
+    for key, value in env_conf.items():
+        if key in configs:
+            if str(configs[key]) != value:
+                d.add(EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, str(configs[key]), value, "message"))
+        else:
+            configs[key] = value
+            d.add(EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, "", value, "env"))
+
+
 def to_launch_spec(
     task: Any,
     *,
@@ -250,80 +322,34 @@ def to_launch_spec(
             value breaks the rule of its field.
     """
     t = of(task)
-    found = violations(t)
-    if t.elastic is None:
-        found.append(
-            Violation(
-                "elastic_config",
-                "launch.elastic_required",
-                "a launch (elastic-idl run, the pod entrypoint, ei.launch) needs an elastic config: a limit "
-                "of launching, not a validity rule (validate accepts a task without one: a plain Master + Workers job)",
-            )
-        )
-    if env:
-        found += override_violations(
-            rdzv_endpoint=env.get(ENV.RDZV_ENDPOINT) or None,
-            run_id=env.get(ENV.RDZV_ID) or None,
-            names={"rdzv_endpoint": ENV.RDZV_ENDPOINT, "run_id": ENV.RDZV_ID},
-        )
-    found += override_violations(rdzv_endpoint=rdzv_endpoint, run_id=run_id, start_method=start_method)
-    if found:
-        raise ValidationError(found)
-    assert t.elastic is not None  # for the type checker: checked above
-    e = t.elastic
-    env = dict(env or {})
-    decisions: list[EnvDecision] = []
+    e = _checked(t, env, run_id, rdzv_endpoint, start_method)
+    d = _Decisions(env or {})
+    has_env = bool(env)
 
-    def decide(setting: str, var: str, msg_value: str, env_wins: bool) -> str:
-        env_value = env.get(var)
-        if env_value is None or env_value == msg_value:
-            return msg_value
-        d = EnvDecision(setting, var, msg_value, env_value, "env" if env_wins else "message")
-        decisions.append(d)
-        _log.info("elastic-idl: %s", d)
-        return env_value if env_wins else msg_value
-
-    # Where to meet: the env wins.
-    msg_endpoint = ""
+    # Where to meet: the env wins (then the arguments).
+    endpoint = ""
     if e.rdzv_host or e.rdzv_port:
-        msg_endpoint = f"{e.rdzv_host or DEFAULT_LOCAL_HOST}:{e.rdzv_port}"
-    endpoint = decide("rdzv_endpoint", ENV.RDZV_ENDPOINT, msg_endpoint, env_wins=True)
+        endpoint = f"{e.rdzv_host or DEFAULT_LOCAL_HOST}:{e.rdzv_port}"
+    rid = e.rdzv_id
+    if has_env:
+        endpoint = d.decide("rdzv_endpoint", ENV.RDZV_ENDPOINT, endpoint, env_wins=True)
+        rid = d.decide("run_id", ENV.RDZV_ID, rid, env_wins=True)
     if rdzv_endpoint is not None:
         endpoint = rdzv_endpoint
-    if not endpoint:
-        endpoint = f"{DEFAULT_LOCAL_HOST}:0"
-    rid = decide("run_id", ENV.RDZV_ID, e.rdzv_id, env_wins=True)
+    endpoint = endpoint or f"{DEFAULT_LOCAL_HOST}:0"
     if run_id is not None:
         rid = run_id
     rid = rid or DEFAULT_RUN_ID
 
-    # What to run: the message wins.
     backend = t.effective_backend()
-    decide("rdzv_backend", ENV.RDZV_BACKEND, backend, env_wins=False)
-    decide("nnodes", ENV.NNODES, f"{e.min_replicas}:{e.max_replicas}", env_wins=False)
     nproc_policy = NPROC_POLICY.text.get(e.nproc_policy)
-    decide("nproc_per_node", ENV.NPROC_PER_NODE, nproc_policy or str(e.nproc_per_node), env_wins=False)
-    decide("max_restarts", ENV.MAX_RESTARTS, str(e.max_restarts), env_wins=False)
-
     configs = rdzv_configs(e)
-    if ENV.RDZV_CONF in env:
-        try:
-            env_conf = parse_rdzv_conf(env[ENV.RDZV_CONF])
-        except ValueError as exc:
-            raise ValidationError([Violation(ENV.RDZV_CONF, "env.rdzv_conf", str(exc))]) from exc
-        for key, value in env_conf.items():
-            if key in configs:
-                if str(configs[key]) != value:
-                    decisions.append(
-                        EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, str(configs[key]), value, "message")
-                    )
-                    _log.info("elastic-idl: %s", decisions[-1])
-            else:
-                configs[key] = value
-                decisions.append(EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, "", value, "env"))
-                _log.info("elastic-idl: %s", decisions[-1])
+    if has_env:
+        _message_wins(d, e, backend, nproc_policy)
+        if ENV.RDZV_CONF in d.env:
+            _env_configs(d, configs)
 
-    method = start_method or START_METHOD.text.get(e.start_method) or DEFAULT_START_METHOD
+    has = e.HasField
     return LaunchSpec(
         min_nodes=e.min_replicas,
         max_nodes=e.max_replicas,
@@ -336,15 +362,15 @@ def to_launch_spec(
         rdzv_configs=MappingProxyType(configs),
         max_restarts=e.max_restarts,
         monitor_interval=duration_seconds(e.monitor_interval)
-        if e.HasField("monitor_interval")
+        if has("monitor_interval")
         else DEFAULT_MONITOR_INTERVAL_S,
-        start_method=method,
+        start_method=start_method or START_METHOD.text.get(e.start_method) or DEFAULT_START_METHOD,
         redirects=STD_STREAMS.text[e.redirects],
         tee=STD_STREAMS.text[e.tee],
         local_ranks_filter=tuple(e.local_ranks_filter),
         numa_binding=NUMA_BINDING.text.get(e.numa_binding),
         signals_to_handle=",".join(e.signals_to_handle) or DEFAULT_SIGNALS,
-        shutdown_timeout=int(e.shutdown_timeout.seconds) if e.HasField("shutdown_timeout") else None,
+        shutdown_timeout=int(e.shutdown_timeout.seconds) if has("shutdown_timeout") else None,
         virtual_local_rank=e.virtual_local_rank,
-        decisions=tuple(decisions),
+        decisions=tuple(d.made),
     )

@@ -259,8 +259,9 @@ def seconds_number(x: float) -> int | float:
 def rdzv_configs(e: ElasticConfig) -> dict[str, Any]:
     """The rendezvous options a message states: typed timeouts (seconds), then the extras in order."""
     out: dict[str, Any] = {}
+    has = e.HasField
     for name in RDZV_TIMEOUTS:
-        if e.HasField(cast(Any, name)):
+        if has(name):  # type: ignore[arg-type]
             out[name] = seconds_number(duration_seconds(getattr(e, name)))
     for opt in e.rdzv_options:
         out[opt.key] = opt.value
