@@ -4,7 +4,7 @@ Paths, each timed over the same inputs in the same run:
 
 - ``ParseFromString``: protobuf alone, the floor (a new message, parse the bytes);
 - ``decode``: ``ei.decode(raw, format="binary", task_type_version=v)`` (the format layer: a message);
-- ``view``: ``ei.view(raw, task_type_version=v)``: the strict decode, then the TaskView value;
+- ``view``: ``ei.view(raw, format="binary", task_type_version=v)``: the strict decode, then the TaskView value;
 - ``-> to_launch_spec``: ``t = ei.view(...)``, then ``ei.validate(t)``, then ``ei.to_launch_spec(t)``
   (no env; the rules run once, on the value);
 - ``-> render_pytorchjob``: ``t = ei.view(...)``, then ``ei.validate(t)``, then
@@ -96,17 +96,17 @@ def _decode(x: Input) -> Any:
 
 
 def _view(x: Input) -> Any:
-    return ei.view(x.raw, task_type_version=x.version)
+    return ei.view(x.raw, format="binary", task_type_version=x.version)
 
 
 def _to_launch_spec(x: Input) -> Any:
-    t = ei.view(x.raw, task_type_version=x.version)
+    t = ei.view(x.raw, format="binary", task_type_version=x.version)
     ei.validate(t)
     return ei.to_launch_spec(t)
 
 
 def _render(x: Input) -> Any:
-    t = ei.view(x.raw, task_type_version=x.version)
+    t = ei.view(x.raw, format="binary", task_type_version=x.version)
     ei.validate(t)
     return ei.render_pytorchjob(t, ei.JobOptions(**x.render), task_type_version=x.version)
 

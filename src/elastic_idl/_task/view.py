@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
 
 from elastic_idl._errors import Violation
-from elastic_idl._task.codec import decode
+from elastic_idl._task.codec import Format, decode
 from elastic_idl._task.messages import (
     ElasticConfig,
     KubeflowTask,
@@ -93,22 +93,17 @@ class TaskView:
         put = object.__setattr__
         put(self, "_message", message)
         put(self, "_violations", None)
+        has: Any = message.HasField
+        put(self, "elastic", message.elastic_config if has("elastic_config") else None)
         if isinstance(message, LegacyTask):
             put(self, "task_type_version", 0)
-            put(self, "elastic", message.elastic_config if message.HasField("elastic_config") else None)
             put(self, "worker", Replica("workers", "", "workers", message.workers, "", None, 0, True))
             put(self, "master", None)
             put(self, "run_policy", None)
             return
-        has = message.HasField
         put(self, "task_type_version", 1)
-        put(self, "elastic", message.elastic_config if has("elastic_config") else None)
-        put(self, "worker", _replica(message.worker_replicas, "worker_replicas", has("worker_replicas")))
-        put(
-            self,
-            "master",
-            _replica(message.master_replicas, "master_replicas", True) if has("master_replicas") else None,
-        )
+        put(self, "worker", _replica(message.worker_replicas, _WORKER_PATHS, has("worker_replicas")))
+        put(self, "master", _replica(message.master_replicas, _MASTER_PATHS, True) if has("master_replicas") else None)
         put(self, "run_policy", message.run_policy if has("run_policy") else None)
 
     @classmethod
@@ -188,28 +183,38 @@ def _copy(message: Task) -> Task:
     return cast(Task, out)
 
 
-def _replica(spec: Any, path: str, present: bool) -> Replica:
+def _paths(path: str) -> tuple[str, str, str, str]:
+    """(path, path.common, path.common.replicas, path.replicas) of a replica spec, built once."""
+    return path, f"{path}.common", f"{path}.common.replicas", f"{path}.replicas"
+
+
+_WORKER_PATHS = _paths("worker_replicas")
+_MASTER_PATHS = _paths("master_replicas")
+
+
+def _replica(spec: Any, paths: tuple[str, str, str, str], present: bool) -> Replica:
     # Upstream's backend rule: `common` wins when it is set, else the deprecated fields.
+    path, common_path, common_replicas_path, replicas_path = paths
     if spec.HasField("common"):
         c = spec.common
         return Replica(
             path,
-            f"{path}.common",
-            f"{path}.common.replicas",
+            common_path,
+            common_replicas_path,
             c.replicas,
             c.image,
             c.resources if c.HasField("resources") else None,
-            int(c.restart_policy),
+            c.restart_policy,
             present,
         )
     return Replica(
         path,
         path,
-        f"{path}.replicas",
+        replicas_path,
         spec.replicas,
         spec.image,
         spec.resources if spec.HasField("resources") else None,
-        int(spec.restart_policy),
+        spec.restart_policy,
         present,
     )
 
@@ -217,7 +222,7 @@ def _replica(spec: Any, path: str, present: bool) -> Replica:
 _OWN_TASKS = (LegacyTask, KubeflowTask)
 
 
-def of(task: Any, *, task_type_version: int = 1) -> TaskView:
+def of(task: Any, *, task_type_version: int = 1, format: Format | None = None) -> TaskView:
     """The task as a :class:`TaskView`, converted exactly once: the way into every reader.
 
     Args:
@@ -227,6 +232,8 @@ def of(task: Any, *, task_type_version: int = 1) -> TaskView:
             format) or ``TaskTemplate.custom`` dict, decoded strictly by :func:`~elastic_idl.decode`.
         task_type_version: The shape of a serialized task or custom dict: 0 legacy, 1 (default)
             kubeflow. Ignored for a message or a view, which carry their shape.
+        format: The format of serialized data, one of :data:`~elastic_idl.FORMATS`; None
+            (default) detects it, as :func:`~elastic_idl.decode` does.
 
     Raises:
         DecodeError: Serialized data or a custom dict that is not a task of that shape.
@@ -237,7 +244,9 @@ def of(task: Any, *, task_type_version: int = 1) -> TaskView:
         return task
     if isinstance(task, _OWN_TASKS):
         return TaskView.of_message(_copy(task))  # the caller keeps its message; the view owns a copy
-    if isinstance(task, (bytes, bytearray, memoryview, str, Mapping)):
+    if isinstance(task, (bytes, bytearray, memoryview, str)):
+        return TaskView.of_message(decode(task, format=format, task_type_version=task_type_version))
+    if isinstance(task, Mapping):
         return TaskView.of_message(decode(task, task_type_version=task_type_version))
     return TaskView.of_message(as_task(task))  # another binding: a new message, through its bytes
 
