@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -602,3 +604,28 @@ def test_fast_decode_walks_the_bytes_only_when_an_unknown_field_was_kept(monkeyp
     task = ei.decode(newer, format="binary")
     assert walked[0] == newer  # (then the walk recurses into the known messages)
     assert task.elastic_config.max_replicas == 2
+
+
+def test_the_custom_dict_is_what_message_to_dict_writes_for_every_vector() -> None:
+    from google.protobuf import json_format
+
+    from elastic_idl._conformance import load_cases
+
+    seen = 0
+    for case in load_cases(Path(__file__).resolve().parent.parent / "contract" / "cases"):
+        hex_file = case.path / "binary.hex"
+        if not hex_file.is_file():
+            continue
+        task = ei.decode(bytes.fromhex(hex_file.read_text().strip()), task_type_version=case.task_type_version)
+        try:
+            expected = json_format.MessageToDict(task)
+        except (json_format.SerializeToJsonError, ValueError):
+            with pytest.raises(ei.EncodeError):
+                ei.to_custom(task)
+            continue
+        assert ei.to_custom(task) == expected, case.name
+        assert json.loads(ei.encode(task, "json")) == expected, case.name
+        snake = json_format.MessageToDict(task, preserving_proto_field_name=True)
+        assert yaml.safe_load(ei.encode(task, "yaml")) == snake, case.name
+        seen += 1
+    assert seen > 50

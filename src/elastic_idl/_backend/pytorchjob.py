@@ -224,10 +224,13 @@ def _check_namespace(namespace: Any) -> None:
         raise RenderError("namespace", f"{namespace!r} is not a DNS-1123 label (at most {MAX_NAME_LEN} characters)")
 
 
+_WHITESPACE = re.compile(r"\s")
+
+
 def _check_image(field: str, image: Any) -> None:
     if not isinstance(image, str) or not image:
         raise RenderError(field, "a container image is required")
-    if image != image.strip() or any(c.isspace() for c in image):
+    if _WHITESPACE.search(image):
         raise RenderError(field, f"{image!r} is not an image reference (no whitespace)")
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "detect_format",
     "format_of_path",
     "from_custom",
+    "is_repeated",
     "load_document",
     "load_yaml",
     "read_task_bytes",
@@ -592,7 +593,7 @@ def _check_wire_types(raw: bytes, desc: Descriptor, path: str, version: int) -> 
             continue
         fpath = f"{path}.{f.name}" if path else f.name
         expected = _WIRE_TYPES.get(f.type, _VARINT)
-        packed = wire == _LEN and _is_repeated(f) and expected != _LEN
+        packed = wire == _LEN and is_repeated(f) and expected != _LEN
         if wire != expected and not packed:
             raise DecodeError(
                 fpath,
@@ -857,7 +858,7 @@ def _field_by_key(desc: Descriptor, key: str) -> FieldDescriptor | None:
     return None
 
 
-def _is_repeated(f: FieldDescriptor) -> bool:
+def is_repeated(f: FieldDescriptor) -> bool:
     # protobuf >= 5.28 has is_repeated; protobuf 7 removed `label`.
     flag = getattr(f, "is_repeated", None)
     if flag is not None:
@@ -887,7 +888,7 @@ def _check_mapping(obj: Mapping[Any, Any], desc: Descriptor, path: str, fmt: str
         given[f.name] = key
         if value is None:
             out[key] = None  # JSON null means "unset" in proto3 JSON
-        elif _is_repeated(f):
+        elif is_repeated(f):
             if not isinstance(value, list):
                 raise DecodeError(fpath, f"expected a list, got {type(value).__name__}", format=fmt)
             out[key] = [_check_value(f, item, f"{fpath}[{i}]", fmt) for i, item in enumerate(value)]
