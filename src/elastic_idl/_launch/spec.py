@@ -339,15 +339,14 @@ def to_launch_spec(
     """
     t = of(task)
     e = _checked(t, env, run_id, rdzv_endpoint, start_method)
-    d = _Decisions(env or {})
-    has_env = bool(env)
+    d = _Decisions(env) if env else None
 
     # Where to meet: the env wins (then the arguments).
     endpoint = ""
     if e.rdzv_host or e.rdzv_port:
         endpoint = f"{e.rdzv_host or DEFAULT_LOCAL_HOST}:{e.rdzv_port}"
     rid = e.rdzv_id
-    if has_env:
+    if d is not None:
         endpoint = d.decide("rdzv_endpoint", ENV.RDZV_ENDPOINT, endpoint, env_wins=True)
         rid = d.decide("run_id", ENV.RDZV_ID, rid, env_wins=True)
     if rdzv_endpoint is not None:
@@ -360,7 +359,7 @@ def to_launch_spec(
     backend = t.effective_backend()
     nproc_policy = NPROC_POLICY.text.get(e.nproc_policy)
     configs = rdzv_configs(e)
-    if has_env:
+    if d is not None:
         _message_wins(d, e, backend, nproc_policy)
         if ENV.RDZV_CONF in d.env:
             _env_configs(d, configs)
@@ -389,5 +388,5 @@ def to_launch_spec(
         shutdown_timeout=int(e.shutdown_timeout.seconds) if has("shutdown_timeout") else None,
         virtual_local_rank=e.virtual_local_rank,
         local_addr=None,
-        decisions=tuple(d.made),
+        decisions=tuple(d.made) if d is not None else (),
     )
