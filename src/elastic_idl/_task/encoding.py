@@ -124,8 +124,9 @@ def _json_object(msg: Any, snake_case: bool) -> dict[str, Any]:
     Duration) makes the message go through json_format itself.
     """
     out: dict[str, Any] = {}
+    plans = _FIELDS
     for fd, value in msg.ListFields():
-        f = _field(fd)
+        f = plans.get(fd) or _field(fd)
         if f.kind == _GENERIC:
             return dict(json_format.MessageToDict(msg, preserving_proto_field_name=snake_case))
         name = f.name if snake_case else f.json_name
