@@ -3,10 +3,12 @@
 Paths, each timed over the same inputs in the same run:
 
 - ``ParseFromString``: protobuf alone, the floor (a new message, parse the bytes);
-- ``decode``: ``ei.decode(raw, format="binary", task_type_version=v)``;
-- ``-> to_launch_spec``: ``decode``, then ``ei.validate``, then ``ei.to_launch_spec`` (no env);
-- ``-> render_pytorchjob``: ``decode``, then ``ei.validate``, then ``ei.render_pytorchjob`` with
-  the case's render options (what the contract runner renders with).
+- ``decode``: ``ei.decode(raw, format="binary", task_type_version=v)`` (the format layer: a message);
+- ``view``: ``ei.view(raw, format="binary", task_type_version=v)``: the strict decode, then the TaskView value;
+- ``-> to_launch_spec``: ``t = ei.view(...)``, then ``ei.validate(t)``, then ``ei.to_launch_spec(t)``
+  (no env; the rules run once, on the value);
+- ``-> render_pytorchjob``: ``t = ei.view(...)``, then ``ei.validate(t)``, then
+  ``ei.render_pytorchjob(t, ...)`` with the case's render options (what the contract runner renders with).
 
 Inputs: the wire bytes of every contract vector (``contract/cases/*/binary.hex``) with the
 case's task_type_version, in a fixed order in which no input follows itself (nor across the
@@ -93,23 +95,30 @@ def _decode(x: Input) -> Any:
     return ei.decode(x.raw, format="binary", task_type_version=x.version)
 
 
+def _view(x: Input) -> Any:
+    return ei.view(x.raw, format="binary", task_type_version=x.version)
+
+
 def _to_launch_spec(x: Input) -> Any:
-    task = ei.decode(x.raw, format="binary", task_type_version=x.version)
-    ei.validate(task)
-    return ei.to_launch_spec(task)
+    t = ei.view(x.raw, format="binary", task_type_version=x.version)
+    ei.validate(t)
+    return ei.to_launch_spec(t)
 
 
 def _render(x: Input) -> Any:
-    task = ei.decode(x.raw, format="binary", task_type_version=x.version)
-    ei.validate(task)
-    return ei.render_pytorchjob(task, ei.JobOptions(**x.render), task_type_version=x.version)
+    t = ei.view(x.raw, format="binary", task_type_version=x.version)
+    ei.validate(t)
+    return ei.render_pytorchjob(t, ei.JobOptions(**x.render), task_type_version=x.version)
 
 
+SPEC_PATH = "view -> validate -> to_launch_spec"
+RENDER_PATH = "view -> validate -> render_pytorchjob"
 PATHS: dict[str, Callable[[Input], Any]] = {
     "ParseFromString": _parse,
     "decode": _decode,
-    "decode -> validate -> to_launch_spec": _to_launch_spec,
-    "decode -> validate -> render_pytorchjob": _render,
+    "view": _view,
+    SPEC_PATH: _to_launch_spec,
+    RENDER_PATH: _render,
 }
 
 
@@ -146,8 +155,9 @@ def rows(inputs: list[Input]) -> list[Row]:
     out = [
         Row("ParseFromString (all)", "ParseFromString", everything, "ParseFromString (all)"),
         Row("decode (all)", "decode", everything, "ParseFromString (all)"),
+        Row("view (all)", "view", everything, "ParseFromString (all)"),
     ]
-    for name in ("decode -> validate -> to_launch_spec", "decode -> validate -> render_pytorchjob"):
+    for name in (SPEC_PATH, RENDER_PATH):
         ok = tuple(x for x in inputs if completes(PATHS[name], x))
         short = name.rsplit(" ", 1)[-1]
         out.append(Row(f"{name} (all)", name, everything, "ParseFromString (all)"))

@@ -441,25 +441,34 @@ def test_options_given_wrong_are_a_type_error(call: Any, match: str) -> None:
 
 
 def test_render_converts_the_task_and_builds_the_custom_dict_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import betterproto
+
     from elastic_idl._backend import pytorchjob
+    from elastic_idl._task.view import TaskView
     from elastic_idl.betterproto.plugins.kubeflow.v1 import DistributedPyTorchTrainingTask
 
-    calls = {"as_pb2": 0, "to_custom": 0}
-    as_pb2, to_custom = pytorchjob.as_pb2, pytorchjob.to_custom
+    calls = {"views": 0, "betterproto": 0, "to_custom": 0}
+    build, to_bytes, to_custom = TaskView.of_message.__func__, betterproto.Message.__bytes__, pytorchjob.to_custom
 
-    def counted(name: str, fn: Any) -> Any:
-        def call(task: Any) -> Any:
-            calls[name] += 1
-            return fn(task)
+    def of_message(cls: type[TaskView], message: Any) -> TaskView:
+        calls["views"] += 1
+        return build(cls, message)
 
-        return call
+    def bp_bytes(self: betterproto.Message) -> bytes:
+        calls["betterproto"] += isinstance(self, DistributedPyTorchTrainingTask)  # not its nested messages
+        return to_bytes(self)
+
+    def counted_to_custom(task: Any) -> Any:
+        calls["to_custom"] += 1
+        return to_custom(task)
 
     task = DistributedPyTorchTrainingTask().parse(ei.encode(kf(), "binary"))
     expected = render(kf())
-    monkeypatch.setattr(pytorchjob, "as_pb2", counted("as_pb2", as_pb2))
-    monkeypatch.setattr(pytorchjob, "to_custom", counted("to_custom", to_custom))
+    monkeypatch.setattr(TaskView, "of_message", classmethod(of_message))
+    monkeypatch.setattr(betterproto.Message, "__bytes__", bp_bytes)
+    monkeypatch.setattr(pytorchjob, "to_custom", counted_to_custom)
     assert render(task) == expected
-    assert calls == {"as_pb2": 1, "to_custom": 1}
+    assert calls == {"views": 1, "betterproto": 1, "to_custom": 1}
 
 
 def test_task_class_must_match_the_declared_version() -> None:

@@ -196,7 +196,7 @@ def _elastic_variants() -> Iterator[tuple[str, ei.ElasticConfig | None]]:
     e = copy.deepcopy(base)
     e.rdzv_backend, e.rdzv_host, e.rdzv_port, e.rdzv_id = "etcd-v2", "etcd.infra.svc", 2379, "run-1"
     e.join_timeout.seconds = 900
-    e.last_call_timeout.nanos = 250_000_000
+    e.last_call_timeout.seconds = 2  # whole seconds (elastic.duration.whole_seconds)
     e.close_timeout.seconds = 30
     e.read_timeout.seconds = 60
     e.rdzv_options.add(key="is_host", value="0")

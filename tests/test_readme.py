@@ -51,6 +51,7 @@ EXEMPT_LINES: dict[str, str] = {
 #: Blocks in another language than python or sh, by section -> why they do not run.
 EXEMPT_BLOCKS: dict[tuple[str, str], str] = {
     ("What is in the box", ""): "a listing of the repository's folders, not code",
+    ("Architecture", ""): "a listing of the runtime's packages, not code",
     ("The Go backend (`go/`)", ""): "a listing of the Go module's folders, not code",
     ("The Go backend (`go/`)", "go"): "Go for a propeller plugin; the package's Example (go test) runs that path",
 }

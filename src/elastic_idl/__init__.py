@@ -22,9 +22,9 @@ _EXPORTS: dict[str, str] = {
     "FORMATS": "_task.codec",
     "decode": "_task.codec",
     "detect_format": "_task.codec",
-    "encode": "_task.codec",
-    "extension_fields": "_task.codec",
-    "to_custom": "_task.codec",
+    "encode": "_task.encoding",
+    "extension_fields": "_task.encoding",
+    "to_custom": "_task.encoding",
     # errors (all in one module)
     "DecodeError": "_errors",
     "ElasticIdlError": "_errors",
@@ -172,16 +172,8 @@ if TYPE_CHECKING:
     from elastic_idl._sdk.arguments import RunPolicy
     from elastic_idl._sdk.elastic import Elastic
     from elastic_idl._sdk.torchrun import TorchrunEntrypoint, from_torchrun, to_torchrun
-    from elastic_idl._task.codec import (
-        FORMATS,
-        CustomTemplate,
-        decode,
-        detect_format,
-        encode,
-        extension_fields,
-        from_custom,
-        to_custom,
-    )
+    from elastic_idl._task.codec import FORMATS, CustomTemplate, decode, detect_format, from_custom
+    from elastic_idl._task.encoding import encode, extension_fields, to_custom
     from elastic_idl._task.enums import CleanPodPolicy, RestartPolicy
     from elastic_idl._task.messages import (
         ElasticConfig,

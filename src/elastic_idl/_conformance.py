@@ -34,7 +34,8 @@ from elastic_idl._errors import (
     Violation,
 )
 from elastic_idl._launch.spec import to_launch_spec
-from elastic_idl._task.codec import decode, encode, to_custom
+from elastic_idl._task.codec import decode
+from elastic_idl._task.encoding import encode, to_custom
 from elastic_idl._task.validate import violations
 
 __all__ = [

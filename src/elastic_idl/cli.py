@@ -28,7 +28,8 @@ from elastic_idl._errors import (
     violation_lines,
 )
 from elastic_idl._launch.spec import to_launch_spec
-from elastic_idl._task.codec import FORMATS, MAX_TASK_BYTES, decode, encode, format_of_path, read_task_bytes, to_custom
+from elastic_idl._task.codec import FORMATS, MAX_TASK_BYTES, decode, format_of_path, read_task_bytes
+from elastic_idl._task.encoding import encode, to_custom
 from elastic_idl._task.messages import Task
 from elastic_idl.exit_codes import EXIT_CODES_TEXT, ExitCode, exit_code_of
 

@@ -16,16 +16,18 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast, overload
+from typing import Any, NamedTuple, overload
+
+from google.protobuf.message import Message
 
 from elastic_idl._errors import RenderError, deprecated
-from elastic_idl._task.codec import from_custom, to_custom
+from elastic_idl._task.encoding import to_custom
 from elastic_idl._task.enums import CLEAN_POD_POLICY, K8S_RESOURCE, NPROC_POLICY, RESTART_POLICY
-from elastic_idl._task.messages import TASK_CLASSES, Resources, Task, as_pb2, task_class
+from elastic_idl._task.messages import TASK_CLASSES, Resources, task_class
 from elastic_idl._task.names import ENV, OPERATOR_ENV, TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._task.resources import quantity_problems
 from elastic_idl._task.validate import validate
-from elastic_idl._task.view import Replica, TaskView, rdzv_configs, view
+from elastic_idl._task.view import Replica, TaskView, message_of, of, rdzv_configs
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 
 __all__ = [
@@ -113,7 +115,6 @@ DEFAULT_NPROC = "auto"
 POD_ENTRYPOINT: tuple[str, ...] = ("python", "-m", "elastic_idl.pod")
 
 #: task message class -> its task_type_version.
-_SHAPES: dict[type, int] = {cls: version for version, cls in TASK_CLASSES.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -223,10 +224,13 @@ def _check_namespace(namespace: Any) -> None:
         raise RenderError("namespace", f"{namespace!r} is not a DNS-1123 label (at most {MAX_NAME_LEN} characters)")
 
 
+_WHITESPACE = re.compile(r"\s")
+
+
 def _check_image(field: str, image: Any) -> None:
     if not isinstance(image, str) or not image:
         raise RenderError(field, "a container image is required")
-    if image != image.strip() or any(c.isspace() for c in image):
+    if _WHITESPACE.search(image):
         raise RenderError(field, f"{image!r} is not an image reference (no whitespace)")
 
 
@@ -345,11 +349,12 @@ def _replica_resources(res: Resources) -> dict[str, dict[str, str]]:
 # --------------------------------------------------------------------------- render
 
 
-def _task_for_render(task: Any, task_type_version: int | None) -> Task:
-    """The task as one message of the declared shape, converted once; or a typed error.
+def _task_for_render(task: Any, task_type_version: int | None) -> TaskView:
+    """The task as one TaskView of the declared shape, converted once; or a typed error.
 
-    A custom dict is decoded as ``task_type_version`` says (required then); a message of
-    either binding is converted once and, when a version is declared, must be of that shape.
+    A custom dict is decoded as ``task_type_version`` says (required then); a message or a view
+    is converted once (:func:`~elastic_idl._task.view.of`) and, when a version is declared, must
+    be of that shape.
     """
     if task_type_version is not None:
         task_class(task_type_version)  # UnsupportedVersionError for anything but 0 / 1, before any other check
@@ -360,25 +365,26 @@ def _task_for_render(task: Any, task_type_version: int | None) -> Task:
                 "a TaskTemplate.custom dict needs the template's task_type_version (0 legacy, 1 kubeflow)",
             )
         # The backend's input: TaskTemplate.custom; DecodeError names the field.
-        return from_custom(task, task_type_version=task_type_version)
-    try:
-        pb = as_pb2(task)
-    except TypeError as exc:
-        raise RenderError("task", str(exc)) from None
-    actual = _SHAPES.get(type(pb))
-    if task_type_version is None:
-        if actual is None:
-            raise RenderError("task", f"expected a task message, got {pb.DESCRIPTOR.full_name}")
-        return cast(Task, pb)
-    if actual != task_type_version:
-        what = f"a task_type_version {actual} task" if actual is not None else "a message"
+        return of(task, task_type_version=task_type_version)
+    if isinstance(task, (bytes, bytearray, memoryview, str)):
         raise RenderError(
-            "task_type_version",
-            f"declared {task_type_version} ({TASK_CLASSES[task_type_version].DESCRIPTOR.full_name}) but got "
-            f"{what} ({pb.DESCRIPTOR.full_name}); the backend would read it as the declared shape "
-            "and lose fields (flyteplugins#359)",
+            "task", "expected a task message, a TaskView or a custom dict; decode with ei.view(data) first"
         )
-    return cast(Task, pb)
+    try:
+        t = of(task)
+    except TypeError as exc:
+        if task_type_version is None or not isinstance(task, Message):
+            raise RenderError("task", str(exc)) from None
+        got = f"a message ({task.DESCRIPTOR.full_name})"
+    else:
+        if task_type_version is None or t.task_type_version == task_type_version:
+            return t
+        got = f"a task_type_version {t.task_type_version} task ({message_of(t).DESCRIPTOR.full_name})"
+    raise RenderError(
+        "task_type_version",
+        f"declared {task_type_version} ({TASK_CLASSES[task_type_version].DESCRIPTOR.full_name}) but got "
+        f"{got}; the backend would read it as the declared shape and lose fields (flyteplugins#359)",
+    )
 
 
 def _replica_counts(t: TaskView) -> dict[str, int]:
@@ -644,11 +650,10 @@ def render_pytorchjob(
             "render_pytorchjob(task, JobOptions(name=..., image=..., ...), task_type_version=...)",
         )
     opts = _options_of(options, legacy)
-    pb = _task_for_render(task, task_type_version)
-    validate(pb)
-    t = view(pb)
+    t = _task_for_render(task, task_type_version)
+    validate(t)
     counts = _replica_counts(t)
     _check_name(opts.name, counts)
     _check_namespace(opts.namespace)
-    c = _container(t, to_custom(pb), opts)
+    c = _container(t, to_custom(t), opts)
     return _job(opts, c, _job_spec(t, c, counts))

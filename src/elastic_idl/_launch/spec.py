@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
 from elastic_idl._errors import ValidationError, Violation
 from elastic_idl._task.enums import NPROC_POLICY, NUMA_BINDING, START_METHOD, STD_STREAMS
+from elastic_idl._task.messages import ElasticConfig
 from elastic_idl._task.names import (
     DEFAULT_LOCAL_HOST,
     DEFAULT_MONITOR_INTERVAL_S,
@@ -23,10 +24,11 @@ from elastic_idl._task.names import (
     DEFAULT_START_METHOD,
     ENV,
     MAX_RDZV_NAME_LEN,
+    is_rdzv_id_text,
     parse_rdzv_conf,
 )
 from elastic_idl._task.validate import RULES, violations
-from elastic_idl._task.view import duration_seconds, rdzv_configs, view
+from elastic_idl._task.view import TaskView, duration_seconds, of, rdzv_configs
 
 __all__ = [
     "EnvDecision",
@@ -120,6 +122,22 @@ class LaunchSpec:
         }
 
 
+#: Every field of LaunchSpec, in order.
+LAUNCH_SPEC_FIELDS = tuple(f.name for f in fields(LaunchSpec))
+
+
+def _launch_spec(**values: Any) -> LaunchSpec:
+    """A LaunchSpec from every one of its fields at once.
+
+    A frozen dataclass's own ``__init__`` sets its 21 fields one ``object.__setattr__`` at a
+    time, which was a third of ``to_launch_spec``; this fills the instance dict in one step.
+    """
+    assert len(values) == len(LAUNCH_SPEC_FIELDS), sorted(set(LAUNCH_SPEC_FIELDS) ^ set(values))
+    spec = object.__new__(LaunchSpec)
+    spec.__dict__.update(values)
+    return spec
+
+
 def split_endpoint(text: str) -> tuple[str, int | None]:
     """ "host:port", "host", "[v6]:port" or "[v6]" -> (host without brackets, port or None).
 
@@ -185,12 +203,7 @@ def override_violations(
                     )
                 )
     if run_id is not None:
-        if (
-            not run_id
-            or len(run_id) > MAX_RDZV_NAME_LEN
-            or not all(33 <= ord(c) < 127 for c in run_id)
-            or "," in run_id
-        ):
+        if not run_id or len(run_id) > MAX_RDZV_NAME_LEN or not is_rdzv_id_text(run_id):
             out.append(
                 Violation(
                     names.get("run_id", "run_id"),
@@ -214,6 +227,77 @@ def override_violations(
     return out
 
 
+_ELASTIC_REQUIRED = Violation(
+    "elastic_config",
+    "launch.elastic_required",
+    "a launch (elastic-idl run, the pod entrypoint, ei.launch) needs an elastic config: a limit "
+    "of launching, not a validity rule (validate accepts a task without one: a plain Master + Workers job)",
+)
+
+
+def _checked(
+    t: TaskView, env: Mapping[str, str] | None, run_id: str | None, rdzv_endpoint: str | None, start_method: str | None
+) -> ElasticConfig:
+    """The task's elastic config, once the task's rules and the launch-time values pass; else ValidationError."""
+    found = violations(t)
+    if t.elastic is None:
+        found.append(_ELASTIC_REQUIRED)
+    if env:
+        found += override_violations(
+            rdzv_endpoint=env.get(ENV.RDZV_ENDPOINT) or None,
+            run_id=env.get(ENV.RDZV_ID) or None,
+            names={"rdzv_endpoint": ENV.RDZV_ENDPOINT, "run_id": ENV.RDZV_ID},
+        )
+    if rdzv_endpoint is not None or run_id is not None or start_method is not None:
+        found += override_violations(rdzv_endpoint=rdzv_endpoint, run_id=run_id, start_method=start_method)
+    if found:
+        raise ValidationError(found)
+    assert t.elastic is not None  # for the type checker: checked above
+    return t.elastic
+
+
+class _Decisions:
+    """Settings resolved between the message and the pod env; each change is logged and recorded."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.made: list[EnvDecision] = []
+
+    def add(self, d: EnvDecision) -> None:
+        self.made.append(d)
+        _log.info("elastic-idl: %s", d)
+
+    def decide(self, setting: str, var: str, msg_value: str, env_wins: bool) -> str:
+        env_value = self.env.get(var)
+        if env_value is None or env_value == msg_value:
+            return msg_value
+        self.add(EnvDecision(setting, var, msg_value, env_value, "env" if env_wins else "message"))
+        return env_value if env_wins else msg_value
+
+
+def _message_wins(d: _Decisions, e: ElasticConfig, backend: str, nproc_policy: str | None) -> None:
+    """What to run: the message wins; a differing env value is recorded as ignored."""
+    d.decide("rdzv_backend", ENV.RDZV_BACKEND, backend, env_wins=False)
+    d.decide("nnodes", ENV.NNODES, f"{e.min_replicas}:{e.max_replicas}", env_wins=False)
+    d.decide("nproc_per_node", ENV.NPROC_PER_NODE, nproc_policy or str(e.nproc_per_node), env_wins=False)
+    d.decide("max_restarts", ENV.MAX_RESTARTS, str(e.max_restarts), env_wins=False)
+
+
+def _env_configs(d: _Decisions, configs: dict[str, Any]) -> None:
+    """Keys only in ``PET_RDZV_CONF`` are added; the message's own keys win."""
+    try:
+        env_conf = parse_rdzv_conf(d.env[ENV.RDZV_CONF])
+    except ValueError as exc:
+        raise ValidationError([Violation(ENV.RDZV_CONF, "env.rdzv_conf", str(exc))]) from exc
+    for key, value in env_conf.items():
+        if key in configs:
+            if str(configs[key]) != value:
+                d.add(EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, str(configs[key]), value, "message"))
+        else:
+            configs[key] = value
+            d.add(EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, "", value, "env"))
+
+
 def to_launch_spec(
     task: Any,
     *,
@@ -225,7 +309,8 @@ def to_launch_spec(
     """Map a valid elastic task (either shape, either binding) to a :class:`LaunchSpec`.
 
     Args:
-        task: The task message.
+        task: The task: anything :func:`elastic_idl.view` takes, converted once (a TaskView
+            as is; its rules run once per value).
         env: The pod env (the operator's ``PET_*`` variables); None or {} outside a pod.
             Precedence, field by field (every time the env changes a value it is
             logged and recorded in ``LaunchSpec.decisions``):
@@ -252,82 +337,35 @@ def to_launch_spec(
         ValidationError: The task breaks a rule, or has no elastic config, or a launch-time
             value breaks the rule of its field.
     """
-    found = violations(task)
-    t = view(task)
-    if t.elastic is None:
-        found.append(
-            Violation(
-                "elastic_config",
-                "launch.elastic_required",
-                "a launch (elastic-idl run, the pod entrypoint, ei.launch) needs an elastic config: a limit "
-                "of launching, not a validity rule (validate accepts a task without one: a plain Master + Workers job)",
-            )
-        )
-    if env:
-        found += override_violations(
-            rdzv_endpoint=env.get(ENV.RDZV_ENDPOINT) or None,
-            run_id=env.get(ENV.RDZV_ID) or None,
-            names={"rdzv_endpoint": ENV.RDZV_ENDPOINT, "run_id": ENV.RDZV_ID},
-        )
-    found += override_violations(rdzv_endpoint=rdzv_endpoint, run_id=run_id, start_method=start_method)
-    if found:
-        raise ValidationError(found)
-    assert t.elastic is not None  # for the type checker: checked above
-    e = t.elastic
-    env = dict(env or {})
-    decisions: list[EnvDecision] = []
+    t = of(task)
+    e = _checked(t, env, run_id, rdzv_endpoint, start_method)
+    d = _Decisions(env) if env else None
 
-    def decide(setting: str, var: str, msg_value: str, env_wins: bool) -> str:
-        env_value = env.get(var)
-        if env_value is None or env_value == msg_value:
-            return msg_value
-        d = EnvDecision(setting, var, msg_value, env_value, "env" if env_wins else "message")
-        decisions.append(d)
-        _log.info("elastic-idl: %s", d)
-        return env_value if env_wins else msg_value
-
-    # Where to meet: the env wins.
-    msg_endpoint = ""
+    # Where to meet: the env wins (then the arguments).
+    endpoint = ""
     if e.rdzv_host or e.rdzv_port:
-        msg_endpoint = f"{e.rdzv_host or DEFAULT_LOCAL_HOST}:{e.rdzv_port}"
-    endpoint = decide("rdzv_endpoint", ENV.RDZV_ENDPOINT, msg_endpoint, env_wins=True)
+        endpoint = f"{e.rdzv_host or DEFAULT_LOCAL_HOST}:{e.rdzv_port}"
+    rid = e.rdzv_id
+    if d is not None:
+        endpoint = d.decide("rdzv_endpoint", ENV.RDZV_ENDPOINT, endpoint, env_wins=True)
+        rid = d.decide("run_id", ENV.RDZV_ID, rid, env_wins=True)
     if rdzv_endpoint is not None:
         endpoint = rdzv_endpoint
-    if not endpoint:
-        endpoint = f"{DEFAULT_LOCAL_HOST}:0"
-    rid = decide("run_id", ENV.RDZV_ID, e.rdzv_id, env_wins=True)
+    endpoint = endpoint or f"{DEFAULT_LOCAL_HOST}:0"
     if run_id is not None:
         rid = run_id
     rid = rid or DEFAULT_RUN_ID
 
-    # What to run: the message wins.
     backend = t.effective_backend()
-    decide("rdzv_backend", ENV.RDZV_BACKEND, backend, env_wins=False)
-    decide("nnodes", ENV.NNODES, f"{e.min_replicas}:{e.max_replicas}", env_wins=False)
     nproc_policy = NPROC_POLICY.text.get(e.nproc_policy)
-    decide("nproc_per_node", ENV.NPROC_PER_NODE, nproc_policy or str(e.nproc_per_node), env_wins=False)
-    decide("max_restarts", ENV.MAX_RESTARTS, str(e.max_restarts), env_wins=False)
-
     configs = rdzv_configs(e)
-    if ENV.RDZV_CONF in env:
-        try:
-            env_conf = parse_rdzv_conf(env[ENV.RDZV_CONF])
-        except ValueError as exc:
-            raise ValidationError([Violation(ENV.RDZV_CONF, "env.rdzv_conf", str(exc))]) from exc
-        for key, value in env_conf.items():
-            if key in configs:
-                if str(configs[key]) != value:
-                    decisions.append(
-                        EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, str(configs[key]), value, "message")
-                    )
-                    _log.info("elastic-idl: %s", decisions[-1])
-            else:
-                configs[key] = value
-                decisions.append(EnvDecision(f"rdzv_configs.{key}", ENV.RDZV_CONF, "", value, "env"))
-                _log.info("elastic-idl: %s", decisions[-1])
+    if d is not None:
+        _message_wins(d, e, backend, nproc_policy)
+        if ENV.RDZV_CONF in d.env:
+            _env_configs(d, configs)
 
-    method = start_method or START_METHOD.text.get(e.start_method) or DEFAULT_START_METHOD
-    return LaunchSpec(
+    has = e.HasField
+    return _launch_spec(
         min_nodes=e.min_replicas,
         max_nodes=e.max_replicas,
         nproc_per_node=None if nproc_policy else e.nproc_per_node,
@@ -339,15 +377,16 @@ def to_launch_spec(
         rdzv_configs=MappingProxyType(configs),
         max_restarts=e.max_restarts,
         monitor_interval=duration_seconds(e.monitor_interval)
-        if e.HasField("monitor_interval")
+        if has("monitor_interval")
         else DEFAULT_MONITOR_INTERVAL_S,
-        start_method=method,
+        start_method=start_method or START_METHOD.text.get(e.start_method) or DEFAULT_START_METHOD,
         redirects=STD_STREAMS.text[e.redirects],
         tee=STD_STREAMS.text[e.tee],
         local_ranks_filter=tuple(e.local_ranks_filter),
         numa_binding=NUMA_BINDING.text.get(e.numa_binding),
         signals_to_handle=",".join(e.signals_to_handle) or DEFAULT_SIGNALS,
-        shutdown_timeout=int(e.shutdown_timeout.seconds) if e.HasField("shutdown_timeout") else None,
+        shutdown_timeout=int(e.shutdown_timeout.seconds) if has("shutdown_timeout") else None,
         virtual_local_rank=e.virtual_local_rank,
-        decisions=tuple(decisions),
+        local_addr=None,
+        decisions=tuple(d.made) if d is not None else (),
     )

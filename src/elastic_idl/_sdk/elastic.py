@@ -31,7 +31,7 @@ from elastic_idl._sdk.arguments import (
     split_rdzv,
     task_of,
 )
-from elastic_idl._task import codec
+from elastic_idl._task import encoding
 from elastic_idl._task.codec import CustomTemplate
 from elastic_idl._task.enums import (
     NPROC_POLICY,
@@ -542,7 +542,7 @@ class Elastic:
         """
         if self._standalone:
             return CustomTemplate(None, STANDALONE_TASK_TYPE, TASK_TYPE_VERSION)
-        custom = codec.to_custom(self._task, upstream=upstream, allow_loss=allow_loss)
+        custom = encoding.to_custom(self._task, upstream=upstream, allow_loss=allow_loss)
         return CustomTemplate(custom, TASK_TYPE, TASK_TYPE_VERSION)
 
     def to_custom(self, *, upstream: bool = False, allow_loss: bool = False) -> CustomTemplate:
@@ -568,6 +568,7 @@ class Elastic:
             ValidationError: The task breaks a rule, or holds something Elastic cannot say
                 (rule ``sdk.expressible``).
         """
+        task = view(task)  # converted once; the rules run once on the value
         found = violations(task)
         if found:
             raise ValidationError(found)

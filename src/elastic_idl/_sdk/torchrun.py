@@ -914,6 +914,7 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
             would parse differently.
         TypeError: ``args`` is not a list of strings, or ``entrypoint`` is of another type.
     """
+    task = view(task)  # converted once; the rules run once on the value
     found = violations(task)
     e = view(task).elastic
     if e is None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import codecs
 import json
 import re
-import warnings
 from collections.abc import Mapping
 from typing import Any, BinaryIO, Literal, NamedTuple
 
@@ -20,8 +19,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import Message
 
-from elastic_idl._errors import DecodeError, EncodeError, SkewError, SkewWarning, brief
-from elastic_idl._task.messages import TASK_CLASSES, Task, as_task, task_class, task_type_version_of
+from elastic_idl._errors import DecodeError, brief
+from elastic_idl._task.messages import TASK_CLASSES, Task, task_class
 from elastic_idl._task.names import INT32, STANDALONE_TASK_TYPE, TASK_TYPE, TASK_TYPE_VERSION
 
 __all__ = [
@@ -34,14 +33,12 @@ __all__ = [
     "CustomTemplate",
     "decode",
     "detect_format",
-    "encode",
-    "extension_fields",
     "format_of_path",
     "from_custom",
+    "is_repeated",
     "load_document",
     "load_yaml",
     "read_task_bytes",
-    "to_custom",
 ]
 
 Format = Literal["binary", "json", "textproto", "yaml"]
@@ -596,7 +593,7 @@ def _check_wire_types(raw: bytes, desc: Descriptor, path: str, version: int) -> 
             continue
         fpath = f"{path}.{f.name}" if path else f.name
         expected = _WIRE_TYPES.get(f.type, _VARINT)
-        packed = wire == _LEN and _is_repeated(f) and expected != _LEN
+        packed = wire == _LEN and is_repeated(f) and expected != _LEN
         if wire != expected and not packed:
             raise DecodeError(
                 fpath,
@@ -861,7 +858,7 @@ def _field_by_key(desc: Descriptor, key: str) -> FieldDescriptor | None:
     return None
 
 
-def _is_repeated(f: FieldDescriptor) -> bool:
+def is_repeated(f: FieldDescriptor) -> bool:
     # protobuf >= 5.28 has is_repeated; protobuf 7 removed `label`.
     flag = getattr(f, "is_repeated", None)
     if flag is not None:
@@ -891,7 +888,7 @@ def _check_mapping(obj: Mapping[Any, Any], desc: Descriptor, path: str, fmt: str
         given[f.name] = key
         if value is None:
             out[key] = None  # JSON null means "unset" in proto3 JSON
-        elif _is_repeated(f):
+        elif is_repeated(f):
             if not isinstance(value, list):
                 raise DecodeError(fpath, f"expected a list, got {type(value).__name__}", format=fmt)
             out[key] = [_check_value(f, item, f"{fpath}[{i}]", fmt) for i, item in enumerate(value)]
@@ -1007,90 +1004,3 @@ def _textproto_field(text: str, error: str) -> str:
         return ""
     names = re.findall(r"(\w+)\s*[:{]", lines[line - 1][:col])
     return names[-1] if names else ""
-
-
-# --------------------------------------------------------------------------- encode
-
-
-def extension_fields(task: Any) -> list[str]:
-    """Paths of the elastic-idl extension fields that are set in ``task`` (none for upstream-only tasks)."""
-    pb: Any = as_task(task)
-    field = "elastic_config"
-    if not pb.HasField(field):
-        return []
-    return [f"{field}.{fd.name}" for fd, _ in pb.elastic_config.ListFields() if fd.number >= EXTENSION_FIELD_MIN]
-
-
-def _for_upstream(task: Any, allow_loss: bool) -> Any:
-    pb: Any = as_task(task)
-    lost = extension_fields(pb)
-    if not lost:
-        return pb
-    if not allow_loss:
-        raise SkewError(lost)
-    warnings.warn("dropped for upstream readers: " + ", ".join(lost), SkewWarning, stacklevel=3)
-    out = type(pb)()
-    out.CopyFrom(pb)
-    for fd, _ in list(out.elastic_config.ListFields()):
-        if fd.number >= EXTENSION_FIELD_MIN:
-            out.elastic_config.ClearField(fd.name)
-    return out
-
-
-def _to_dict(pb: Any, *, snake_case: bool = False) -> dict[str, Any]:
-    """MessageToDict, with a typed error for values that have no JSON form (e.g. a Duration past 10,000 years)."""
-    try:
-        out: dict[str, Any] = json_format.MessageToDict(pb, preserving_proto_field_name=snake_case)
-    except (json_format.SerializeToJsonError, ValueError) as exc:
-        from elastic_idl._task.validate import violations
-
-        bad = [v for v in violations(pb) if v.rule == "elastic.duration.valid"]
-        field = bad[0].field if bad else ""
-        raise EncodeError(field, f"no proto3 JSON form ({exc})") from None
-    return out
-
-
-def to_custom(task: Any, *, upstream: bool = False, allow_loss: bool = False) -> dict[str, Any]:
-    """The ``TaskTemplate.custom`` dict of a task: camelCase JSON, zero values left out (like flytekit).
-
-    Args:
-        task: The task, either shape, either binding.
-        upstream: Emit only fields upstream flyteidl knows, so its JSON parser
-            accepts the dict with unknown fields rejected.
-        allow_loss: With ``upstream``, drop set extension fields with a
-            :class:`SkewWarning` instead of raising :class:`SkewError`.
-
-    Raises:
-        SkewError: ``upstream`` is set and an extension field would be lost.
-        EncodeError: A value has no proto3 JSON form (a task that fails elastic.duration.valid).
-    """
-    pb = _for_upstream(task, allow_loss) if upstream else as_task(task)
-    return _to_dict(pb)
-
-
-def encode(
-    task: Any,
-    format: Format,
-    *,
-    upstream: bool = False,
-    allow_loss: bool = False,
-) -> bytes | str:
-    """Serialize a task: ``bytes`` for binary, ``str`` for the text formats.
-
-    Binary output is deterministic. JSON is the custom dict (camelCase); YAML uses
-    snake_case field names; textproto starts with a ``# proto-message:`` header.
-    ``upstream``/``allow_loss`` work as in :func:`to_custom` for every format.
-    """
-    pb = _for_upstream(task, allow_loss) if upstream else as_task(task)
-    if format == "binary":
-        out: bytes = pb.SerializeToString(deterministic=True)
-        return out
-    if format == "json":
-        return json.dumps(_to_dict(pb), indent=2, sort_keys=True) + "\n"
-    if format == "yaml":
-        data = _to_dict(pb, snake_case=True)
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-    if format == "textproto":
-        body = text_format.MessageToString(pb, as_utf8=True)
-        return f"{TEXTPROTO_HEADER}{pb.DESCRIPTOR.full_name}\n# task_type_version: {task_type_version_of(pb)}\n{body}"
-    raise ValueError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")

@@ -55,6 +55,7 @@ __all__ = [
     "bind_host",
     "format_rdzv_conf",
     "is_loopback",
+    "is_rdzv_id_text",
     "parse_rdzv_conf",
 ]
 
@@ -141,6 +142,12 @@ MAX_DURATION_S = 315_576_000_000
 MAX_MONITOR_INTERVAL_S = 3600
 #: The longest rendezvous id or host (a DNS name's limit).
 MAX_RDZV_NAME_LEN = 253
+
+
+def is_rdzv_id_text(text: str) -> bool:
+    """Printable ASCII without spaces or ',' (the characters of a rendezvous id; length not checked)."""
+    return text.isascii() and text.isprintable() and " " not in text and "," not in text
+
 
 # --------------------------------------------------------------------------- defaults of a launch
 

@@ -34,6 +34,7 @@ backend fills the GPU limit in is the backend's business.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_UP, Context, Decimal
@@ -74,8 +75,11 @@ _QUANTITY = re.compile(QUANTITY_PATTERN)
 _EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_quantity(text: str) -> Decimal:
     """The exact value of a Kubernetes quantity string, as the API server reads it.
+
+    Kept per text (a Decimal is immutable; tasks repeat the same few quantities: "8", "64Gi").
 
     Raises:
         ValueError: ``text`` is not a quantity (the message says why).

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
 from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
 
 from elastic_idl._errors import ValidationError, Violation, brief
 from elastic_idl._task.enums import K8S_RESOURCE
-from elastic_idl._task.messages import ElasticConfig, Resources, as_task
+from elastic_idl._task.messages import ElasticConfig, Resources
 from elastic_idl._task.names import (
     DEFAULT_RDZV_BACKEND,
     DURATION_FIELDS,
@@ -21,13 +21,14 @@ from elastic_idl._task.names import (
     SIGNAL_NAMES,
     STATIC,
     WHOLE_SECONDS,
+    is_rdzv_id_text,
 )
 from elastic_idl._task.resources import quantity_problems
-from elastic_idl._task.view import Replica, TaskView, view
+from elastic_idl._task.view import Replica, TaskView, message_of, of
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 from elastic_idl.plugins.v1 import elastic_pb2
 
-__all__ = ["RULES", "validate", "violations"]
+__all__ = ["RULES", "check", "validate", "violations"]
 
 #: rule id -> what the rule requires. Docs and tests read this table.
 RULES: dict[str, str] = {
@@ -89,205 +90,296 @@ _ENUM_VALUES: dict[str, frozenset[int]] = {
 _RESOURCE_NAMES = frozenset(Resources.ResourceName.values())
 
 
-def _enum(field: str, value: int, enum: Any) -> Iterator[Violation]:
-    name = enum.DESCRIPTOR.name
-    if value not in _ENUM_VALUES[name]:
-        yield _v(field, "enum.known", f"{value} is not a value of {name}")
+# The rules append to one list (no generator per rule: the rules run on every task of every path).
+_NPROC_POLICIES = _ENUM_VALUES[elastic_pb2.NprocPolicy.DESCRIPTOR.name]
+_START_METHODS = _ENUM_VALUES[elastic_pb2.StartMethod.DESCRIPTOR.name]
+_STD_STREAMS = _ENUM_VALUES[elastic_pb2.StdStreams.DESCRIPTOR.name]
+_NUMA_BINDINGS = _ENUM_VALUES[elastic_pb2.NumaBinding.DESCRIPTOR.name]
+_RESTART_POLICIES = _ENUM_VALUES[common_pb2.RestartPolicy.DESCRIPTOR.name]
+_CLEAN_POD_POLICIES = _ENUM_VALUES[common_pb2.CleanPodPolicy.DESCRIPTOR.name]
+_P = "elastic_config"
+#: Duration field -> (its path, whether it must be whole seconds), in field order.
+_DURATIONS = tuple((name, f"{_P}.{name}", name in WHOLE_SECONDS) for name in DURATION_FIELDS)
+_SPACE = re.compile(r"\s")
+_BAD_HOST = re.compile(r"[\s,/]")
+_SIGNALS = frozenset(SIGNAL_NAMES)
+_TIMEOUT_KEYS = frozenset(RDZV_TIMEOUTS)
+_RUN_POLICY_INTS = tuple(
+    (name, f"run_policy.{name}") for name in ("ttl_seconds_after_finished", "active_deadline_seconds", "backoff_limit")
+)
 
 
-def _duration(field: str, msg: Any, d: Duration) -> Iterator[Violation]:
-    name = field.rsplit(".", 1)[-1]
-    if not msg.HasField(name):
-        return
+def _enum(out: list[Violation], field: str, value: int, enum: Any) -> None:
+    """enum.known for a value already found outside the enum's set."""
+    out.append(_v(field, "enum.known", f"{value} is not a value of {enum.DESCRIPTOR.name}"))
+
+
+def _duration(out: list[Violation], field: str, d: Duration, whole: bool) -> None:
+    seconds, nanos = d.seconds, d.nanos
     if (
-        abs(d.nanos) >= 1_000_000_000
-        or abs(d.seconds) > MAX_DURATION_S
-        or (d.seconds > 0 and d.nanos < 0)
-        or (d.seconds < 0 and d.nanos > 0)
+        abs(nanos) >= 1_000_000_000
+        or abs(seconds) > MAX_DURATION_S
+        or (seconds > 0 and nanos < 0)
+        or (seconds < 0 and nanos > 0)
     ):
-        yield _v(field, "elastic.duration.valid", f"invalid Duration seconds={d.seconds} nanos={d.nanos}")
-        return
-    if d.seconds < 0 or (d.seconds == 0 and d.nanos <= 0):
-        yield _v(field, "elastic.duration.positive", f"must be > 0, got {d.seconds + d.nanos / 1e9:g} s")
-    elif d.nanos and name in WHOLE_SECONDS:
-        yield _v(
-            field,
-            "elastic.duration.whole_seconds",
-            f"must be whole seconds (torch reads it as an integer), got {d.seconds + d.nanos / 1e9:g} s",
-        )
-
-
-def _elastic(e: ElasticConfig) -> Iterator[Violation]:
-    p = "elastic_config"
-    if e.min_replicas < 1:
-        yield _v(f"{p}.min_replicas", "elastic.min_replicas.min", f"must be >= 1, got {e.min_replicas}")
-    if e.min_replicas > e.max_replicas:
-        yield _v(
-            f"{p}.max_replicas",
-            "elastic.min_le_max",
-            f"max_replicas {e.max_replicas} is below min_replicas {e.min_replicas}",
-        )
-    yield from _enum(f"{p}.nproc_policy", e.nproc_policy, elastic_pb2.NprocPolicy)
-    if e.nproc_policy:
-        if e.nproc_per_node != 0:
-            yield _v(
-                f"{p}.nproc_per_node",
-                "elastic.nproc.conflict",
-                f"is {e.nproc_per_node} but nproc_policy is set; use one of the two",
+        out.append(_v(field, "elastic.duration.valid", f"invalid Duration seconds={seconds} nanos={nanos}"))
+    elif seconds < 0 or (seconds == 0 and nanos <= 0):
+        out.append(_v(field, "elastic.duration.positive", f"must be > 0, got {seconds + nanos / 1e9:g} s"))
+    elif nanos and whole:
+        out.append(
+            _v(
+                field,
+                "elastic.duration.whole_seconds",
+                f"must be whole seconds (torch reads it as an integer), got {seconds + nanos / 1e9:g} s",
             )
-    elif e.nproc_per_node < 1:
-        yield _v(
-            f"{p}.nproc_per_node",
-            "elastic.nproc.min",
-            f"must be >= 1 (or set nproc_policy auto/cpu/gpu), got {e.nproc_per_node}",
+        )
+
+
+def _counts(out: list[Violation], e: ElasticConfig) -> None:
+    """Replica range, processes per node, restarts."""
+    lo, hi = e.min_replicas, e.max_replicas
+    if lo < 1:
+        out.append(_v(f"{_P}.min_replicas", "elastic.min_replicas.min", f"must be >= 1, got {lo}"))
+    if lo > hi:
+        out.append(_v(f"{_P}.max_replicas", "elastic.min_le_max", f"max_replicas {hi} is below min_replicas {lo}"))
+    policy, nproc = e.nproc_policy, e.nproc_per_node
+    if policy not in _NPROC_POLICIES:
+        _enum(out, f"{_P}.nproc_policy", policy, elastic_pb2.NprocPolicy)
+    if policy:
+        if nproc != 0:
+            out.append(
+                _v(
+                    f"{_P}.nproc_per_node",
+                    "elastic.nproc.conflict",
+                    f"is {nproc} but nproc_policy is set; use one of the two",
+                )
+            )
+    elif nproc < 1:
+        out.append(
+            _v(
+                f"{_P}.nproc_per_node",
+                "elastic.nproc.min",
+                f"must be >= 1 (or set nproc_policy auto/cpu/gpu), got {nproc}",
+            )
         )
     if e.max_restarts < 0:
-        yield _v(f"{p}.max_restarts", "elastic.max_restarts.min", f"must be >= 0, got {e.max_restarts}")
+        out.append(_v(f"{_P}.max_restarts", "elastic.max_restarts.min", f"must be >= 0, got {e.max_restarts}"))
+
+
+def _backend(out: list[Violation], e: ElasticConfig) -> None:
     backend = e.rdzv_backend or DEFAULT_RDZV_BACKEND
     if backend not in KNOWN_BACKENDS:
-        yield _v(
-            f"{p}.rdzv_backend",
-            "elastic.rdzv_backend.known",
-            f"{brief(e.rdzv_backend)} is not one of {', '.join(KNOWN_BACKENDS)}",
+        out.append(
+            _v(
+                f"{_P}.rdzv_backend",
+                "elastic.rdzv_backend.known",
+                f"{brief(e.rdzv_backend)} is not one of {', '.join(KNOWN_BACKENDS)}",
+            )
         )
     elif backend == STATIC and e.min_replicas != e.max_replicas:
-        yield _v(
-            f"{p}.rdzv_backend",
-            "elastic.static.fixed_size",
-            f"static needs min_replicas == max_replicas, got {e.min_replicas}:{e.max_replicas}",
+        out.append(
+            _v(
+                f"{_P}.rdzv_backend",
+                "elastic.static.fixed_size",
+                f"static needs min_replicas == max_replicas, got {e.min_replicas}:{e.max_replicas}",
+            )
         )
-    for name in DURATION_FIELDS:
-        yield from _duration(f"{p}.{name}", e, getattr(e, name))
-    if (
-        e.HasField("monitor_interval")
-        and e.monitor_interval.seconds >= MAX_MONITOR_INTERVAL_S
-        and (e.monitor_interval.seconds > MAX_MONITOR_INTERVAL_S or e.monitor_interval.nanos > 0)
-    ):
-        yield _v(f"{p}.monitor_interval", "elastic.monitor_interval.max", f"must be <= {MAX_MONITOR_INTERVAL_S} s")
-    yield from _enum(f"{p}.start_method", e.start_method, elastic_pb2.StartMethod)
-    yield from _enum(f"{p}.redirects", e.redirects, elastic_pb2.StdStreams)
-    yield from _enum(f"{p}.tee", e.tee, elastic_pb2.StdStreams)
-    yield from _enum(f"{p}.numa_binding", e.numa_binding, elastic_pb2.NumaBinding)
+
+
+def _durations(out: list[Violation], e: ElasticConfig) -> None:
+    has = e.HasField
+    for name, field, whole in _DURATIONS:
+        if has(name):  # type: ignore[arg-type]
+            _duration(out, field, getattr(e, name), whole)
+    if has("monitor_interval"):
+        mi = e.monitor_interval
+        if mi.seconds >= MAX_MONITOR_INTERVAL_S and (mi.seconds > MAX_MONITOR_INTERVAL_S or mi.nanos > 0):
+            out.append(
+                _v(f"{_P}.monitor_interval", "elastic.monitor_interval.max", f"must be <= {MAX_MONITOR_INTERVAL_S} s")
+            )
+
+
+def _process_enums(out: list[Violation], e: ElasticConfig) -> None:
+    if e.start_method not in _START_METHODS:
+        _enum(out, f"{_P}.start_method", e.start_method, elastic_pb2.StartMethod)
+    if e.redirects not in _STD_STREAMS:
+        _enum(out, f"{_P}.redirects", e.redirects, elastic_pb2.StdStreams)
+    if e.tee not in _STD_STREAMS:
+        _enum(out, f"{_P}.tee", e.tee, elastic_pb2.StdStreams)
+    if e.numa_binding not in _NUMA_BINDINGS:
+        _enum(out, f"{_P}.numa_binding", e.numa_binding, elastic_pb2.NumaBinding)
+
+
+def _rdzv_options(out: list[Violation], e: ElasticConfig) -> None:
     seen: set[str] = set()
     for i, opt in enumerate(e.rdzv_options):
-        f = f"{p}.rdzv_options[{i}]"
-        if not opt.key or "," in opt.key or "=" in opt.key:
-            yield _v(f"{f}.key", "elastic.rdzv_options.key", f"bad key {brief(opt.key)}: non-empty, no ',' or '='")
-        elif opt.key in RDZV_TIMEOUTS:
-            yield _v(
-                f"{f}.key",
-                "elastic.rdzv_options.typed",
-                f"{brief(opt.key)} has a typed field: set elastic_config.{opt.key} instead",
+        f = f"{_P}.rdzv_options[{i}]"
+        key, value = opt.key, opt.value
+        if not key or "," in key or "=" in key:
+            out.append(_v(f"{f}.key", "elastic.rdzv_options.key", f"bad key {brief(key)}: non-empty, no ',' or '='"))
+        elif key in _TIMEOUT_KEYS:
+            out.append(
+                _v(
+                    f"{f}.key",
+                    "elastic.rdzv_options.typed",
+                    f"{brief(key)} has a typed field: set elastic_config.{key} instead",
+                )
             )
-        elif opt.key in seen:
-            yield _v(f"{f}.key", "elastic.rdzv_options.unique", f"duplicate key {brief(opt.key)}")
-        seen.add(opt.key)
-        if "," in opt.value:
-            yield _v(f"{f}.value", "elastic.rdzv_options.value", f"value {brief(opt.value)} contains ','")
+        elif key in seen:
+            out.append(_v(f"{f}.key", "elastic.rdzv_options.unique", f"duplicate key {brief(key)}"))
+        seen.add(key)
+        if "," in value:
+            out.append(_v(f"{f}.value", "elastic.rdzv_options.value", f"value {brief(value)} contains ','"))
+
+
+def _rendezvous_names(out: list[Violation], e: ElasticConfig) -> None:
     rid = e.rdzv_id
-    if rid and (len(rid) > MAX_RDZV_NAME_LEN or not all(33 <= ord(c) < 127 for c in rid) or "," in rid):
-        yield _v(
-            f"{p}.rdzv_id", "elastic.rdzv_id.format", f"bad rdzv_id {brief(rid)}: {RULES['elastic.rdzv_id.format']}"
+    if rid and (len(rid) > MAX_RDZV_NAME_LEN or not is_rdzv_id_text(rid)):
+        out.append(
+            _v(
+                f"{_P}.rdzv_id",
+                "elastic.rdzv_id.format",
+                f"bad rdzv_id {brief(rid)}: {RULES['elastic.rdzv_id.format']}",
+            )
         )
     host = e.rdzv_host
-    if host and (len(host) > MAX_RDZV_NAME_LEN or any(c.isspace() or c in ",/" for c in host)):
-        yield _v(f"{p}.rdzv_host", "elastic.rdzv_host.format", f"bad rdzv_host {brief(host)}")
+    if host and (len(host) > MAX_RDZV_NAME_LEN or _BAD_HOST.search(host)):
+        out.append(_v(f"{_P}.rdzv_host", "elastic.rdzv_host.format", f"bad rdzv_host {brief(host)}"))
     if not 0 <= e.rdzv_port <= 65535:
-        yield _v(f"{p}.rdzv_port", "elastic.rdzv_port.range", f"must be in 0..65535, got {e.rdzv_port}")
-    ranks = list(e.local_ranks_filter)
-    bad = [r for r in ranks if r < 0 or (e.nproc_per_node > 0 and r >= e.nproc_per_node)]
-    if bad or len(set(ranks)) != len(ranks):
-        yield _v(
-            f"{p}.local_ranks_filter",
-            "elastic.local_ranks_filter.range",
-            f"{brief(ranks)}: entries must be unique, >= 0 and < nproc_per_node",
-        )
-    names = list(e.signals_to_handle)
-    unknown = [n for n in names if n not in SIGNAL_NAMES]
-    if unknown or len(set(names)) != len(names):
-        yield _v(
-            f"{p}.signals_to_handle",
-            "elastic.signals.known",
-            f"{brief(names)}: names must be unique signal names such as SIGTERM (unknown: {brief(unknown)})",
-        )
+        out.append(_v(f"{_P}.rdzv_port", "elastic.rdzv_port.range", f"must be in 0..65535, got {e.rdzv_port}"))
 
 
-def _resources(path: str, res: Resources | None) -> Iterator[Violation]:
-    if res is None:
-        return
+def _ranks_and_signals(out: list[Violation], e: ElasticConfig) -> None:
+    if e.local_ranks_filter:
+        ranks = list(e.local_ranks_filter)
+        nproc = e.nproc_per_node
+        bad = [r for r in ranks if r < 0 or (nproc > 0 and r >= nproc)]
+        if bad or len(set(ranks)) != len(ranks):
+            out.append(
+                _v(
+                    f"{_P}.local_ranks_filter",
+                    "elastic.local_ranks_filter.range",
+                    f"{brief(ranks)}: entries must be unique, >= 0 and < nproc_per_node",
+                )
+            )
+    if e.signals_to_handle:
+        names = list(e.signals_to_handle)
+        unknown = [n for n in names if n not in _SIGNALS]
+        if unknown or len(set(names)) != len(names):
+            out.append(
+                _v(
+                    f"{_P}.signals_to_handle",
+                    "elastic.signals.known",
+                    f"{brief(names)}: names must be unique signal names such as SIGTERM (unknown: {brief(unknown)})",
+                )
+            )
+
+
+def _elastic(out: list[Violation], e: ElasticConfig) -> None:
+    """The elastic config's rules, in named steps (the order of the violations is stable)."""
+    _counts(out, e)
+    _backend(out, e)
+    _durations(out, e)
+    _process_enums(out, e)
+    _rdzv_options(out, e)
+    _rendezvous_names(out, e)
+    _ranks_and_signals(out, e)
+
+
+def _resources(out: list[Violation], path: str, res: Resources) -> None:
+    pairs: dict[str, list[tuple[str, str]]] = {}
     for kind in ("requests", "limits"):
-        for i, entry in enumerate(getattr(res, kind)):
-            f = f"{path}.{kind}[{i}]"
+        entries = getattr(res, kind)
+        pairs[kind] = [(K8S_RESOURCE.text.get(e.name, ""), e.value) for e in entries]
+        for i, entry in enumerate(entries):
             if entry.name == 0 or entry.name not in _RESOURCE_NAMES:
-                yield _v(f"{f}.name", "resources.entry", f"unknown resource name {entry.name}")
+                out.append(_v(f"{path}.{kind}[{i}].name", "resources.entry", f"unknown resource name {entry.name}"))
             if not entry.value:
-                yield _v(f"{f}.value", "resources.entry", "empty quantity")
+                out.append(_v(f"{path}.{kind}[{i}].value", "resources.entry", "empty quantity"))
     # As the API server checks them once the backend has rendered the pod (GPU -> nvidia.com/gpu).
-    pairs = {k: [(K8S_RESOURCE.text.get(e.name, ""), e.value) for e in getattr(res, k)] for k in ("requests", "limits")}
     for p in quantity_problems(pairs["requests"], pairs["limits"]):
-        yield _v(f"{path}.{p.kind}[{p.entry}].value", "resources.quantity", p.message)
+        out.append(_v(f"{path}.{p.kind}[{p.entry}].value", "resources.quantity", p.message))
 
 
-def _replica(r: Replica, t: TaskView, is_master: bool) -> Iterator[Violation]:
-    if r.replicas < 0:
-        yield _v(r.replicas_path, "replicas.non_negative", f"must be >= 0, got {r.replicas}")
-    if not is_master and t.elastic is None and r.replicas == 0:
+def _replica(out: list[Violation], r: Replica, t: TaskView, is_master: bool) -> None:
+    n = r.replicas
+    if n < 0:
+        out.append(_v(r.replicas_path, "replicas.non_negative", f"must be >= 0, got {n}"))
+    if not is_master and t.elastic is None and n == 0:
         # The backend refuses such a job (upstream: "number of workers must be greater than 0").
-        yield _v(
-            r.replicas_path,
-            "replicas.workers_required",
-            "a task without an elastic config runs as Master + Workers and needs at least 1 worker; "
-            "set the worker replicas, or an elastic_config",
+        out.append(
+            _v(
+                r.replicas_path,
+                "replicas.workers_required",
+                "a task without an elastic config runs as Master + Workers and needs at least 1 worker; "
+                "set the worker replicas, or an elastic_config",
+            )
         )
     if r.spec_path:
-        if r.image and any(c.isspace() for c in r.image):
-            yield _v(f"{r.spec_path}.image", "replicas.image.format", f"{brief(r.image)} is not an image reference")
-        yield from _enum(f"{r.spec_path}.restart_policy", r.restart_policy, common_pb2.RestartPolicy)
-        yield from _resources(f"{r.spec_path}.resources", r.resources)
-    if is_master:
-        if r.replicas != 1:
-            yield _v(
-                r.replicas_path, "replicas.master_count", f"must be exactly 1 when the master is set, got {r.replicas}"
+        if r.image and _SPACE.search(r.image):
+            out.append(
+                _v(f"{r.spec_path}.image", "replicas.image.format", f"{brief(r.image)} is not an image reference")
             )
-    elif t.elastic is not None and r.replicas not in (0, t.elastic.max_replicas):
-        yield _v(
-            r.replicas_path,
-            "replicas.worker_matches_max",
-            f"{r.replicas} worker replicas but elastic_config.max_replicas is {t.elastic.max_replicas}",
+        if r.restart_policy not in _RESTART_POLICIES:
+            _enum(out, f"{r.spec_path}.restart_policy", r.restart_policy, common_pb2.RestartPolicy)
+        if r.resources is not None:
+            _resources(out, f"{r.spec_path}.resources", r.resources)
+    if is_master:
+        if n != 1:
+            out.append(
+                _v(r.replicas_path, "replicas.master_count", f"must be exactly 1 when the master is set, got {n}")
+            )
+    elif t.elastic is not None and n != 0 and n != t.elastic.max_replicas:
+        out.append(
+            _v(
+                r.replicas_path,
+                "replicas.worker_matches_max",
+                f"{n} worker replicas but elastic_config.max_replicas is {t.elastic.max_replicas}",
+            )
         )
 
 
-def _deprecated_conflict(task: Any, path: str) -> Iterator[Violation]:
+def _deprecated_conflict(out: list[Violation], task: Any, path: str) -> None:
+    if not task.HasField(path):
+        return
     spec = getattr(task, path)
-    if not task.HasField(path) or not spec.HasField("common"):
+    if not spec.HasField("common"):
         return
     c = spec.common
     for name in ("replicas", "image", "restart_policy"):
         old, new = getattr(spec, name), getattr(c, name)
         if old and old != new:
-            yield _v(
-                f"{path}.{name}",
-                "replicas.deprecated_conflict",
-                f"deprecated {name}={brief(old)} differs from common.{name}={brief(new)}; common wins, so drop one",
+            out.append(
+                _v(
+                    f"{path}.{name}",
+                    "replicas.deprecated_conflict",
+                    f"deprecated {name}={brief(old)} differs from common.{name}={brief(new)}; common wins, so drop one",
+                )
             )
     if spec.HasField("resources") and spec.resources != c.resources:
-        yield _v(
-            f"{path}.resources",
-            "replicas.deprecated_conflict",
-            "deprecated resources differ from common.resources; common wins, so drop one",
+        out.append(
+            _v(
+                f"{path}.resources",
+                "replicas.deprecated_conflict",
+                "deprecated resources differ from common.resources; common wins, so drop one",
+            )
         )
 
 
-def violations(task: Any) -> list[Violation]:
-    """Every rule ``task`` breaks, in a stable order; empty when it is valid.
+def _run_policy(out: list[Violation], rp: Any) -> None:
+    if rp.clean_pod_policy not in _CLEAN_POD_POLICIES:
+        _enum(out, "run_policy.clean_pod_policy", rp.clean_pod_policy, common_pb2.CleanPodPolicy)
+    for name, field in _RUN_POLICY_INTS:
+        value = getattr(rp, name)
+        if value < 0:
+            out.append(_v(field, "run_policy.non_negative", f"must be >= 0, got {value}"))
 
-    Accepts either task shape from either binding, or upstream flyteidl's message
-    (see :func:`~elastic_idl.as_pb2`). Pure: no torch, no environment.
-    """
-    pb = as_task(task)
-    t = view(pb)
+
+def check(t: TaskView) -> list[Violation]:
+    """Run every rule on ``t``, in a stable order. Pure; :func:`violations` runs it once per value."""
+    pb: Any = message_of(t)
     out: list[Violation] = []
-    if pb.ByteSize() == 0:
+    if t.elastic is None and pb.ByteSize() == 0:  # a set elastic_config alone takes 2 bytes
         out.append(
             _v(
                 "",
@@ -297,25 +389,34 @@ def violations(task: Any) -> list[Violation]:
             )
         )
     if t.elastic is not None:
-        out.extend(_elastic(t.elastic))
-    out.extend(_replica(t.worker, t, is_master=False))
+        _elastic(out, t.elastic)
+    _replica(out, t.worker, t, is_master=False)
     if t.master is not None:
-        out.extend(_replica(t.master, t, is_master=True))
+        _replica(out, t.master, t, is_master=True)
     if t.task_type_version == 1:
-        for path in ("worker_replicas", "master_replicas"):
-            out.extend(_deprecated_conflict(pb, path))
-        rp = t.run_policy
-        if rp is not None:
-            out.extend(_enum("run_policy.clean_pod_policy", rp.clean_pod_policy, common_pb2.CleanPodPolicy))
-            for name in ("ttl_seconds_after_finished", "active_deadline_seconds", "backoff_limit"):
-                value = getattr(rp, name)
-                if value < 0:
-                    out.append(_v(f"run_policy.{name}", "run_policy.non_negative", f"must be >= 0, got {value}"))
+        _deprecated_conflict(out, pb, "worker_replicas")
+        _deprecated_conflict(out, pb, "master_replicas")
+        if t.run_policy is not None:
+            _run_policy(out, t.run_policy)
     return out
 
 
-def validate(task: Any) -> None:
-    """Raise :class:`ValidationError` listing every broken rule; return None when ``task`` is valid."""
-    found = violations(task)
+def violations(task: Any, *, task_type_version: int = 1) -> list[Violation]:
+    """Every rule ``task`` breaks, in a stable order; empty when it is valid.
+
+    Accepts anything :func:`elastic_idl.view` takes (a TaskView, a message of either shape and
+    binding or of upstream flyteidl, serialized data or a custom dict of the shape
+    ``task_type_version`` names), converted once. The rules run once per TaskView: a view
+    checked before is answered from the value. Pure: no torch, no environment.
+    """
+    return list(of(task, task_type_version=task_type_version).rule_violations(check))
+
+
+def validate(task: Any, *, task_type_version: int = 1) -> None:
+    """Raise :class:`ValidationError` listing every broken rule; return None when ``task`` is valid.
+
+    ``task`` and ``task_type_version``: as for :func:`violations` (rules run once per TaskView).
+    """
+    found = violations(task, task_type_version=task_type_version)
     if found:
         raise ValidationError(found)

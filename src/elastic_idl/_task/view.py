@@ -1,25 +1,43 @@
-"""One normalised view of both task shapes, so rules and mappings are written once."""
+"""The task as one normalised, immutable value: :class:`TaskView`, and its one way in, :func:`of`.
+
+``of`` converts whatever it is given exactly once (a message of either binding or of upstream
+flyteidl, serialized bytes/str in any format, a custom dict) into a TaskView that owns a private
+copy of the task message. Every reader (validate, to_launch_spec, render_pytorchjob, to_custom,
+encode) takes a TaskView as is, so a value converted once is never converted again, and its rule
+check runs once (cached on the value: sound because the value cannot change).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, cast
 
+from elastic_idl._errors import Violation
+from elastic_idl._task.codec import Format, decode
 from elastic_idl._task.messages import (
     ElasticConfig,
+    KubeflowTask,
     LegacyTask,
-    ReplicaSpec,
     Resources,
     RunPolicy,
+    Task,
     as_task,
 )
 from elastic_idl._task.names import DEFAULT_RDZV_BACKEND, RDZV_TIMEOUTS
 
-__all__ = ["Replica", "TaskView", "duration_seconds", "rdzv_configs", "seconds_number", "view"]
+__all__ = [
+    "Replica",
+    "TaskView",
+    "duration_seconds",
+    "message_of",
+    "of",
+    "rdzv_configs",
+    "seconds_number",
+    "view",
+]
 
 
-@dataclass(frozen=True)
-class Replica:
+class Replica(NamedTuple):
     """The effective settings of one replica type, after upstream's `common` rule.
 
     Attributes:
@@ -44,9 +62,13 @@ class Replica:
     present: bool
 
 
-@dataclass(frozen=True)
 class TaskView:
-    """Both task shapes as one: elastic config, replicas and run policy.
+    """A task of either shape as one immutable value: elastic config, replicas and run policy.
+
+    Build it with :func:`elastic_idl.view` (``of``). It owns a private copy of the task message,
+    so changing the message it was made from does not change it; the sub-messages it exposes
+    (``elastic``, ``run_policy``, ``Replica.resources``) are read-only by contract. Two views are
+    equal when their task messages are. :meth:`to_message` gives a mutable copy of the message.
 
     Attributes:
         task_type_version: 0 (legacy) or 1 (kubeflow).
@@ -56,11 +78,70 @@ class TaskView:
         run_policy: The run policy (kubeflow shape only), or None.
     """
 
+    __slots__ = ("_message", "_violations", "elastic", "master", "run_policy", "task_type_version", "worker")
+
+    _message: Task
+    _violations: tuple[Violation, ...] | None
     task_type_version: int
     elastic: ElasticConfig | None
     worker: Replica
     master: Replica | None
     run_policy: RunPolicy | None
+
+    def __init__(self, message: Task) -> None:
+        """Use :func:`of`; this takes ownership of ``message`` (a ``_pb2`` task nobody else holds)."""
+        put = object.__setattr__
+        put(self, "_message", message)
+        put(self, "_violations", None)
+        has: Any = message.HasField
+        put(self, "elastic", message.elastic_config if has("elastic_config") else None)
+        if isinstance(message, LegacyTask):
+            put(self, "task_type_version", 0)
+            put(self, "worker", Replica("workers", "", "workers", message.workers, "", None, 0, True))
+            put(self, "master", None)
+            put(self, "run_policy", None)
+            return
+        put(self, "task_type_version", 1)
+        put(self, "worker", _replica(message.worker_replicas, _WORKER_PATHS, has("worker_replicas")))
+        put(self, "master", _replica(message.master_replicas, _MASTER_PATHS, True) if has("master_replicas") else None)
+        put(self, "run_policy", message.run_policy if has("run_policy") else None)
+
+    @classmethod
+    def of_message(cls, message: Task) -> TaskView:
+        """The one builder: a view owning ``message`` (a ``_pb2`` task that nobody else holds)."""
+        return cls(message)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"TaskView is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"TaskView is immutable: cannot delete {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TaskView):
+            return NotImplemented
+        return bool(self._message == other._message)
+
+    __hash__ = None  # type: ignore[assignment]  # equal by a mutable-typed message: not hashable
+
+    def __repr__(self) -> str:
+        return (
+            f"TaskView(task_type_version={self.task_type_version}, elastic={_short(self.elastic)}, "
+            f"worker={self.worker!r}, master={self.master!r}, run_policy={_short(self.run_policy)})"
+        )
+
+    def __copy__(self) -> TaskView:
+        return self  # immutable
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TaskView:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_from_wire, (self._message.SerializeToString(deterministic=True), self.task_type_version))
+
+    def to_message(self) -> Task:
+        """A new, mutable copy of the task message (``_pb2``)."""
+        return _copy(self._message)
 
     def effective_backend(self) -> str:
         """The rendezvous backend, with "" read as :data:`DEFAULT_RDZV_BACKEND`."""
@@ -74,51 +155,104 @@ class TaskView:
             return int(self.elastic.max_replicas)
         return self.worker.replicas
 
+    def rule_violations(self, check: Callable[[TaskView], list[Violation]]) -> tuple[Violation, ...]:
+        """``check(self)``, run once per value and kept (the value never changes); for the validate module."""
+        found = self._violations
+        if found is None:
+            found = tuple(check(self))
+            object.__setattr__(self, "_violations", found)
+        return found
 
-def _replica(spec: ReplicaSpec, path: str, present: bool) -> Replica:
+
+def _short(m: Any) -> str:
+    return "None" if m is None else "{" + " ".join(str(m).split()) + "}"
+
+
+def _from_wire(raw: bytes, task_type_version: int) -> TaskView:
+    return of(raw, task_type_version=task_type_version)
+
+
+def message_of(t: TaskView) -> Task:
+    """The view's own task message, for the library's readers: read it, never change it."""
+    return t._message
+
+
+def _copy(message: Task) -> Task:
+    out: Any = type(message)()
+    out.CopyFrom(message)
+    return cast(Task, out)
+
+
+def _paths(path: str) -> tuple[str, str, str, str]:
+    """(path, path.common, path.common.replicas, path.replicas) of a replica spec, built once."""
+    return path, f"{path}.common", f"{path}.common.replicas", f"{path}.replicas"
+
+
+_WORKER_PATHS = _paths("worker_replicas")
+_MASTER_PATHS = _paths("master_replicas")
+
+
+def _replica(spec: Any, paths: tuple[str, str, str, str], present: bool) -> Replica:
     # Upstream's backend rule: `common` wins when it is set, else the deprecated fields.
+    path, common_path, common_replicas_path, replicas_path = paths
     if spec.HasField("common"):
         c = spec.common
         return Replica(
-            path=path,
-            spec_path=f"{path}.common",
-            replicas_path=f"{path}.common.replicas",
-            replicas=c.replicas,
-            image=c.image,
-            resources=c.resources if c.HasField("resources") else None,
-            restart_policy=int(c.restart_policy),
-            present=present,
+            path,
+            common_path,
+            common_replicas_path,
+            c.replicas,
+            c.image,
+            c.resources if c.HasField("resources") else None,
+            c.restart_policy,
+            present,
         )
     return Replica(
-        path=path,
-        spec_path=path,
-        replicas_path=f"{path}.replicas",
-        replicas=spec.replicas,
-        image=spec.image,
-        resources=spec.resources if spec.HasField("resources") else None,
-        restart_policy=int(spec.restart_policy),
-        present=present,
+        path,
+        path,
+        replicas_path,
+        spec.replicas,
+        spec.image,
+        spec.resources if spec.HasField("resources") else None,
+        spec.restart_policy,
+        present,
     )
 
 
-def view(task: Any) -> TaskView:
-    """Normalise a task of either shape and either binding into a :class:`TaskView`."""
-    task = as_task(task)
-    if isinstance(task, LegacyTask):
-        return TaskView(
-            task_type_version=0,
-            elastic=task.elastic_config if task.HasField("elastic_config") else None,
-            worker=Replica("workers", "", "workers", task.workers, "", None, 0, True),
-            master=None,
-            run_policy=None,
-        )
-    return TaskView(
-        task_type_version=1,
-        elastic=task.elastic_config if task.HasField("elastic_config") else None,
-        worker=_replica(task.worker_replicas, "worker_replicas", task.HasField("worker_replicas")),
-        master=(_replica(task.master_replicas, "master_replicas", True) if task.HasField("master_replicas") else None),
-        run_policy=task.run_policy if task.HasField("run_policy") else None,
-    )
+_OWN_TASKS = (LegacyTask, KubeflowTask)
+
+
+def of(task: Any, *, task_type_version: int = 1, format: Format | None = None) -> TaskView:
+    """The task as a :class:`TaskView`, converted exactly once: the way into every reader.
+
+    Args:
+        task: A TaskView (returned as is); a task message of either shape, as ``_pb2`` or
+            betterproto of this package or upstream flyteidl's ``_pb2`` (copied or converted
+            through its wire bytes, once); or a serialized task (``bytes``/``str`` in any
+            format) or ``TaskTemplate.custom`` dict, decoded strictly by :func:`~elastic_idl.decode`.
+        task_type_version: The shape of a serialized task or custom dict: 0 legacy, 1 (default)
+            kubeflow. Ignored for a message or a view, which carry their shape.
+        format: The format of serialized data, one of :data:`~elastic_idl.FORMATS`; None
+            (default) detects it, as :func:`~elastic_idl.decode` does.
+
+    Raises:
+        DecodeError: Serialized data or a custom dict that is not a task of that shape.
+        UnsupportedVersionError: task_type_version is not 0 or 1.
+        TypeError: ``task`` is none of these; the message says what to pass.
+    """
+    if isinstance(task, TaskView):
+        return task
+    if isinstance(task, _OWN_TASKS):
+        return TaskView.of_message(_copy(task))  # the caller keeps its message; the view owns a copy
+    if isinstance(task, (bytes, bytearray, memoryview, str)):
+        return TaskView.of_message(decode(task, format=format, task_type_version=task_type_version))
+    if isinstance(task, Mapping):
+        return TaskView.of_message(decode(task, task_type_version=task_type_version))
+    return TaskView.of_message(as_task(task))  # another binding: a new message, through its bytes
+
+
+#: The public name (``elastic_idl.view``).
+view = of
 
 
 def duration_seconds(d: Any) -> float:
@@ -134,8 +268,9 @@ def seconds_number(x: float) -> int | float:
 def rdzv_configs(e: ElasticConfig) -> dict[str, Any]:
     """The rendezvous options a message states: typed timeouts (seconds), then the extras in order."""
     out: dict[str, Any] = {}
+    has = e.HasField
     for name in RDZV_TIMEOUTS:
-        if e.HasField(cast(Any, name)):
+        if has(name):  # type: ignore[arg-type]
             out[name] = seconds_number(duration_seconds(getattr(e, name)))
     for opt in e.rdzv_options:
         out[opt.key] = opt.value
