@@ -1,0 +1,590 @@
+"""Chaos: kill pods of an elastic job, the store host included, and check that the job finishes with nothing lost.
+
+Each run renders a PyTorchJob (2 Worker pods, 1 process each) for the training
+in ``chaos_train.py``, runs its pods under the simulated operator and kubelet of
+``chaos_sim.py``, injects one fault class at a random moment (drawn from the
+seed), and checks the result against the fault-free one:
+
+- the job's outcome is the one the class expects (``exceed``: Failed, within
+  ``join_timeout + shutdown_timeout + 30 s`` of the last fault, with a
+  FailureReport for each of our pod incarnations that could write one, naming each
+  attempt's root cause; every other class: Succeeded);
+- the committed checkpoint equals the fault-free run's for the seed (step
+  counter = N, each step folded exactly once, in order, into the accumulator);
+- the last steps ran in the world size the class expects;
+- no pod is left running once the job succeeded, and no run outlives its limit.
+
+The shared folder (``<run>/shared``) stands for a volume or an object store that
+every pod mounts; each pod's own folder is its local disk, gone with the pod.
+
+Usage::
+
+    .venv/bin/python bench/chaos.py                          # the full matrix (make chaos)
+    .venv/bin/python bench/chaos.py --runs 2 --torchrun-runs 1   # a small sample
+    .venv/bin/python bench/chaos.py --one kill-host --seed 7 --keep   # rerun one run, keep its folder
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import chaos_sim  # noqa: E402
+import chaos_train  # noqa: E402
+
+import elastic_idl as ei  # noqa: E402
+
+BENCH = Path(__file__).resolve().parent
+TRAIN_SCRIPT = BENCH / "chaos_train.py"
+JOB_NAME = "chaos"
+STEPS = 100
+BATCH = 64
+CHECKPOINT_EVERY = 5
+STEP_TIME_S = 0.05
+#: torch's c10d and launch defaults the bounds below are computed from, when the task leaves them unset.
+TORCH_JOIN_TIMEOUT_S = 600
+TORCH_SHUTDOWN_TIMEOUT_S = 30
+#: A pod still running this long after the job succeeded counts as left behind.
+SETTLE_S = 60.0
+POLICIES = (chaos_sim.NEVER, chaos_sim.ON_FAILURE, chaos_sim.ALWAYS, chaos_sim.EXIT_CODE)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Every setting of a run that is not the rendered default; printed beside the numbers.
+
+    Attributes:
+        restart_policy: The Worker's ``restartPolicy`` (``ExitCode`` is set on the rendered
+            job: the task schema has no value for it).
+        max_restarts: ``elastic_config.max_restarts`` (flytekit's default is 0).
+        backoff_limit: ``runPolicy.backoffLimit``; None leaves it unset.
+        rdzv: ``rdzv_configs`` entries on top of flytekit's default ``{"timeout": 900, "join_timeout": 900}``.
+        schedule_delay: Seconds from the operator creating a pod to its container starting.
+        grace_period: terminationGracePeriodSeconds (Kubernetes' default: 30).
+    """
+
+    restart_policy: str = chaos_sim.ON_FAILURE
+    max_restarts: int = 3
+    backoff_limit: int | None = None
+    rdzv: tuple[tuple[str, int], ...] = ()
+    schedule_delay: float = 2.0
+    grace_period: float = chaos_sim.DEFAULT_GRACE_PERIOD_S
+
+    def describe(self) -> str:
+        parts = [f"restartPolicy {self.restart_policy}", f"max_restarts {self.max_restarts}"]
+        if self.backoff_limit is not None:
+            parts.append(f"backoffLimit {self.backoff_limit}")
+        parts += [f"{k} {v} s" for k, v in self.rdzv]
+        parts.append(f"pod (re)creation {self.schedule_delay:g} s")
+        if self.grace_period != chaos_sim.DEFAULT_GRACE_PERIOD_S:
+            parts.append(f"grace period {self.grace_period:g} s")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class FaultClass:
+    """One fault class of the matrix."""
+
+    name: str
+    number: int
+    title: str
+    kind: str  # container death, pod deletion, process death, late start, none
+    nnodes: str = "2"
+    world: int = 2
+    expect: str = "Succeeded"
+    knobs: dict[str, Any] = field(default_factory=dict)  # class-specific changes to Knobs
+
+
+CLASSES: dict[str, FaultClass] = {
+    c.name: c
+    for c in (
+        FaultClass("none", 0, "no fault (the reference run)", "none"),
+        FaultClass("kill-nonhost", 1, "SIGKILL of worker-1 (not the store host)", "container death"),
+        FaultClass("kill-host", 2, "SIGKILL of worker-0, the rendezvous store host", "container death"),
+        FaultClass("kill-process", 3, "SIGKILL of one worker process in a pod (its agent lives)", "process death"),
+        FaultClass("double", 4, "two pod SIGKILLs, the second during the recovery from the first", "container death"),
+        FaultClass(
+            "late-join",
+            5,
+            "worker-1 starts late, after training began (nnodes 1:2)",
+            "late start",
+            nnodes="1:2",
+            knobs={"rdzv": (("last_call_timeout", 5),)},
+        ),
+        FaultClass("drain", 6, "graceful deletion of a pod (drain, spot reclaim)", "pod deletion"),
+        FaultClass(
+            "exceed",
+            7,
+            "worker-1's worker process killed at every resume until the job gives up",
+            "process death",
+            expect="Failed",
+            knobs={"backoff_limit": 2},
+        ),
+    )
+}
+
+
+@dataclass
+class RunResult:
+    fault: str
+    seed: int
+    launcher: str
+    knobs: Knobs
+    ok: bool = False
+    why: str = ""
+    outcome: str | None = None
+    wall_s: float = 0.0
+    faults: list[tuple[float, str]] = field(default_factory=list)
+    recovery_s: float | None = None  # first fault (or late pod start) to training resumed
+    world: int | None = None
+    kept: str = ""
+
+    def rerun(self) -> str:
+        knobs = f" --policy {self.knobs.restart_policy}" if self.knobs.restart_policy != chaos_sim.ON_FAILURE else ""
+        return f".venv/bin/python bench/chaos.py --one {self.fault} --seed {self.seed} --launcher {self.launcher}{knobs} --keep"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def knobs_for(fault: FaultClass, base: Knobs) -> Knobs:
+    import dataclasses
+
+    changes = dict(fault.knobs)
+    if "rdzv" in changes:
+        changes["rdzv"] = tuple(base.rdzv) + tuple(changes["rdzv"])
+    if "backoff_limit" in changes and base.backoff_limit is not None:
+        del changes["backoff_limit"]
+    return dataclasses.replace(base, **changes)
+
+
+def build_job(fault: FaultClass, launcher: str, knobs: Knobs, seed: int, shared: Path) -> dict[str, Any]:
+    """The PyTorchJob of a run, rendered by elastic-idl from an ``Elastic`` config."""
+    rdzv: dict[str, Any] = {"timeout": 900, "join_timeout": 900}  # flytekit's default
+    rdzv |= dict(knobs.rdzv)
+    policy = knobs.restart_policy if knobs.restart_policy != chaos_sim.EXIT_CODE else None
+    cfg = ei.Elastic(
+        nnodes=fault.nnodes,
+        max_restarts=knobs.max_restarts,
+        restart_policy=policy,
+        rdzv_configs=rdzv,
+        run_policy={"backoff_limit": knobs.backoff_limit} if knobs.backoff_limit else None,
+    )
+    custom, _, version = cfg.to_custom()
+    train = [
+        str(TRAIN_SCRIPT),
+        f"--shared={shared}",
+        f"--seed={seed}",
+        f"--steps={STEPS}",
+        f"--batch={BATCH}",
+        f"--every={CHECKPOINT_EVERY}",
+        f"--step-time={STEP_TIME_S}",
+    ]
+    common: dict[str, Any] = {"task_type_version": version, "name": JOB_NAME, "image": "chaos:local"}
+    if launcher == "ours":
+        job = ei.render_pytorchjob(
+            custom,
+            **common,
+            entrypoint=train,
+            pod_args=["--termination-log", "termination-log"],
+            env={"ELASTIC_IDL_FAILURE_PATH": f"{shared}/failures/"},
+        )
+    else:
+        job = ei.render_pytorchjob(custom, **common, command=["torchrun"], args=train)
+    if knobs.restart_policy == chaos_sim.EXIT_CODE:
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = chaos_sim.EXIT_CODE
+    if knobs.backoff_limit == 0:
+        job["spec"]["runPolicy"]["backoffLimit"] = 0  # the task schema cannot say 0 (proto3 zero = unset)
+    return job
+
+
+class _Tail:
+    """Reads the lines appended to the training's event log since the last call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.events = path, 0, []
+        self._partial = b""
+
+    def poll(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read()
+        self.offset += len(data)
+        data = self._partial + data
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        new = []
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                new.append(json.loads(line))
+        self.events += new
+        return new
+
+
+class Injector:
+    """Fires one fault class at the moments its seed picks; records what it did and when."""
+
+    def __init__(self, fault: FaultClass, rng: random.Random, cluster: chaos_sim.Cluster, shared: Path) -> None:
+        self.fault, self.rng, self.cluster, self.shared = fault, rng, cluster, shared
+        self.at_step = rng.randint(8, STEPS - 30)  # the step after which the (first) fault fires
+        self.jitter = rng.uniform(0.0, STEP_TIME_S)
+        self.victims = [rng.randrange(2), rng.randrange(2)]
+        self.second_delay = rng.uniform(0.0, 1.0)
+        self.done: list[tuple[float, str]] = []
+        self.armed_at: float | None = None
+        self.second_at: float | None = None
+        self.kills = 0
+        self.late_started: float | None = None
+        self.problem = ""
+        if fault.name == "late-join":
+            cluster.held.add(1)
+
+    def _fire(self, what: str, action: Callable[[], bool]) -> None:
+        t = time.time()
+        if action():
+            self.done.append((t, what))
+        else:
+            self.problem = f"could not inject {what}"
+
+    def _kill_worker_process(self, index: int) -> bool:
+        pod = self.cluster.pods.get(index)
+        if pod is None or pod.container is None:
+            return False
+        pid_file = self.shared / "pids" / f"{pod.name}.0"
+        try:
+            pid = int(pid_file.read_text())
+        except (OSError, ValueError):
+            return False
+        if pid not in chaos_sim.processes_with(pod.container.token):
+            return False  # a worker of an older container: not this pod's current worker
+        self.cluster.log(f"fault: SIGKILL worker process {pid} of {pod.name} (process death, the agent lives)")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        return True
+
+    def on_container_start(self, pod: chaos_sim.Pod) -> None:
+        if self.fault.name == "double" and len(self.done) == 1 and self.second_at is None:
+            self.second_at = time.time() + self.second_delay
+        if self.fault.name == "late-join" and pod.index == 1 and self.late_started is None:
+            self.late_started = time.time()
+
+    def step(self, events: list[dict[str, Any]]) -> None:
+        steps = [e for e in events if e["event"] == "step"]
+        name = self.fault.name
+        if name == "exceed":
+            self._exceed(events)
+            return
+        if self.done or name == "none" or not steps or steps[-1]["step"] < self.at_step:
+            if name == "double" and len(self.done) == 1 and self.second_at is not None:
+                if time.time() >= self.second_at:
+                    v = self.victims[1]
+                    self._fire(f"SIGKILL worker-{v} (container death)", lambda: self.cluster.kill_container(v))
+                    self.second_at = None
+            return
+        if self.armed_at is None:
+            self.armed_at = time.time() + self.jitter
+        if time.time() < self.armed_at:
+            return
+        v = self.victims[0]
+        if name == "kill-nonhost":
+            self._fire("SIGKILL worker-1 (container death)", lambda: self.cluster.kill_container(1))
+        elif name == "kill-host":
+            self._fire("SIGKILL worker-0 (container death)", lambda: self.cluster.kill_container(0))
+        elif name == "kill-process":
+            self._fire(f"SIGKILL the worker process of worker-{v} (process death)", lambda: self._kill_worker_process(v))
+        elif name == "double":
+            self._fire(f"SIGKILL worker-{v} (container death)", lambda: self.cluster.kill_container(v))
+        elif name == "late-join":
+            self.cluster.log("fault: worker-1 is scheduled (late start)")
+            self.cluster.release(1)
+            self.done.append((time.time(), "worker-1 created late (late start)"))
+        elif name == "drain":
+            self._fire(f"delete worker-{v} (pod deletion)", lambda: self.cluster.delete_pod(v, "drain"))
+
+    def _exceed(self, events: list[dict[str, Any]]) -> None:
+        """Kill worker-1's worker process each time training has resumed (a start, then a step)."""
+        if self.cluster.outcome is not None or self.kills >= 40:
+            return
+        last = self.done[-1][0] if self.done else 0.0
+        starts = [e for e in events if e["event"] == "start" and e["t"] > last]
+        if not starts:
+            return
+        after = [e for e in events if e["event"] == "step" and e["t"] > starts[0]["t"]]
+        if len(after) < (self.at_step % 5) + 1:
+            return
+        t = time.time()
+        if self._kill_worker_process(1):
+            self.kills += 1
+            self.done.append((t, f"SIGKILL the worker process of worker-1 (kill {self.kills})"))
+
+
+def _recovery(fault: FaultClass, injector: Injector, events: list[dict[str, Any]]) -> float | None:
+    """Seconds from the first fault (the late pod's start) to the first step of an attempt begun after it."""
+    if fault.name == "late-join":
+        t0 = injector.late_started
+        if t0 is None:
+            return None
+        starts = [e for e in events if e["event"] == "start" and e["t"] > t0 and e["world"] == 2]
+    else:
+        if not injector.done:
+            return None
+        t0 = injector.done[0][0]
+        starts = [e for e in events if e["event"] == "start" and e["t"] > t0]
+    if not starts:
+        return None
+    steps = [e for e in events if e["event"] == "step" and e["t"] > starts[0]["t"]]
+    return steps[0]["t"] - t0 if steps else None
+
+
+def _check_reports(cluster: chaos_sim.Cluster, shared: Path, kills: list[tuple[float, str]]) -> str:
+    """Every pod incarnation that ended on its own left a FailureReport naming each attempt's root cause."""
+    from google.protobuf import json_format
+
+    reports = []
+    for path in sorted((shared / "failures").glob("*.json")):
+        rep = ei.FailureReport()
+        json_format.Parse(path.read_text(), rep)
+        reports.append((path, rep))
+    self_ended = [t for t in cluster.terminations if t.exit_code not in (0, 128 + signal.SIGKILL)]
+    if len(reports) < len(self_ended):
+        return f"{len(self_ended)} container(s) ended on their own but {len(reports)} FailureReport(s) were kept"
+    victim = f"{JOB_NAME}-worker-1"
+    for path, rep in reports:
+        if not rep.summary:
+            return f"{path.name}: no summary"
+        by_attempt: dict[int, list[Any]] = {}
+        for rec in rep.failures:
+            by_attempt.setdefault(rec.attempt, []).append(rec)
+        for attempt, recs in by_attempt.items():
+            if not recs[0].message:
+                return f"{path.name}: attempt {attempt} has no root cause message"
+        if path.name.startswith(victim) and "interrupted" not in rep.summary:
+            # The pod whose workers were killed: each attempt's root cause is that kill.
+            for attempt, recs in by_attempt.items():
+                if recs[0].signal != signal.SIGKILL:
+                    return f"{path.name}: attempt {attempt}'s root cause is {recs[0].message!r}, not the SIGKILL"
+    return ""
+
+
+def run_once(
+    fault_name: str,
+    seed: int,
+    *,
+    launcher: str = "ours",
+    knobs: Knobs | None = None,
+    limit_s: float = 300.0,
+    keep: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> RunResult:
+    """One run of one fault class; the run's folder is removed unless it failed or ``keep``."""
+    fault = CLASSES[fault_name]
+    knobs = knobs_for(fault, knobs or Knobs())
+    result = RunResult(fault_name, seed, launcher, knobs)
+    root = Path(tempfile.mkdtemp(prefix=f"chaos-{fault_name}-{seed}-"))
+    shared = root / "shared"
+    shared.mkdir()
+    job = build_job(fault, launcher, knobs, seed, shared)
+    (root / "pytorchjob.json").write_text(json.dumps(job, indent=1))
+    cluster = chaos_sim.Cluster(
+        job, root / "pods", _free_port(), schedule_delay=knobs.schedule_delay, grace_period=knobs.grace_period
+    )
+    rng = random.Random(seed)
+    injector = Injector(fault, rng, cluster, shared)
+    cluster.on_container_start = injector.on_container_start
+    tail = _Tail(shared / "events.jsonl")
+    t0 = time.time()
+    settle_until: float | None = None
+    hang = False
+    with cluster.running():
+        while True:
+            cluster.tick()
+            tail.poll()
+            injector.step(tail.events)
+            now = time.time()
+            if cluster.outcome is not None:
+                if cluster.outcome == "Failed" or not cluster.alive():
+                    break
+                settle_until = settle_until or now + SETTLE_S
+                if now > settle_until:
+                    break
+            if now - t0 > limit_s:
+                hang = True
+                break
+            time.sleep(0.03)
+        left = [p.name for p in cluster.alive()]
+    result.wall_s = time.time() - t0
+    result.outcome = cluster.outcome
+    result.faults = [(t - t0, what) for t, what in injector.done]
+    events = tail.events
+    steps = [e for e in events if e["event"] == "step"]
+    result.world = steps[-1]["world"] if steps else None
+    result.recovery_s = _recovery(fault, injector, events)
+
+    problems = []
+    if hang:
+        problems.append(f"hang: no verdict within {limit_s:.0f} s")
+    elif cluster.outcome != fault.expect:
+        problems.append(f"job {cluster.outcome}, expected {fault.expect}: {cluster.outcome_reason}")
+    if injector.problem:
+        problems.append(injector.problem)
+    if fault.name != "none" and not injector.done:
+        problems.append("the fault never fired")
+    if fault.name == "double" and cluster.outcome == "Succeeded":
+        if len(injector.done) < 2:
+            problems.append("the second fault never fired")
+        else:
+            resumed = [e for e in events if e["event"] == "start" and injector.done[0][0] < e["t"] < injector.done[1][0]]
+            if resumed:
+                problems.append("the second fault came after training had resumed")
+    if fault.expect == "Succeeded" and cluster.outcome == "Succeeded":
+        ckpt = shared / "checkpoint.json"
+        state = json.loads(ckpt.read_text()) if ckpt.exists() else None
+        if state != chaos_train.reference(seed, STEPS, BATCH):
+            got = {k: state[k] for k in ("step", "acc")} if state else None
+            problems.append(f"committed state differs from the fault-free run: {got}")
+        if result.world != fault.world:
+            problems.append(f"finished in a world of {result.world}, expected {fault.world}")
+        if left:
+            problems.append(f"pods left running {SETTLE_S:.0f} s after the job succeeded: {', '.join(left)}")
+    if fault.expect == "Failed" and cluster.outcome == "Failed" and not hang:
+        join = dict(knobs.rdzv).get("join_timeout", 900)
+        bound = join + TORCH_SHUTDOWN_TIMEOUT_S + 30
+        assert cluster.finished_at is not None
+        late = cluster.finished_at - (injector.done[-1][0] if injector.done else t0)
+        if late > bound:
+            problems.append(f"failed {late:.0f} s after the last fault, over the {bound} s bound")
+        if launcher == "ours":
+            why = _check_reports(cluster, shared, injector.done)
+            if why:
+                problems.append(why)
+    result.ok = not problems
+    result.why = "; ".join(problems) or "ok"
+    (root / "cluster.log").write_text(
+        "\n".join(f"{e.t - t0:8.2f} {e.what}" for e in cluster.events)
+        + "\n\nterminations:\n"
+        + "\n".join(
+            f"{t.pod} uid {t.uid} container {t.restart}: exit {t.exit_code}"
+            f"{' (deleted)' if t.deleted else ''} {t.message.splitlines()[0] if t.message else ''}"
+            for t in cluster.terminations
+        )
+        + f"\n\nverdict: {result.why}\n"
+    )
+    if result.ok and not keep:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        result.kept = str(root)
+    return result
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def table(results: list[RunResult]) -> str:
+    """The README table: fault class x launcher: passed / runs, median and worst time from fault to resumed."""
+    lines = [
+        "| # | fault class | kind | launcher | passed / runs | median fault -> resumed (s) | worst (s) | failures |",
+        "| ---: | --- | --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    keys: list[tuple[str, str]] = []
+    for r in results:
+        if (r.fault, r.launcher) not in keys:
+            keys.append((r.fault, r.launcher))
+    for name, launcher in keys:
+        rs = [r for r in results if (r.fault, r.launcher) == (name, launcher)]
+        c = CLASSES[name]
+        good = sum(r.ok for r in rs)
+        rec = [r.recovery_s for r in rs if r.ok and r.recovery_s is not None]
+        if c.expect == "Failed":
+            rec = [r.wall_s - r.faults[-1][0] for r in rs if r.ok and r.faults]  # last fault -> job failed
+        why: dict[str, int] = {}
+        for r in rs:
+            if not r.ok:
+                key = r.why.split(":")[0][:60]
+                why[key] = why.get(key, 0) + 1
+        detail = "; ".join(f"{k} ({n}, seeds {', '.join(str(r.seed) for r in rs if not r.ok and r.why.startswith(k))})" for k, n in why.items()) or "-"
+        med = statistics.median(rec) if rec else None
+        worst = max(rec) if rec else None
+        label = "**failed as expected**, last fault -> job failed" if c.expect == "Failed" else ""
+        lines.append(
+            f"| {c.number} | {c.title}{' (' + label + ')' if label else ''} | {c.kind} | {launcher} | "
+            f"{good} / {len(rs)} | {_fmt(med)} | {_fmt(worst)} | {detail} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--classes", default=",".join(CLASSES), help="comma-separated fault classes")
+    ap.add_argument("--runs", type=int, default=20, help="runs per class with our pod entrypoint")
+    ap.add_argument("--torchrun-runs", type=int, default=10, help="runs per class with stock torchrun as the pod command")
+    ap.add_argument("--policy", default=chaos_sim.ON_FAILURE, choices=POLICIES, help="the Worker's restartPolicy")
+    ap.add_argument("--schedule-delay", type=float, default=Knobs.schedule_delay)
+    ap.add_argument("--seed0", type=int, default=1000, help="seeds are seed0, seed0+1, ...")
+    ap.add_argument("--limit", type=float, default=300.0, help="wall-clock limit per run (s): over it is a hang")
+    ap.add_argument("--one", help="run one class once (with --seed, --launcher)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--launcher", choices=("ours", "torchrun"), default="ours")
+    ap.add_argument("--keep", action="store_true", help="keep every run's folder (logs, checkpoint, events)")
+    ap.add_argument("--json", help="also write every run's result here")
+    args = ap.parse_args(argv)
+    knobs = Knobs(restart_policy=args.policy, schedule_delay=args.schedule_delay)
+
+    def say(r: RunResult) -> None:
+        print(
+            f"{r.fault:13s} {r.launcher:8s} seed {r.seed:5d} {'ok  ' if r.ok else 'FAIL'} {r.wall_s:6.1f}s "
+            f"resumed {_fmt(r.recovery_s):>5s}s world {r.world} {r.why}" + (f" [kept {r.kept}]" if r.kept else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+        if not r.ok:
+            print(f"    rerun: {r.rerun()}", file=sys.stderr, flush=True)
+
+    if args.one:
+        r = run_once(args.one, args.seed, launcher=args.launcher, knobs=knobs, limit_s=args.limit, keep=args.keep)
+        say(r)
+        return 0 if r.ok else 1
+    t0 = time.time()
+    results: list[RunResult] = []
+    for name in args.classes.split(","):
+        plan = [("ours", i) for i in range(args.runs)] + [("torchrun", i) for i in range(args.torchrun_runs)]
+        for launcher, i in plan:
+            r = run_once(name, args.seed0 + i, launcher=launcher, knobs=knobs, limit_s=args.limit, keep=args.keep)
+            results.append(r)
+            say(r)
+    wall = time.time() - t0
+    print(f"\nknobs: {knobs.describe()}; per class: " + "; ".join(
+        f"{c.name}: {knobs_for(c, knobs).describe()}" for c in CLASSES.values() if c.knobs
+    ))
+    print(f"wall time of the matrix: {wall / 60:.1f} min\n")
+    print(table(results))
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps([{**r.__dict__, "knobs": r.knobs.describe()} for r in results], indent=1, default=str)
+        )
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
