@@ -25,7 +25,10 @@ On exit:
   ``repr``). Every other pod exits 0 and writes nothing, like flytekit's IgnoreOutputs;
 - a failed launch writes a ``FailureReport`` (protobuf JSON, root cause first)
   to ``--failure-path`` (default ``$ELASTIC_IDL_FAILURE_PATH``, else
-  ``/tmp/elastic-idl/failure.json``), and its summary and root cause (at most
+  ``/tmp/elastic-idl/failure.json``); a path ending in ``/`` is a folder (a volume
+  that outlives the pod), where every pod incarnation writes its own
+  ``<HOSTNAME>.<UTC start time>.<pid>.json``, so a restarted or recreated pod never
+  overwrites the report of the one before it. Its summary and root cause (at most
   4096 bytes) to ``--termination-log`` (default ``/dev/termination-log`` when it
   exists), which Kubernetes shows as the container's termination message.
 
@@ -44,10 +47,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import importlib
 import json
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -154,7 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--failure-path",
         metavar="PATH",
-        help=f"FailureReport JSON on failure (default ${FAILURE_PATH_ENV}, else {DEFAULT_FAILURE_PATH})",
+        help=(
+            f"FailureReport JSON on failure (default ${FAILURE_PATH_ENV}, else {DEFAULT_FAILURE_PATH}); "
+            "ending in /: a folder, one <HOSTNAME>.<time>.<pid>.json per pod incarnation"
+        ),
     )
     p.add_argument(
         "--termination-log",
@@ -246,6 +254,21 @@ def _write_atomic(path: str, text: str) -> None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.time_ns()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, target)
+
+
+def failure_file(path: str, environ: Mapping[str, str]) -> str:
+    """Where this pod incarnation writes its FailureReport.
+
+    A path ending in ``/`` names a folder kept across restarts (a volume): the report
+    goes to ``<folder>/<HOSTNAME>.<UTC now>.<pid>.json``, one file per incarnation
+    (in Kubernetes HOSTNAME is the pod name; the time tells incarnations apart, as
+    the pod entrypoint is PID 1 in every one of them). Any other path is used as is.
+    """
+    if not path.endswith(("/", os.sep)):
+        return path
+    host = environ.get("HOSTNAME") or socket.gethostname()
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return os.path.join(path, f"{host}.{stamp}.{os.getpid()}.json")
 
 
 def _result_json(run_id: str, value: Any) -> str:
@@ -352,7 +375,7 @@ def pod_main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | 
             stream=sys.stderr,
         )
     output = args.output or environ.get(OUTPUT_ENV) or DEFAULT_OUTPUT
-    failure_path = args.failure_path or environ.get(FAILURE_PATH_ENV) or DEFAULT_FAILURE_PATH
+    failure_path = failure_file(args.failure_path or environ.get(FAILURE_PATH_ENV) or DEFAULT_FAILURE_PATH, environ)
     endpoint = args.rdzv_endpoint or environ.get(RDZV_ENDPOINT_OVERRIDE_ENV) or None
 
     try:
