@@ -7,6 +7,7 @@ runs real pods.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import types
@@ -305,6 +306,18 @@ def test_signal_exit_codes(fake: FakeLauncher, tmp_path: Path, signum: int, code
     failures = _failures()
     fake.error = failures.LaunchInterruptedError("stopped", FailureReport(), signum=signum, stopped_pids=[])
     assert run(["--", "t.py"], operator_env(), tmp_path) == code
+
+
+def test_losing_the_store_host_exits_with_a_retryable_code_that_is_no_signal(
+    fake: FakeLauncher, tmp_path: Path
+) -> None:
+    failures = _failures()
+    fake.error = failures.RendezvousStoreLostError("lost the rendezvous store at job-worker-0:23456", FailureReport())
+    assert run(["--", "t.py"], operator_env(index=1), tmp_path) == pod.EXIT_STORE_LOST
+    # The operator's ExitCode policy recreates pods that exit >= 128; 128+N for signal N ends at SIGRTMAX.
+    assert pod.EXIT_STORE_LOST >= 128
+    assert pod.EXIT_STORE_LOST - 128 > signal.SIGRTMAX
+    assert "failure report" in (tmp_path / "termination-log").read_text()
 
 
 def test_termination_log_is_capped(fake: FakeLauncher, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "LaunchFailedError",
     "LaunchInterruptedError",
     "RendezvousIncompleteError",
+    "RendezvousStoreLostError",
     "WorkerExit",
     "describe_record",
     "write_report",
@@ -64,6 +65,18 @@ class RendezvousIncompleteError(LaunchFailedError):
         self.joined = joined
         self.needed = needed
         self.timeout_s = timeout_s
+
+
+class RendezvousStoreLostError(LaunchFailedError):
+    """The rendezvous store cannot be reached: its host (the endpoint's node, worker-0 in a pod) is gone.
+
+    torch's c10d store lives in the process of the node that hosts it and does not
+    survive it: the other nodes cannot re-form the group until that node is back.
+    Raised when the store is unreachable at start, is lost during the rendezvous,
+    or is found gone when the workers failed with no restart left. The pod
+    entrypoint exits with a code the operator's ``ExitCode`` policy retries, so the
+    group re-forms around the restarted host instead of the job failing.
+    """
 
 
 class LaunchInterruptedError(LaunchFailedError):

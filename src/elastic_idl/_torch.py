@@ -75,6 +75,7 @@ from elastic_idl._launcher_failures import (
     LaunchFailedError,
     LaunchInterruptedError,
     RendezvousIncompleteError,
+    RendezvousStoreLostError,
     WorkerExit,
     describe_record,
 )
@@ -836,8 +837,15 @@ def run_agent(
                 f"workers failed in {attempts} attempt(s) (max_restarts={config.max_restarts}); "
                 f"root cause: {root or 'no failure recorded'}"
             )
-            rep = failure_log.report(summary, attempts=attempts)
-            error = LaunchFailedError(_with_traceback(summary, rep), rep)
+            if _store_gone(handler):
+                # The failures came with the store host's loss: only a restart of that host helps.
+                shutdown_rdzv = False
+                summary += f"; the rendezvous store at {endpoint} is gone (its host was lost)"
+                rep = failure_log.report(summary, attempts=attempts)
+                error = RendezvousStoreLostError(_with_traceback(summary, rep), rep)
+            else:
+                rep = failure_log.report(summary, attempts=attempts)
+                error = LaunchFailedError(_with_traceback(summary, rep), rep)
         else:
             values = {int(k): v for k, v in result.return_values.items()}
     except SignalException as exc:
@@ -862,7 +870,7 @@ def run_agent(
     except RendezvousConnectionError as exc:
         shutdown_rdzv = False
         summary = f"lost the rendezvous store at {endpoint} (run id {config.run_id!r}): {exc}"
-        error = LaunchFailedError(summary, report(summary))
+        error = RendezvousStoreLostError(summary, report(summary))
     finally:
         if isinstance(handler, FreshStoreHandler) and not shutdown_rdzv:
             handler.abandon()
@@ -881,6 +889,19 @@ def run_agent(
     if error is not None:
         raise error
     return values
+
+
+def _store_gone(handler: RendezvousHandler | None) -> bool:
+    """Whether the rendezvous store has stopped answering (its host is gone); False when it cannot tell."""
+    inner = handler.inner if isinstance(handler, FreshStoreHandler) else handler
+    store = getattr(inner, "_store", None)  # torch's DynamicRendezvousHandler keeps its store here
+    if store is None:
+        return False
+    try:
+        store.check([_WORKER_STORE_KEY])  # one round trip; a closed connection fails at once
+    except Exception:
+        return True
+    return False
 
 
 def _with_traceback(summary: str, report: Any) -> str:

@@ -36,7 +36,9 @@ Exit codes: 0 ok (also for pods without rank 0); 1 invalid input (the task does
 not decode or breaks a rule, bad env); 2 usage (bad flags, no task, no
 ENTRYPOINT); 3 the job failed (workers failed after all restarts); 4 the
 rendezvous never completed (fewer than min nodes within the join timeout);
-128+N stopped by signal N (130 SIGINT, 143 SIGTERM).
+128+N stopped by signal N (130 SIGINT, 143 SIGTERM); 200 the rendezvous store is
+unreachable because its host (worker-0) is gone: retryable (>= 128, which the
+operator's ExitCode policy retries) and never a signal (128+N stops at 192).
 
 Endpoint override, for running pods outside Kubernetes: ``--rdzv-endpoint
 HOST:PORT`` or ``$ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE`` replaces the endpoint
@@ -75,6 +77,7 @@ __all__ = [
     "EXIT_JOB_FAILED",
     "EXIT_OK",
     "EXIT_RENDEZVOUS",
+    "EXIT_STORE_LOST",
     "EXIT_USAGE",
     "FAILURE_PATH_ENV",
     "OUTPUT_ENV",
@@ -88,6 +91,9 @@ EXIT_INVALID = 1
 EXIT_USAGE = 2
 EXIT_JOB_FAILED = 3
 EXIT_RENDEZVOUS = 4
+#: The rendezvous store's host (worker-0) is gone: retry the pod. >= 128, so the operator's
+#: ExitCode policy recreates the pod; above 128 + 64 (SIGRTMAX), so never "killed by signal N".
+EXIT_STORE_LOST = 200
 EXIT_INTERRUPTED = 130
 _EXIT_SIGNAL_BASE = 128
 
@@ -113,7 +119,8 @@ _log = logging.getLogger("elastic_idl")
 _EPILOG = (
     "Task source: --task-file, --task-template, else $ELASTIC_IDL_TASK (+ $ELASTIC_IDL_TASK_TYPE_VERSION). "
     "Rank 0's pod writes the result to --output; a failure writes the FailureReport JSON to --failure-path. "
-    "Exit codes: 0 ok, 1 invalid input, 2 usage, 3 job failed, 4 rendezvous incomplete, 128+N signal N."
+    "Exit codes: 0 ok, 1 invalid input, 2 usage, 3 job failed, 4 rendezvous incomplete, 128+N signal N, "
+    "200 rendezvous store host lost (retry the pod)."
 )
 
 
@@ -321,6 +328,8 @@ def _exit_code_of_launch_failure(exc: BaseException) -> int:
         return _EXIT_SIGNAL_BASE + int(getattr(exc, "signal", EXIT_INTERRUPTED - _EXIT_SIGNAL_BASE))
     if "RendezvousIncompleteError" in names:
         return EXIT_RENDEZVOUS
+    if "RendezvousStoreLostError" in names:
+        return EXIT_STORE_LOST
     return EXIT_JOB_FAILED
 
 
