@@ -43,12 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import chaos_sim  # noqa: E402
-import chaos_train  # noqa: E402
-
-import elastic_idl as ei  # noqa: E402
+import chaos_sim  # bench/ is on sys.path when this runs as a script; tests add it
+import chaos_train
+import elastic_idl as ei
 
 BENCH = Path(__file__).resolve().parent
 TRAIN_SCRIPT = BENCH / "chaos_train.py"
@@ -70,8 +67,8 @@ class Knobs:
     """Every setting of a run that is not the rendered default; printed beside the numbers.
 
     Attributes:
-        restart_policy: The Worker's ``restartPolicy`` (``ExitCode`` is set on the rendered
-            job: the task schema has no value for it).
+        restart_policy: The Worker's ``restartPolicy``; None: what the renderer writes for an
+            unset policy. ``ExitCode`` is set on the rendered job (the task schema has no value for it).
         max_restarts: ``elastic_config.max_restarts`` (flytekit's default is 0).
         backoff_limit: ``runPolicy.backoffLimit``; None leaves it unset.
         rdzv: ``rdzv_configs`` entries on top of flytekit's default ``{"timeout": 900, "join_timeout": 900}``.
@@ -79,7 +76,7 @@ class Knobs:
         grace_period: terminationGracePeriodSeconds (Kubernetes' default: 30).
     """
 
-    restart_policy: str = chaos_sim.ON_FAILURE
+    restart_policy: str | None = None
     max_restarts: int = 3
     backoff_limit: int | None = None
     rdzv: tuple[tuple[str, int], ...] = ()
@@ -87,7 +84,8 @@ class Knobs:
     grace_period: float = chaos_sim.DEFAULT_GRACE_PERIOD_S
 
     def describe(self) -> str:
-        parts = [f"restartPolicy {self.restart_policy}", f"max_restarts {self.max_restarts}"]
+        policy = self.restart_policy or f"as rendered ({rendered_policy()})"
+        parts = [f"restartPolicy {policy}", f"max_restarts {self.max_restarts}"]
         if self.backoff_limit is not None:
             parts.append(f"backoffLimit {self.backoff_limit}")
         parts += [f"{k} {v} s" for k, v in self.rdzv]
@@ -109,6 +107,8 @@ class FaultClass:
     world: int = 2
     expect: str = "Succeeded"
     knobs: dict[str, Any] = field(default_factory=dict)  # class-specific changes to Knobs
+    steps: int = STEPS
+    fault_steps: tuple[int, int] = (8, STEPS - 30)  # the (first) fault fires after a step drawn from here
 
 
 CLASSES: dict[str, FaultClass] = {
@@ -126,6 +126,9 @@ CLASSES: dict[str, FaultClass] = {
             "late start",
             nnodes="1:2",
             knobs={"rdzv": (("last_call_timeout", 5),)},
+            # Long enough that the world of 1 cannot finish before a late pod has started and joined.
+            steps=3 * STEPS,
+            fault_steps=(2, 10),
         ),
         FaultClass("drain", 6, "graceful deletion of a pod (drain, spot reclaim)", "pod deletion"),
         FaultClass(
@@ -156,8 +159,18 @@ class RunResult:
     kept: str = ""
 
     def rerun(self) -> str:
-        knobs = f" --policy {self.knobs.restart_policy}" if self.knobs.restart_policy != chaos_sim.ON_FAILURE else ""
+        k, d = self.knobs, Knobs()
+        knobs = f" --policy {k.restart_policy}" if k.restart_policy != d.restart_policy else ""
+        knobs += f" --max-restarts {k.max_restarts}" if k.max_restarts != d.max_restarts else ""
+        knobs += f" --schedule-delay {k.schedule_delay:g}" if k.schedule_delay != d.schedule_delay else ""
         return f".venv/bin/python bench/chaos.py --one {self.fault} --seed {self.seed} --launcher {self.launcher}{knobs} --keep"
+
+
+def rendered_policy() -> str:
+    """The restartPolicy the renderer writes for an elastic Worker whose task leaves it unset."""
+    custom, _, version = ei.Elastic(nnodes=2).to_custom()
+    job = ei.render_pytorchjob(custom, task_type_version=version, name=JOB_NAME, image="x", entrypoint=["x"])
+    return str(job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"])
 
 
 def _free_port() -> int:
@@ -194,7 +207,7 @@ def build_job(fault: FaultClass, launcher: str, knobs: Knobs, seed: int, shared:
         str(TRAIN_SCRIPT),
         f"--shared={shared}",
         f"--seed={seed}",
-        f"--steps={STEPS}",
+        f"--steps={fault.steps}",
         f"--batch={BATCH}",
         f"--every={CHECKPOINT_EVERY}",
         f"--step-time={STEP_TIME_S}",
@@ -247,7 +260,7 @@ class Injector:
 
     def __init__(self, fault: FaultClass, rng: random.Random, cluster: chaos_sim.Cluster, shared: Path) -> None:
         self.fault, self.rng, self.cluster, self.shared = fault, rng, cluster, shared
-        self.at_step = rng.randint(8, STEPS - 30)  # the step after which the (first) fault fires
+        self.at_step = rng.randint(*fault.fault_steps)  # the step after which the (first) fault fires
         self.jitter = rng.uniform(0.0, STEP_TIME_S)
         self.victims = [rng.randrange(2), rng.randrange(2)]
         self.second_delay = rng.uniform(0.0, 1.0)
@@ -312,7 +325,9 @@ class Injector:
         elif name == "kill-host":
             self._fire("SIGKILL worker-0 (container death)", lambda: self.cluster.kill_container(0))
         elif name == "kill-process":
-            self._fire(f"SIGKILL the worker process of worker-{v} (process death)", lambda: self._kill_worker_process(v))
+            self._fire(
+                f"SIGKILL the worker process of worker-{v} (process death)", lambda: self._kill_worker_process(v)
+            )
         elif name == "double":
             self._fire(f"SIGKILL worker-{v} (container death)", lambda: self.cluster.kill_container(v))
         elif name == "late-join":
@@ -454,13 +469,15 @@ def run_once(
         if len(injector.done) < 2:
             problems.append("the second fault never fired")
         else:
-            resumed = [e for e in events if e["event"] == "start" and injector.done[0][0] < e["t"] < injector.done[1][0]]
+            resumed = [
+                e for e in events if e["event"] == "start" and injector.done[0][0] < e["t"] < injector.done[1][0]
+            ]
             if resumed:
                 problems.append("the second fault came after training had resumed")
     if fault.expect == "Succeeded" and cluster.outcome == "Succeeded":
         ckpt = shared / "checkpoint.json"
         state = json.loads(ckpt.read_text()) if ckpt.exists() else None
-        if state != chaos_train.reference(seed, STEPS, BATCH):
+        if state != chaos_train.reference(seed, fault.steps, BATCH):
             got = {k: state[k] for k in ("step", "acc")} if state else None
             problems.append(f"committed state differs from the fault-free run: {got}")
         if result.world != fault.world:
@@ -523,7 +540,13 @@ def table(results: list[RunResult]) -> str:
             if not r.ok:
                 key = r.why.split(":")[0][:60]
                 why[key] = why.get(key, 0) + 1
-        detail = "; ".join(f"{k} ({n}, seeds {', '.join(str(r.seed) for r in rs if not r.ok and r.why.startswith(k))})" for k, n in why.items()) or "-"
+        detail = (
+            "; ".join(
+                f"{k} ({n}, seeds {', '.join(str(r.seed) for r in rs if not r.ok and r.why.startswith(k))})"
+                for k, n in why.items()
+            )
+            or "-"
+        )
         med = statistics.median(rec) if rec else None
         worst = max(rec) if rec else None
         label = "**failed as expected**, last fault -> job failed" if c.expect == "Failed" else ""
@@ -538,8 +561,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--classes", default=",".join(CLASSES), help="comma-separated fault classes")
     ap.add_argument("--runs", type=int, default=20, help="runs per class with our pod entrypoint")
-    ap.add_argument("--torchrun-runs", type=int, default=10, help="runs per class with stock torchrun as the pod command")
-    ap.add_argument("--policy", default=chaos_sim.ON_FAILURE, choices=POLICIES, help="the Worker's restartPolicy")
+    ap.add_argument(
+        "--torchrun-runs", type=int, default=10, help="runs per class with stock torchrun as the pod command"
+    )
+    ap.add_argument("--policy", choices=POLICIES, help="the Worker's restartPolicy (default: as rendered)")
+    ap.add_argument("--max-restarts", type=int, default=Knobs.max_restarts, help="elastic_config.max_restarts")
+    ap.add_argument("--backoff-limit", type=int, help="runPolicy.backoffLimit (default: unset; exceed: 2)")
     ap.add_argument("--schedule-delay", type=float, default=Knobs.schedule_delay)
     ap.add_argument("--seed0", type=int, default=1000, help="seeds are seed0, seed0+1, ...")
     ap.add_argument("--limit", type=float, default=300.0, help="wall-clock limit per run (s): over it is a hang")
@@ -549,7 +576,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep every run's folder (logs, checkpoint, events)")
     ap.add_argument("--json", help="also write every run's result here")
     args = ap.parse_args(argv)
-    knobs = Knobs(restart_policy=args.policy, schedule_delay=args.schedule_delay)
+    knobs = Knobs(
+        restart_policy=args.policy,
+        max_restarts=args.max_restarts,
+        backoff_limit=args.backoff_limit,
+        schedule_delay=args.schedule_delay,
+    )
 
     def say(r: RunResult) -> None:
         print(
@@ -574,9 +606,10 @@ def main(argv: list[str] | None = None) -> int:
             results.append(r)
             say(r)
     wall = time.time() - t0
-    print(f"\nknobs: {knobs.describe()}; per class: " + "; ".join(
-        f"{c.name}: {knobs_for(c, knobs).describe()}" for c in CLASSES.values() if c.knobs
-    ))
+    print(
+        f"\nknobs: {knobs.describe()}; per class: "
+        + "; ".join(f"{c.name}: {knobs_for(c, knobs).describe()}" for c in CLASSES.values() if c.knobs)
+    )
     print(f"wall time of the matrix: {wall / 60:.1f} min\n")
     print(table(results))
     if args.json:

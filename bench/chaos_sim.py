@@ -245,11 +245,7 @@ class Cluster:
         return f"{self.name}-worker-{index}"
 
     def env_for(self, pod: Pod, token: str) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(_HOST_ENV_PREFIXES) and k not in _HOST_ENV_NAMES
-        }
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_HOST_ENV_PREFIXES) and k not in _HOST_ENV_NAMES}
         env |= self.container_env
         env |= ei.pod_env(self.job, "Worker", pod.index)
         env["HOSTNAME"] = pod.name
@@ -341,7 +337,9 @@ class Cluster:
         if self.pod_policy == ALWAYS or (self.pod_policy == ON_FAILURE and code != 0):
             if now - c.started >= CRASH_BACKOFF_RESET_S:
                 pod.crashes = 0
-            delay = 0.0 if pod.crashes == 0 else min(CRASH_BACKOFF_MAX_S, CRASH_BACKOFF_INITIAL_S * 2 ** (pod.crashes - 1))
+            delay = (
+                0.0 if pod.crashes == 0 else min(CRASH_BACKOFF_MAX_S, CRASH_BACKOFF_INITIAL_S * 2 ** (pod.crashes - 1))
+            )
             pod.crashes += 1
             pod.start_at = now + delay
             self.log(f"kubelet: restart {pod.name} in place in {delay:.0f} s")
