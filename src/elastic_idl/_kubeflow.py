@@ -163,6 +163,13 @@ RESTART_POLICIES: dict[int, str] = {
     common_pb2.RESTART_POLICY_ON_FAILURE: "OnFailure",
     common_pb2.RESTART_POLICY_ALWAYS: "Always",
 }
+#: What an elastic task's Worker gets when its restart policy is the enum's zero value (NEVER, which
+#: the wire cannot tell from unset). The operator (v1.9) recreates a pod that exits >= 128 (killed by
+#: a signal, OOM-killed, deleted, or the pod entrypoint's 200: its rendezvous store host is gone) and
+#: fails the job on any other non-zero exit. Under Never any pod loss, even a drain, fails the job;
+#: under OnFailure a deterministic error restarts forever unless backoffLimit is set. The figures:
+#: bench/README.md, "Chaos".
+ELASTIC_WORKER_RESTART_POLICY = "ExitCode"
 CLEAN_POD_POLICIES: dict[int, str] = {
     common_pb2.CLEANPOD_POLICY_NONE: "None",
     common_pb2.CLEANPOD_POLICY_RUNNING: "Running",
@@ -394,6 +401,7 @@ def _replica_spec(
     *,
     replicas: int,
     replica: Replica | None,
+    elastic_worker: bool,
     image: str,
     command: list[str],
     args: list[str],
@@ -425,9 +433,12 @@ def _replica_spec(
         template[K.METADATA] = {k: dict(v) for k, v in pod_metadata.items()}
     template[K.SPEC] = {K.CONTAINERS: [container]}
     restart = replica.restart_policy if replica is not None else common_pb2.RESTART_POLICY_NEVER
+    policy = RESTART_POLICIES[restart]
+    if elastic_worker and restart == common_pb2.RESTART_POLICY_NEVER:
+        policy = ELASTIC_WORKER_RESTART_POLICY
     return {
         K.REPLICAS: replicas,
-        K.RESTART_POLICY: RESTART_POLICIES[restart],
+        K.RESTART_POLICY: policy,
         K.TEMPLATE: template,
     }
 
@@ -465,7 +476,9 @@ def render_pytorchjob(
       Upstream sets only min/max/backend/nProcPerNode/maxRestarts.
     - A non-elastic task renders Master (always 1 replica) + Workers.
     - Replica settings follow upstream's rule: ``common`` wins when set. An unset
-      restart policy is ``Never`` (the enum's zero value, upstream's default).
+      restart policy (the enum's zero value, NEVER) is ``ExitCode`` for the Worker of an
+      elastic task (see :data:`ELASTIC_WORKER_RESTART_POLICY`; upstream: ``Never``) and
+      ``Never`` otherwise, like upstream.
       A replica's image and resources replace the task-level ``image``/``resources``.
     - ``spec.runPolicy`` always, ``{}`` when the task has none (the legacy shape
       never has one); from a run policy: cleanPodPolicy always,
@@ -557,10 +570,11 @@ def render_pytorchjob(
     if t.elastic is not None and t.elastic.rdzv_port:
         port = int(t.elastic.rdzv_port)
 
-    def replica(count: int, r: Replica | None) -> dict[str, Any]:
+    def replica(count: int, r: Replica | None, *, elastic_worker: bool = False) -> dict[str, Any]:
         return _replica_spec(
             replicas=count,
             replica=r,
+            elastic_worker=elastic_worker,
             image=image,
             command=cmd,
             args=arg_list,
@@ -579,7 +593,7 @@ def render_pytorchjob(
         spec[K.NPROC_PER_NODE] = _nproc(t.elastic)
     else:
         replica_specs[MASTER] = replica(1, t.master)
-    replica_specs[WORKER] = replica(workers, worker_replica)
+    replica_specs[WORKER] = replica(workers, worker_replica, elastic_worker=t.elastic is not None)
     spec[K.REPLICA_SPECS] = replica_specs
     spec[K.RUN_POLICY] = _run_policy(t)
 
