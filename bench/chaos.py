@@ -27,6 +27,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -59,6 +60,8 @@ TORCH_JOIN_TIMEOUT_S = 600
 TORCH_SHUTDOWN_TIMEOUT_S = 30
 #: A pod still running this long after the job succeeded counts as left behind.
 SETTLE_S = 60.0
+#: Wall-clock limit of a run that should succeed: over it, the run hangs.
+LIMIT_S = 300.0
 POLICIES = (chaos_sim.NEVER, chaos_sim.ON_FAILURE, chaos_sim.ALWAYS, chaos_sim.EXIT_CODE)
 
 
@@ -164,6 +167,12 @@ class RunResult:
         knobs += f" --max-restarts {k.max_restarts}" if k.max_restarts != d.max_restarts else ""
         knobs += f" --schedule-delay {k.schedule_delay:g}" if k.schedule_delay != d.schedule_delay else ""
         return f".venv/bin/python bench/chaos.py --one {self.fault} --seed {self.seed} --launcher {self.launcher}{knobs} --keep"
+
+
+def failure_bound(knobs: Knobs) -> float:
+    """How soon a job must fail once it has more faults than it may: join_timeout + shutdown_timeout + 30 s."""
+    join = dict(knobs.rdzv).get("join_timeout", 900)  # flytekit's default rdzv_configs
+    return float(join + TORCH_SHUTDOWN_TIMEOUT_S + 30)
 
 
 def rendered_policy() -> str:
@@ -408,13 +417,19 @@ def run_once(
     *,
     launcher: str = "ours",
     knobs: Knobs | None = None,
-    limit_s: float = 300.0,
+    limit_s: float | None = None,
     keep: bool = False,
     log: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """One run of one fault class; the run's folder is removed unless it failed or ``keep``."""
+    """One run of one fault class; the run's folder is removed unless it failed or ``keep``.
+
+    ``limit_s``: the wall-clock limit (a run over it is a hang); default :data:`LIMIT_S`, and
+    for a class that must fail, its bound plus :data:`LIMIT_S` (a slow failure is no hang).
+    """
     fault = CLASSES[fault_name]
     knobs = knobs_for(fault, knobs or Knobs())
+    if limit_s is None:
+        limit_s = LIMIT_S + (failure_bound(knobs) if fault.expect == "Failed" else 0)
     result = RunResult(fault_name, seed, launcher, knobs)
     root = Path(tempfile.mkdtemp(prefix=f"chaos-{fault_name}-{seed}-"))
     shared = root / "shared"
@@ -485,8 +500,7 @@ def run_once(
         if left:
             problems.append(f"pods left running {SETTLE_S:.0f} s after the job succeeded: {', '.join(left)}")
     if fault.expect == "Failed" and cluster.outcome == "Failed" and not hang:
-        join = dict(knobs.rdzv).get("join_timeout", 900)
-        bound = join + TORCH_SHUTDOWN_TIMEOUT_S + 30
+        bound = failure_bound(knobs)
         assert cluster.finished_at is not None
         late = cluster.finished_at - (injector.done[-1][0] if injector.done else t0)
         if late > bound:
@@ -569,7 +583,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backoff-limit", type=int, help="runPolicy.backoffLimit (default: unset; exceed: 2)")
     ap.add_argument("--schedule-delay", type=float, default=Knobs.schedule_delay)
     ap.add_argument("--seed0", type=int, default=1000, help="seeds are seed0, seed0+1, ...")
-    ap.add_argument("--limit", type=float, default=300.0, help="wall-clock limit per run (s): over it is a hang")
+    ap.add_argument(
+        "--limit", type=float, help=f"wall-clock limit per run (s), over it is a hang (default {LIMIT_S:g})"
+    )
+    ap.add_argument("--jobs", type=int, default=1, help="runs at the same time (each is 2 pods)")
     ap.add_argument("--one", help="run one class once (with --seed, --launcher)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--launcher", choices=("ours", "torchrun"), default="ours")
@@ -598,19 +615,27 @@ def main(argv: list[str] | None = None) -> int:
         say(r)
         return 0 if r.ok else 1
     t0 = time.time()
-    results: list[RunResult] = []
-    for name in args.classes.split(","):
-        plan = [("ours", i) for i in range(args.runs)] + [("torchrun", i) for i in range(args.torchrun_runs)]
-        for launcher, i in plan:
-            r = run_once(name, args.seed0 + i, launcher=launcher, knobs=knobs, limit_s=args.limit, keep=args.keep)
-            results.append(r)
-            say(r)
+    plan = [
+        (name, launcher, args.seed0 + i)
+        for name in args.classes.split(",")
+        for launcher, n in (("ours", args.runs), ("torchrun", args.torchrun_runs))
+        for i in range(n)
+    ]
+
+    def one(item: tuple[str, str, int]) -> RunResult:
+        name, launcher, seed = item
+        r = run_once(name, seed, launcher=launcher, knobs=knobs, limit_s=args.limit, keep=args.keep)
+        say(r)
+        return r
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(one, plan))
     wall = time.time() - t0
     print(
         f"\nknobs: {knobs.describe()}; per class: "
         + "; ".join(f"{c.name}: {knobs_for(c, knobs).describe()}" for c in CLASSES.values() if c.knobs)
     )
-    print(f"wall time of the matrix: {wall / 60:.1f} min\n")
+    print(f"wall time of the matrix: {wall / 60:.1f} min ({len(plan)} runs, {args.jobs} at a time)\n")
     print(table(results))
     if args.json:
         Path(args.json).write_text(
