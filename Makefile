@@ -2,6 +2,7 @@
 #
 #   make test      set up whatever is missing, then run every check (CI runs this)
 #   make demo      set up whatever is missing, then run the demo
+#   make chaos     the fault-injection matrix (about an hour; bench/README.md, "Chaos")
 #
 # Setup is idempotent: each venv carries a stamp named after the hash of its
 # requirements file, so a second run skips it and an edited lock rebuilds it.
@@ -25,7 +26,7 @@ DEV_STAMP := $(VENV)/.stamp-dev-$(call hash,requirements/dev.txt)
 GEN_STAMP := $(GEN_VENV)/.stamp-gen-$(call hash,requirements/gen.txt)
 
 .PHONY: test checks venv venv-dev venv-gen devtree gen check-gen lint fmt typecheck buf-lint buf-breaking \
-	pytest baseline bench demo clean
+	pytest baseline bench chaos demo clean
 
 # ---------------------------------------------------------------- setup
 
@@ -121,6 +122,12 @@ bench: devtree
 	$(PY) bench/bench_import.py
 	$(PY) bench/bench_launch.py --rounds 5
 	$(PY) bench/stress_restart.py --runs 10
+
+# The chaos matrix (bench/chaos.py): every fault class, 20 runs with our pod entrypoint and 10
+# with stock torchrun as the pod command, the rendered defaults; results in bench/README.md ("Chaos").
+# Two runs at a time (4 pods); within 60 minutes on the 2-core dev machine when it is quiet.
+chaos: devtree
+	$(PY) bench/chaos.py --runs 20 --torchrun-runs 10 --jobs 2 --json build/chaos.json
 
 demo: venv devtree
 	@if [ -x scripts/demo.sh ]; then scripts/demo.sh $(ARGS); \
