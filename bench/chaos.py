@@ -324,9 +324,13 @@ class Injector:
         if self.done or name == "none" or not steps or steps[-1]["step"] < self.at_step:
             if name == "double" and len(self.done) == 1 and self.second_at is not None:
                 if time.time() >= self.second_at:
-                    v = self.victims[1]
-                    self._fire(f"SIGKILL worker-{v} (container death)", lambda: self.cluster.kill_container(v))
-                    self.second_at = None
+                    # The drawn victim, or the other pod when the drawn one has no container right now.
+                    order = [self.victims[1], 1 - self.victims[1]]
+                    live = [i for i in order if (p := self.cluster.pods.get(i)) is not None and p.container]
+                    if live:
+                        v = live[0]
+                        self._fire(f"SIGKILL worker-{v} (container death)", lambda: self.cluster.kill_container(v))
+                        self.second_at = None
             return
         if self.armed_at is None:
             self.armed_at = time.time() + self.jitter
@@ -385,7 +389,7 @@ def _recovery(fault: FaultClass, injector: Injector, events: list[dict[str, Any]
     return steps[0]["t"] - t0 if steps else None
 
 
-def _check_reports(cluster: chaos_sim.Cluster, shared: Path, kills: list[tuple[float, str]]) -> str:
+def _check_reports(cluster: chaos_sim.Cluster, shared: Path) -> str:
     """Every pod incarnation that ended on its own left a FailureReport naming each attempt's root cause."""
     from google.protobuf import json_format
 
@@ -513,7 +517,7 @@ def run_once(
         if late > bound:
             problems.append(f"failed {late:.0f} s after the last fault, over the {bound} s bound")
         if launcher == "ours":
-            why = _check_reports(cluster, shared, injector.done)
+            why = _check_reports(cluster, shared)
             if why:
                 problems.append(why)
     result.ok = not problems

@@ -224,5 +224,6 @@ def test_fault_class_one_run(fault: str) -> None:
     pytest.importorskip("torch")
     seed = int(os.environ.get("CHAOS_SEED", "13"))
     result = chaos.run_once(fault, seed, launcher="ours", limit_s=150.0)
-    print(f"\n{fault}: {result.why}, {result.wall_s:.1f} s, resumed after {result.recovery_s} s, seed {seed}")
+    resumed = "-" if result.recovery_s is None else f"{result.recovery_s:.1f}"
+    print(f"\n{fault}: {result.why}, {result.wall_s:.1f} s, resumed after {resumed} s, seed {seed}")
     assert result.ok, f"{fault} failed with seed {seed}: {result.why}\nrerun: {result.rerun()}\nkept: {result.kept}"
