@@ -39,7 +39,9 @@ far as this harness depends on them. The rules, with where they come from:
 - Pod deletion (a drain, a spot reclaim, an eviction, the operator): SIGTERM to the
   container's main process, ``grace_period`` seconds (Kubernetes' default
   terminationGracePeriodSeconds is 30), then SIGKILL of everything left. The pod is
-  gone when its container is; the operator then creates a new one.
+  gone when its container is; the operator then creates a new one. Under ``ExitCode``
+  a container that exits 1-127 while its pod is deleted fails the job (the kubelet
+  gives the pod a terminal phase first, which the operator may see).
 
 A container is a process tree: every process of it carries an env token, so
 stopping a container reaches workers that left the process group (torchrun puts
@@ -333,6 +335,11 @@ class Cluster:
         pod.container = None
         pod.last_exit = code
         if pod.deleting:
+            # Since Kubernetes 1.27 the kubelet gives a pod being deleted a terminal phase before it
+            # goes; the operator may see it Failed with this code first. Strict: under ExitCode a
+            # code below 128 then fails the job (a SIGTERMed launcher that exits 1 loses the job).
+            if self.policy == EXIT_CODE and 0 < code < 128 and self.outcome is None:
+                self._finish("Failed", f"{pod.name} exited {code} while being deleted (< 128: not retryable)")
             return
         if self.pod_policy == ALWAYS or (self.pod_policy == ON_FAILURE and code != 0):
             if now - c.started >= CRASH_BACKOFF_RESET_S:
