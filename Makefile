@@ -2,6 +2,7 @@
 #
 #   make test      set up whatever is missing, then run every check (CI runs this)
 #   make demo      set up whatever is missing, then run the demo
+#   make chaos     the fault-injection matrix (about an hour; bench/README.md, "Chaos")
 #
 # Setup is idempotent: each venv carries a stamp named after the hash of its
 # requirements file, so a second run skips it and an edited lock rebuilds it.
@@ -25,7 +26,7 @@ DEV_STAMP := $(VENV)/.stamp-dev-$(call hash,requirements/dev.txt)
 GEN_STAMP := $(GEN_VENV)/.stamp-gen-$(call hash,requirements/gen.txt)
 
 .PHONY: test checks venv venv-dev venv-gen devtree gen check-gen lint fmt typecheck buf-lint buf-breaking \
-	pytest go-toolchain go-check baseline bench demo clean
+	pytest go-toolchain go-check baseline bench chaos demo clean
 
 # ---------------------------------------------------------------- setup
 
@@ -151,6 +152,13 @@ bench: devtree
 	$(PY) bench/bench_flytekit.py --rounds 3
 	if scripts/go_toolchain.sh present; then $(PY) bench/bench_go.py --rounds 3; \
 	else echo "bench_go.py did not run: no Go toolchain (make go-toolchain)"; fi
+
+# The chaos matrix (bench/chaos.py): every fault class, 20 runs with our pod entrypoint and 10
+# with stock torchrun as the pod command, the rendered defaults; results in bench/README.md ("Chaos").
+# CHAOS_JOBS runs at a time (2 pods each); estimated 55-65 minutes at 2 on the quiet 2-core dev machine.
+CHAOS_JOBS ?= 2
+chaos: devtree
+	$(PY) bench/chaos.py --runs 20 --torchrun-runs 10 --jobs $(CHAOS_JOBS) --json build/chaos.json
 
 demo: venv devtree
 	@if [ -x scripts/demo.sh ]; then scripts/demo.sh $(ARGS); \

@@ -151,6 +151,11 @@ def go_source() -> str:
             "elastic_idl._task.enums.RESTART_POLICY",
             pairs("enumText", enums.RESTART_POLICY.text.items()),
         ),
+        const(
+            "elasticWorkerRestartPolicy",
+            "elastic_idl._backend.pytorchjob.ELASTIC_WORKER_RESTART_POLICY: an elastic Worker's unset policy.",
+            kf.ELASTIC_WORKER_RESTART_POLICY,
+        ),
         var(
             "cleanPodPolicies",
             "elastic_idl._task.enums.CLEAN_POD_POLICY",

@@ -63,7 +63,7 @@ def test_flytekit_default_renders_a_worker_only_job() -> None:
     assert list(spec["pytorchReplicaSpecs"]) == ["Worker"]
     worker = spec["pytorchReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 3
-    assert worker["restartPolicy"] == "Never"
+    assert worker["restartPolicy"] == "ExitCode"  # the zero value, for an elastic Worker
 
 
 def test_upstream_fields_carry_upstream_values_in_both_shapes() -> None:
@@ -153,7 +153,7 @@ def test_elastic_task_drops_the_master_like_upstream() -> None:
 # --------------------------------------------------------------------------- replica settings
 
 
-@pytest.mark.parametrize(("value", "expected"), [(None, "Never"), (0, "Never"), (1, "OnFailure"), (2, "Always")])
+@pytest.mark.parametrize(("value", "expected"), [(None, "ExitCode"), (0, "ExitCode"), (1, "OnFailure"), (2, "Always")])
 def test_restart_policy(value: int | None, expected: str) -> None:
     t = kf()
     if value is not None:
@@ -161,6 +161,13 @@ def test_restart_policy(value: int | None, expected: str) -> None:
         t.worker_replicas.common.restart_policy = value  # type: ignore[assignment]
         t.worker_replicas.ClearField("replicas")
     assert render(t)["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == expected
+
+
+def test_the_zero_restart_policy_of_a_non_elastic_job_stays_never_like_upstream() -> None:
+    t = kf()
+    t.ClearField("elastic_config")
+    specs = render(t)["spec"]["pytorchReplicaSpecs"]
+    assert [specs[r]["restartPolicy"] for r in ("Master", "Worker")] == ["Never", "Never"]
 
 
 def test_common_wins_and_deprecated_fields_are_read_without_it() -> None:
@@ -181,7 +188,7 @@ def test_common_wins_and_deprecated_fields_are_read_without_it() -> None:
     # `common` is set: its empty resources/restart policy win, not some deprecated default.
     assert container(job)["image"] == "new:2"
     assert "resources" not in container(job)
-    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "Never"
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
 
 
 def test_resources_map_every_resource_name() -> None:

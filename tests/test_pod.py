@@ -7,6 +7,7 @@ runs real pods.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import types
@@ -309,6 +310,18 @@ def test_signal_exit_codes(fake: FakeLauncher, tmp_path: Path, signum: int, code
     assert run(["--", "t.py"], operator_env(), tmp_path) == code
 
 
+def test_losing_the_store_host_exits_with_a_retryable_code_that_is_no_signal(
+    fake: FakeLauncher, tmp_path: Path
+) -> None:
+    failures = _failures()
+    fake.error = failures.RendezvousStoreLostError("lost the rendezvous store at job-worker-0:23456", FailureReport())
+    assert run(["--", "t.py"], operator_env(index=1), tmp_path) == pod.EXIT_STORE_LOST
+    # The operator's ExitCode policy recreates pods that exit >= 128; 128+N for signal N ends at SIGRTMAX.
+    assert pod.EXIT_STORE_LOST >= 128
+    assert pod.EXIT_STORE_LOST - 128 > signal.SIGRTMAX
+    assert "failure report" in (tmp_path / "termination-log").read_text()
+
+
 def test_termination_log_is_capped(fake: FakeLauncher, tmp_path: Path) -> None:
     failures = _failures()
     rep = _report()
@@ -316,6 +329,26 @@ def test_termination_log_is_capped(fake: FakeLauncher, tmp_path: Path) -> None:
     fake.error, fake.report = failures.LaunchFailedError(rep.summary, rep), rep
     assert run(["--", "t.py"], operator_env(), tmp_path) == pod.EXIT_JOB_FAILED
     assert len((tmp_path / "termination-log").read_bytes()) <= pod.TERMINATION_LOG_MAX_BYTES
+
+
+def test_a_failure_folder_keeps_one_report_per_pod_incarnation(fake: FakeLauncher, tmp_path: Path) -> None:
+    # A restarted container (OnFailure) or a recreated pod (ExitCode, a drain) runs the
+    # same command with the same env: a folder on a volume keeps every incarnation's report.
+    failures = _failures()
+    folder = tmp_path / "volume" / "failures"
+    folder.mkdir(parents=True)  # the fake launcher writes the report without making its folder
+    env = operator_env(index=1) | {pod.FAILURE_PATH_ENV: f"{folder}/", "HOSTNAME": "job-worker-1"}
+    reports = []
+    for attempt in range(2):
+        rep = _report()
+        rep.summary = f"incarnation {attempt}"
+        fake.error, fake.report = failures.LaunchFailedError(rep.summary, rep), rep
+        assert pod.pod_main(["--termination-log", str(tmp_path / "t"), "--", "t.py"], environ=env) == 3
+        reports.append(rep)
+    files = sorted(folder.iterdir())
+    assert [f.name.split(".")[0] for f in files] == ["job-worker-1", "job-worker-1"]
+    assert [json_format.Parse(f.read_text(), FailureReport()) for f in files] == reports
+    assert f"failure report: {files[-1]}" in (tmp_path / "t").read_text()
 
 
 # --------------------------------------------------------------------------- as a program

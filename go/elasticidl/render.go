@@ -485,8 +485,8 @@ func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
 		port = v.elastic.GetRdzvPort()
 	}
 	image := opt("image").(string) // checked above
-	replica := func(count int32, r *replicaView) (*ReplicaSpec, error) {
-		return replicaSpec(count, r, image, cmd, args, env, port, taskResources, podMeta)
+	replica := func(count int32, r *replicaView, elasticWorker bool) (*ReplicaSpec, error) {
+		return replicaSpec(count, r, elasticWorker, image, cmd, args, env, port, taskResources, podMeta)
 	}
 
 	spec := PyTorchJobSpec{PyTorchReplicaSpecs: map[string]*ReplicaSpec{}}
@@ -500,13 +500,13 @@ func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
 		nproc := nprocOf(v.elastic)
 		spec.NprocPerNode = &nproc
 	} else {
-		master, err := replica(1, v.master)
+		master, err := replica(1, v.master, false)
 		if err != nil {
 			return nil, err
 		}
 		spec.PyTorchReplicaSpecs[ReplicaMaster] = master
 	}
-	worker, err := replica(workers, workerReplica)
+	worker, err := replica(workers, workerReplica, v.elastic != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -523,7 +523,7 @@ func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
 	}, nil
 }
 
-func replicaSpec(count int32, r *replicaView, image string, cmd, args []string, env []EnvVar, port int32,
+func replicaSpec(count int32, r *replicaView, elasticWorker bool, image string, cmd, args []string, env []EnvVar, port int32,
 	resources *ResourceRequirements, podMeta *ObjectMeta,
 ) (*ReplicaSpec, error) {
 	restart := int32(0) // RESTART_POLICY_NEVER
@@ -554,6 +554,10 @@ func replicaSpec(count int32, r *replicaView, image string, cmd, args []string, 
 		c.Resources = &ResourceRequirements{Requests: copyMap(resources.Requests), Limits: copyMap(resources.Limits)}
 	}
 	policy, _ := enumTextOf(restartPolicies, restart) // validated: a known value
+	if elasticWorker && restart == 0 {
+		// The enum's zero value for an elastic Worker (the reference's ELASTIC_WORKER_RESTART_POLICY).
+		policy = elasticWorkerRestartPolicy
+	}
 	tmpl := PodTemplateSpec{Spec: PodSpec{Containers: []Container{c}}}
 	if podMeta != nil {
 		tmpl.Metadata = &ObjectMeta{Labels: copyMap(podMeta.Labels), Annotations: copyMap(podMeta.Annotations)}

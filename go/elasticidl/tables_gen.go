@@ -201,6 +201,9 @@ var restartPolicies = []enumText{
 	{2, "Always"},
 }
 
+// elastic_idl._backend.pytorchjob.ELASTIC_WORKER_RESTART_POLICY: an elastic Worker's unset policy.
+const elasticWorkerRestartPolicy = "ExitCode"
+
 // elastic_idl._task.enums.CLEAN_POD_POLICY
 var cleanPodPolicies = []enumText{
 	{0, "None"},

@@ -26,6 +26,7 @@ __all__ = [
     "LaunchInterruptedError",
     "RenderError",
     "RendezvousIncompleteError",
+    "RendezvousStoreLostError",
     "SkewError",
     "SkewWarning",
     "TorchrunError",
@@ -288,6 +289,18 @@ class RendezvousIncompleteError(LaunchFailedError):
         self.joined = joined
         self.needed = needed
         self.timeout_s = timeout_s
+
+
+class RendezvousStoreLostError(LaunchFailedError):
+    """The rendezvous store cannot be reached: its host (the endpoint's node, worker-0 in a pod) is gone.
+
+    torch's c10d store lives in the process of the node that hosts it and does not
+    survive it: the other nodes cannot re-form the group until that node is back.
+    Raised when the store is lost during the rendezvous, or is found gone when the
+    workers failed with no restart left. The pod entrypoint exits 200, a code the
+    operator's ``ExitCode`` policy retries, so the group can re-form around the
+    restarted host instead of waiting out a timeout.
+    """
 
 
 class LaunchInterruptedError(LaunchFailedError):

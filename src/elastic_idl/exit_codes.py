@@ -13,6 +13,9 @@ code        meaning
 4           the rendezvous never completed: too few nodes joined within
             ``join_timeout``
 128 + N     stopped by signal N (130 SIGINT, 143 SIGTERM), as a shell reports it
+200         the rendezvous store is unreachable because its host (worker-0) is
+            gone: retryable (>= 128, which the operator's ExitCode policy
+            retries) and never a signal (128 + N stops at 192)
 ==========  =================================================================
 
 Torch-free; imports only the error types (:mod:`elastic_idl._errors`, stdlib only).
@@ -23,7 +26,12 @@ from __future__ import annotations
 import enum
 import signal
 
-from elastic_idl._errors import LaunchFailedError, LaunchInterruptedError, RendezvousIncompleteError
+from elastic_idl._errors import (
+    LaunchFailedError,
+    LaunchInterruptedError,
+    RendezvousIncompleteError,
+    RendezvousStoreLostError,
+)
 
 __all__ = ["EXIT_CODES_TEXT", "SIGNAL_BASE", "ExitCode", "exit_code_of", "signal_exit_code"]
 
@@ -43,12 +51,14 @@ class ExitCode(enum.IntEnum):
     SIGINT = SIGNAL_BASE + signal.SIGINT
     #: 128 + SIGTERM: terminated.
     SIGTERM = SIGNAL_BASE + signal.SIGTERM
+    #: The rendezvous store's host is gone: retry the pod (not a signal: above 128 + 64).
+    STORE_LOST = 200
 
 
 #: The table in one line, for --help epilogs.
 EXIT_CODES_TEXT = (
     "Exit codes: 0 ok, 1 invalid input, 2 usage, 3 the job failed, 4 the rendezvous never completed, "
-    "128+N stopped by signal N (130 SIGINT, 143 SIGTERM)."
+    "128+N stopped by signal N (130 SIGINT, 143 SIGTERM), 200 the rendezvous store's host is gone (retry the pod)."
 )
 
 
@@ -65,6 +75,8 @@ def exit_code_of(exc: BaseException) -> int:
         return signal_exit_code(exc.signal)
     if isinstance(exc, RendezvousIncompleteError):
         return ExitCode.RENDEZVOUS
+    if isinstance(exc, RendezvousStoreLostError):
+        return ExitCode.STORE_LOST
     if isinstance(exc, LaunchFailedError):
         return ExitCode.JOB_FAILED
     return ExitCode.INVALID

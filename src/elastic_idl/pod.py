@@ -26,7 +26,10 @@ On exit:
   ``repr``). Every other pod exits 0 and writes nothing, like flytekit's IgnoreOutputs;
 - a failed launch writes a ``FailureReport`` (protobuf JSON, root cause first)
   to ``--failure-path`` (default ``$ELASTIC_IDL_FAILURE_PATH``, else
-  ``/tmp/elastic-idl/failure.json``), and its summary and root cause (at most
+  ``/tmp/elastic-idl/failure.json``); a path ending in ``/`` is a folder (a volume
+  that outlives the pod), where every pod incarnation writes its own
+  ``<HOSTNAME>.<UTC start time>.<pid>.json``, so a restarted or recreated pod never
+  overwrites the report of the one before it. Its summary and root cause (at most
   4096 bytes) to ``--termination-log`` (default ``/dev/termination-log`` when it
   exists), which Kubernetes shows as the container's termination message.
 
@@ -36,7 +39,9 @@ env, an unusable entrypoint, an output path that cannot be written); 2 usage (ba
 flags, no task, no ENTRYPOINT); 3 the job failed (workers failed after all
 restarts); 4 the rendezvous never completed (fewer than min nodes within the join
 timeout, or the rendezvous host never resolved); 128+N stopped by signal N (130
-SIGINT, 143 SIGTERM).
+SIGINT, 143 SIGTERM); 200 the rendezvous store is unreachable
+because its host (worker-0) is gone: retryable (>= 128, which the operator's
+ExitCode policy retries) and never a signal (128+N stops at 192).
 
 Endpoint override, for running pods outside Kubernetes: ``--rdzv-endpoint
 HOST:PORT`` or ``$ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE`` replaces the endpoint
@@ -47,10 +52,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import importlib
 import json
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -73,6 +80,7 @@ __all__ = [
     "EXIT_JOB_FAILED",
     "EXIT_OK",
     "EXIT_RENDEZVOUS",
+    "EXIT_STORE_LOST",
     "EXIT_USAGE",
     "FAILURE_PATH_ENV",
     "OUTPUT_ENV",
@@ -88,6 +96,7 @@ EXIT_USAGE = ExitCode.USAGE
 EXIT_JOB_FAILED = ExitCode.JOB_FAILED
 EXIT_RENDEZVOUS = ExitCode.RENDEZVOUS
 EXIT_INTERRUPTED = ExitCode.SIGINT
+EXIT_STORE_LOST = ExitCode.STORE_LOST
 
 #: Env var: where the rank-0 pod writes the result (``--output`` wins).
 OUTPUT_ENV = "ELASTIC_IDL_OUTPUT"
@@ -176,7 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--failure-path",
         metavar="PATH",
-        help=f"FailureReport JSON on failure (default ${FAILURE_PATH_ENV}, else {DEFAULT_FAILURE_PATH})",
+        help=(
+            f"FailureReport JSON on failure (default ${FAILURE_PATH_ENV}, else {DEFAULT_FAILURE_PATH}); "
+            "ending in /: a folder, one <HOSTNAME>.<time>.<pid>.json per pod incarnation"
+        ),
     )
     p.add_argument(
         "--termination-log",
@@ -269,6 +281,21 @@ def _callable(target: str) -> Callable[..., Any]:
     if not callable(obj):
         raise DecodeError("ENTRYPOINT", f"{target!r} is not callable")
     return obj  # type: ignore[no-any-return]
+
+
+def failure_file(path: str, environ: Mapping[str, str]) -> str:
+    """Where this pod incarnation writes its FailureReport.
+
+    A path ending in ``/`` names a folder kept across restarts (a volume): the report
+    goes to ``<folder>/<HOSTNAME>.<UTC now>.<pid>.json``, one file per incarnation
+    (in Kubernetes HOSTNAME is the pod name; the time tells incarnations apart, as
+    the pod entrypoint is PID 1 in every one of them). Any other path is used as is.
+    """
+    if not path.endswith(("/", os.sep)):
+        return path
+    host = environ.get("HOSTNAME") or socket.gethostname()
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return os.path.join(path, f"{host}.{stamp}.{os.getpid()}.json")
 
 
 def _result_json(run_id: str, value: Any) -> str:
@@ -414,7 +441,7 @@ def _paths(args: argparse.Namespace, environ: Mapping[str, str]) -> _Paths:
     """Result file, failure report and endpoint override: the flag, else the env, else the default."""
     return _Paths(
         output=args.output or environ.get(OUTPUT_ENV) or DEFAULT_OUTPUT,
-        failure_path=args.failure_path or environ.get(FAILURE_PATH_ENV) or DEFAULT_FAILURE_PATH,
+        failure_path=failure_file(args.failure_path or environ.get(FAILURE_PATH_ENV) or DEFAULT_FAILURE_PATH, environ),
         endpoint=args.rdzv_endpoint or environ.get(RDZV_ENDPOINT_OVERRIDE_ENV) or None,
     )
 

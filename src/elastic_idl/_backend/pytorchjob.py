@@ -179,6 +179,14 @@ RESERVED_ENV = frozenset(
     }
 )
 
+#: What an elastic task's Worker gets when its restart policy is the enum's zero value (NEVER, which
+#: the wire cannot tell from unset). The operator (v1.9) recreates a pod that exits >= 128 (killed by
+#: a signal, OOM-killed, deleted, or the pod entrypoint's 200: its rendezvous store host is gone) and
+#: fails the job on any other non-zero exit. Under Never any pod loss, even a drain, fails the job;
+#: under OnFailure a deterministic error restarts forever unless backoffLimit is set. The figures:
+#: bench/README.md, "Chaos".
+ELASTIC_WORKER_RESTART_POLICY = "ExitCode"
+
 #: Kubernetes name limits. The operator names pods and their (headless) Services
 #: ``<job>-<type>-<index>``; a Service name is a DNS-1035 label, so that must fit too.
 MAX_NAME_LEN = 63
@@ -484,7 +492,9 @@ def _run_policy(t: TaskView) -> dict[str, Any]:
     return out
 
 
-def _replica_spec(c: _Container, replicas: int, replica: Replica | None) -> dict[str, Any]:
+def _replica_spec(
+    c: _Container, replicas: int, replica: Replica | None, *, elastic_worker: bool = False
+) -> dict[str, Any]:
     """One entry of ``spec.pytorchReplicaSpecs``: the container, with the replica's own settings."""
     own_image = replica.image if replica is not None else ""
     if own_image:
@@ -511,9 +521,12 @@ def _replica_spec(c: _Container, replicas: int, replica: Replica | None) -> dict
         template[K.METADATA] = metadata
     template[K.SPEC] = {K.CONTAINERS: [container]}
     restart = replica.restart_policy if replica is not None else common_pb2.RESTART_POLICY_NEVER
+    policy = RESTART_POLICY.text[restart]
+    if elastic_worker and restart == common_pb2.RESTART_POLICY_NEVER:
+        policy = ELASTIC_WORKER_RESTART_POLICY
     return {
         K.REPLICAS: replicas,
-        K.RESTART_POLICY: RESTART_POLICY.text[restart],
+        K.RESTART_POLICY: policy,
         K.TEMPLATE: template,
     }
 
@@ -538,7 +551,8 @@ def _job_spec(t: TaskView, c: _Container, counts: Mapping[str, int]) -> dict[str
     else:
         replica_specs[MASTER] = _replica_spec(c, counts[MASTER], t.master)
     # The legacy shape has no per-replica settings (Replica with spec_path "").
-    replica_specs[WORKER] = _replica_spec(c, counts[WORKER], t.worker if t.worker.spec_path else None)
+    worker = t.worker if t.worker.spec_path else None
+    replica_specs[WORKER] = _replica_spec(c, counts[WORKER], worker, elastic_worker=t.elastic is not None)
     spec[K.REPLICA_SPECS] = replica_specs
     spec[K.RUN_POLICY] = _run_policy(t)
     return spec
@@ -612,7 +626,9 @@ def render_pytorchjob(
       Upstream sets only min/max/backend/nProcPerNode/maxRestarts.
     - A non-elastic task renders Master (always 1 replica) + Workers.
     - Replica settings follow upstream's rule: ``common`` wins when set. An unset
-      restart policy is ``Never`` (the enum's zero value, upstream's default).
+      restart policy (the enum's zero value, NEVER) is ``ExitCode`` for the Worker of an
+      elastic task (see :data:`ELASTIC_WORKER_RESTART_POLICY`; upstream: ``Never``) and
+      ``Never`` otherwise, like upstream.
       A replica's image and resources replace the task-level ``image``/``resources``.
     - ``spec.runPolicy`` always, ``{}`` when the task has none (the legacy shape
       never has one); from a run policy: cleanPodPolicy always,

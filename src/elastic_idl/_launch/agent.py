@@ -70,7 +70,12 @@ with warnings.catch_warnings():
     from torch.distributed.launcher.api import LaunchConfig
     from torch.numa.binding import AffinityMode, NumaOptions
 
-from elastic_idl._errors import LaunchFailedError, LaunchInterruptedError, RendezvousIncompleteError
+from elastic_idl._errors import (
+    LaunchFailedError,
+    LaunchInterruptedError,
+    RendezvousIncompleteError,
+    RendezvousStoreLostError,
+)
 from elastic_idl._launch.failures import (
     FailureLog,
     WorkerExit,
@@ -890,9 +895,28 @@ def _outcome(result: RunResult | None, run: _Run) -> tuple[LaunchFailedError | N
             f"workers failed in {attempts} attempt(s) (max_restarts={config.max_restarts}); "
             f"root cause: {root or 'no failure recorded'}"
         )
+        if _store_gone(run.handler):
+            # The failures came with the store host's loss: only a restart of that host helps.
+            run.shutdown_rdzv = False
+            summary += f"; the rendezvous store at {run.endpoint} is gone (its host was lost)"
+            rep = failure_log.report(summary, attempts=attempts)
+            return RendezvousStoreLostError(_with_traceback(summary, rep), rep), {}
         rep = failure_log.report(summary, attempts=attempts)
         return LaunchFailedError(_with_traceback(summary, rep), rep), {}
     return None, {int(k): v for k, v in result.return_values.items()}
+
+
+def _store_gone(handler: RendezvousHandler | None) -> bool:
+    """Whether the rendezvous store has stopped answering (its host is gone); False when it cannot tell."""
+    inner = handler.inner if isinstance(handler, FreshStoreHandler) else handler
+    store = getattr(inner, "_store", None)  # torch's DynamicRendezvousHandler keeps its store here
+    if store is None:
+        return False
+    try:
+        store.check([_WORKER_STORE_KEY])  # one round trip; a closed connection fails at once
+    except Exception:
+        return True
+    return False
 
 
 def _rendezvous_error(exc: Exception, run: _Run) -> LaunchFailedError:
@@ -918,9 +942,9 @@ def _rendezvous_error(exc: Exception, run: _Run) -> LaunchFailedError:
         )
     if isinstance(exc, RendezvousClosedError):
         summary = f"rendezvous {config.run_id!r} at {endpoint} is closed: the job already ended on another node"
-    else:
-        summary = f"lost the rendezvous store at {endpoint} (run id {config.run_id!r}): {exc}"
-    return LaunchFailedError(summary, run.failure_log.report(summary))
+        return LaunchFailedError(summary, run.failure_log.report(summary))
+    summary = f"lost the rendezvous store at {endpoint} (run id {config.run_id!r}): {exc}"
+    return RendezvousStoreLostError(summary, run.failure_log.report(summary))
 
 
 def _release(run: _Run) -> None:

@@ -20,8 +20,10 @@ class RestartPolicy(betterproto.Enum):
 
     NEVER = 0
     """
-    Never restart the container ("Never"). Also what an unset policy renders as,
-     like upstream.
+    Never restart the container ("Never"). The wire cannot tell it from unset:
+     for the Worker of an elastic task it renders as "ExitCode" (the operator
+     recreates a pod that exits >= 128, fails the job on other exit codes;
+     upstream renders "Never"), for every other replica as "Never".
     """
 
     ON_FAILURE = 1

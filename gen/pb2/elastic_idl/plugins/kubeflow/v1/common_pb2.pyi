@@ -27,8 +27,10 @@ class _RestartPolicy:
 class _RestartPolicyEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_RestartPolicy.ValueType], builtins.type):
     DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
     RESTART_POLICY_NEVER: _RestartPolicy.ValueType  # 0
-    """Never restart the container ("Never"). Also what an unset policy renders as,
-    like upstream.
+    """Never restart the container ("Never"). The wire cannot tell it from unset:
+    for the Worker of an elastic task it renders as "ExitCode" (the operator
+    recreates a pod that exits >= 128, fails the job on other exit codes;
+    upstream renders "Never"), for every other replica as "Never".
     """
     RESTART_POLICY_ON_FAILURE: _RestartPolicy.ValueType  # 1
     """Restart the container when it exits non-zero ("OnFailure")."""
@@ -42,8 +44,10 @@ class RestartPolicy(_RestartPolicy, metaclass=_RestartPolicyEnumTypeWrapper):
     """
 
 RESTART_POLICY_NEVER: RestartPolicy.ValueType  # 0
-"""Never restart the container ("Never"). Also what an unset policy renders as,
-like upstream.
+"""Never restart the container ("Never"). The wire cannot tell it from unset:
+for the Worker of an elastic task it renders as "ExitCode" (the operator
+recreates a pod that exits >= 128, fails the job on other exit codes;
+upstream renders "Never"), for every other replica as "Never".
 """
 RESTART_POLICY_ON_FAILURE: RestartPolicy.ValueType  # 1
 """Restart the container when it exits non-zero ("OnFailure")."""

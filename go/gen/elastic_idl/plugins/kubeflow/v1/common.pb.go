@@ -30,8 +30,10 @@ const (
 type RestartPolicy int32
 
 const (
-	// Never restart the container ("Never"). Also what an unset policy renders as,
-	// like upstream.
+	// Never restart the container ("Never"). The wire cannot tell it from unset:
+	// for the Worker of an elastic task it renders as "ExitCode" (the operator
+	// recreates a pod that exits >= 128, fails the job on other exit codes;
+	// upstream renders "Never"), for every other replica as "Never".
 	RestartPolicy_RESTART_POLICY_NEVER RestartPolicy = 0
 	// Restart the container when it exits non-zero ("OnFailure").
 	RestartPolicy_RESTART_POLICY_ON_FAILURE RestartPolicy = 1

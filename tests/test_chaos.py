@@ -1,0 +1,229 @@
+"""Chaos: pods of an elastic job die, the store host included, and the job finishes with nothing lost.
+
+Two parts:
+
+- the simulated operator and kubelet of ``bench/chaos_sim.py`` against the rules
+  of the training operator v1.9 and the kubelet, with stand-in containers (a few
+  lines of Python that exit when told): a supervisor more lenient than the
+  operator would certify behaviour a cluster does not have;
+- one run of every fault class of ``bench/chaos.py`` with our pod entrypoint and
+  the restart policy the renderer writes (the full matrix is ``make chaos``). A
+  failing run names its seed and the command that reruns it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import elastic_idl as ei
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+import chaos  # noqa: E402
+import chaos_sim  # noqa: E402
+import chaos_train  # noqa: E402
+
+#: A stand-in container: records each start, then exits with the code written to exit-<pod>.
+#: With CHILD=1 it first starts a child in a session of its own (as torchrun does with workers);
+#: with IGNORE_TERM=1 it ignores SIGTERM.
+STAND_IN = """
+import os, pathlib, signal, subprocess, sys, time
+if os.environ.get("IGNORE_TERM") == "1":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+d = pathlib.Path(os.environ["STAND_IN_DIR"])
+name = os.environ["HOSTNAME"]
+with open(d / f"starts-{name}", "a") as f:
+    f.write("x")
+if os.environ.get("CHILD") == "1":
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    (d / f"child-{name}").write_text(str(child.pid))
+while True:
+    f = d / f"exit-{name}"
+    if f.exists():
+        code = int(f.read_text())
+        f.unlink()
+        sys.exit(code)
+    time.sleep(0.02)
+"""
+
+
+def _job(policy: str, *, backoff_limit: int | None = None) -> dict[str, Any]:
+    custom, _, version = ei.Elastic(nnodes=2).to_custom()
+    job = ei.render_pytorchjob(
+        custom, task_type_version=version, name="sim", image="x", command=["python", "-c", STAND_IN]
+    )
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = policy
+    if backoff_limit is not None:
+        job["spec"]["runPolicy"]["backoffLimit"] = backoff_limit
+    return job
+
+
+class Sim:
+    def __init__(self, tmp: Path, job: dict[str, Any], **kwargs: Any) -> None:
+        self.dir = tmp / "stand-in"
+        self.dir.mkdir(parents=True)
+        env = {"STAND_IN_DIR": str(self.dir)} | kwargs.pop("env", {})
+        self.cluster = chaos_sim.Cluster(
+            job, tmp / "pods", 1, schedule_delay=0.0, grace_period=kwargs.pop("grace_period", 5.0), extra_env=env
+        )
+
+    def until(self, what: Callable[[], bool], timeout: float = 20.0) -> None:
+        deadline = time.time() + timeout
+        while not what():
+            assert time.time() < deadline, "\n".join(e.what for e in self.cluster.events)
+            self.cluster.tick()
+            time.sleep(0.02)
+
+    def starts(self, index: int) -> int:
+        f = self.dir / f"starts-sim-worker-{index}"
+        return len(f.read_text()) if f.exists() else 0
+
+    def exit(self, index: int, code: int) -> None:
+        (self.dir / f"exit-sim-worker-{index}").write_text(str(code))
+
+    def running(self) -> None:
+        self.until(lambda: self.starts(0) >= 1 and self.starts(1) >= 1)
+
+
+@pytest.fixture
+def sim(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Sim]]:
+    made: list[Sim] = []
+
+    def make(job: dict[str, Any], **kwargs: Any) -> Sim:
+        s = Sim(tmp_path / str(len(made)), job, **kwargs)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.cluster.stop_everything()
+
+
+def test_never_a_failed_pod_fails_the_job_and_cleanpod_none_leaves_the_other(sim: Callable[..., Sim]) -> None:
+    s = sim(_job("Never"))
+    s.running()
+    s.exit(1, 1)
+    s.until(lambda: s.cluster.outcome is not None)
+    assert (s.cluster.outcome, s.starts(1)) == ("Failed", 1)
+    assert [p.name for p in s.cluster.alive()] == ["sim-worker-0"]  # cleanPodPolicy None (the default)
+
+
+def test_never_a_deleted_pod_fails_the_job_before_it_is_recreated(sim: Callable[..., Sim]) -> None:
+    # pkg/core/status.go: a Running pod being deleted counts as failed; under Never that ends the job.
+    s = sim(_job("Never"))
+    s.running()
+    s.cluster.delete_pod(0, "drain")
+    s.cluster.tick()
+    assert s.cluster.outcome == "Failed"
+    s.until(lambda: 0 not in s.cluster.pods)
+    s.cluster.tick()
+    assert 0 not in s.cluster.pods and s.starts(0) == 1
+
+
+def test_onfailure_restarts_in_place_with_the_crash_backoff(sim: Callable[..., Sim]) -> None:
+    s = sim(_job("OnFailure"))
+    s.running()
+    uid = s.cluster.pods[1].uid
+    s.exit(1, 3)
+    s.until(lambda: s.starts(1) == 2)  # the first restart is immediate
+    pod = s.cluster.pods[1]
+    assert (pod.uid, pod.name, pod.restart_count, s.cluster.outcome) == (uid, "sim-worker-1", 1, None)
+    s.exit(1, 137)
+    s.until(lambda: s.cluster.pods[1].start_at is not None)
+    start_at = s.cluster.pods[1].start_at
+    assert start_at is not None and start_at - time.time() > chaos_sim.CRASH_BACKOFF_INITIAL_S - 1
+    s.exit(0, 0)  # an elastic job succeeds with any worker
+    s.until(lambda: s.cluster.outcome is not None)
+    assert s.cluster.outcome == "Succeeded"
+
+
+def test_exitcode_recreates_on_128_and_up_and_fails_below(sim: Callable[..., Sim]) -> None:
+    s = sim(_job("ExitCode"))
+    s.running()
+    uid = s.cluster.pods[1].uid
+    s.exit(1, 200)
+    s.until(lambda: s.starts(1) == 2)
+    assert s.cluster.pods[1].uid != uid and s.cluster.pods[1].restart_count == 0  # a new pod, same name
+    assert s.cluster.outcome is None
+    s.exit(1, 3)
+    s.until(lambda: s.cluster.outcome is not None)
+    assert s.cluster.outcome == "Failed" and "not retryable" in s.cluster.outcome_reason
+
+
+def test_backoff_limit_counts_container_restarts_and_deletes_every_pod(sim: Callable[..., Sim]) -> None:
+    s = sim(_job("OnFailure", backoff_limit=2))
+    s.running()
+    s.exit(0, 1)
+    s.until(lambda: s.starts(0) == 2)
+    assert s.cluster.outcome is None  # 1 restart < 2
+    s.exit(1, 1)
+    s.until(lambda: s.cluster.outcome is not None)
+    assert s.cluster.outcome == "Failed" and "backoffLimit 2" in s.cluster.outcome_reason
+    assert all(p.deleting for p in s.cluster.pods.values())  # whatever cleanPodPolicy says
+
+
+@pytest.mark.parametrize(("ignore_term", "code"), [("0", 128 + signal.SIGTERM), ("1", 128 + signal.SIGKILL)])
+def test_a_drained_pod_gets_sigterm_then_sigkill_and_is_recreated_under_onfailure(
+    sim: Callable[..., Sim], ignore_term: str, code: int
+) -> None:
+    s = sim(_job("OnFailure"), grace_period=0.5, env={"IGNORE_TERM": ignore_term})
+    s.running()
+    uid = s.cluster.pods[0].uid
+    t0 = time.time()
+    s.cluster.delete_pod(0, "drain")
+    s.until(lambda: s.starts(0) == 2)
+    assert s.cluster.pods[0].uid != uid and s.cluster.outcome is None
+    (term,) = [t for t in s.cluster.terminations if t.uid == uid]
+    assert term.deleted and term.exit_code == code
+    assert (term.finished - t0 >= 0.5) == (ignore_term == "1")  # SIGKILL only after the grace period
+
+
+def test_a_container_death_kills_processes_outside_its_process_group(sim: Callable[..., Sim]) -> None:
+    s = sim(_job("Never"), env={"CHILD": "1"})
+    s.running()
+    s.until(lambda: (s.dir / "child-sim-worker-1").exists())
+    child = int((s.dir / "child-sim-worker-1").read_text())
+    assert os.getpgid(child) != s.cluster.pods[1].container.proc.pid  # type: ignore[union-attr]
+    s.cluster.kill_container(1)
+    s.until(lambda: s.cluster.outcome is not None)
+    s.until(lambda: not Path(f"/proc/{child}").exists(), timeout=5.0)
+
+
+def test_the_reference_state_is_order_and_count_sensitive() -> None:
+    ref = chaos_train.reference(7, 20, 16)
+    assert (ref["step"], ref["applied"]) == (20, list(range(20)))
+    total = [sum(chaos_train.sample(7, s, i) for i in range(16)) for s in range(20)]
+    # The world size does not change a step's total; the shares add up to it.
+    assert sum(chaos_train.share(7, 3, 16, r, 3) for r in range(3)) == total[3]
+    acc = 0
+    for s in [*range(10), 9, *range(10, 20)]:  # step 9 applied twice
+        acc = chaos_train.fold(acc, s, total[s])
+    assert acc != ref["acc"]
+    acc = 0
+    for s in [1, 0, *range(2, 20)]:  # two steps swapped
+        acc = chaos_train.fold(acc, s, total[s])
+    assert acc != ref["acc"]
+
+
+# --------------------------------------------------------------------------- one run per fault class
+
+FAULTS = [name for name in chaos.CLASSES if name != "none"]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_fault_class_one_run(fault: str) -> None:
+    pytest.importorskip("torch")
+    seed = int(os.environ.get("CHAOS_SEED", "13"))
+    result = chaos.run_once(fault, seed, launcher="ours", limit_s=150.0)
+    resumed = "-" if result.recovery_s is None else f"{result.recovery_s:.1f}"
+    print(f"\n{fault}: {result.why}, {result.wall_s:.1f} s, resumed after {resumed} s, seed {seed}")
+    assert result.ok, f"{fault} failed with seed {seed}: {result.why}\nrerun: {result.rerun()}\nkept: {result.kept}"
