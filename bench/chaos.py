@@ -180,8 +180,10 @@ def failure_bound(knobs: Knobs) -> float:
 
 def rendered_policy() -> str:
     """The restartPolicy the renderer writes for an elastic Worker whose task leaves it unset."""
-    custom, _, version = ei.Elastic(nnodes=2).to_custom()
-    job = ei.render_pytorchjob(custom, task_type_version=version, name=JOB_NAME, image="x", entrypoint=["x"])
+    custom, _, version = ei.Elastic(nnodes=2).to_template()
+    job = ei.render_pytorchjob(
+        custom, ei.JobOptions(name=JOB_NAME, image="x", entrypoint=["x"]), task_type_version=version
+    )
     return str(job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"])
 
 
@@ -215,7 +217,7 @@ def build_job(fault: FaultClass, launcher: str, knobs: Knobs, seed: int, shared:
         rdzv_configs=rdzv,
         run_policy={"backoff_limit": knobs.backoff_limit} if knobs.backoff_limit else None,
     )
-    custom, _, version = cfg.to_custom()
+    custom, _, version = cfg.to_template()
     train = [
         str(TRAIN_SCRIPT),
         f"--shared={shared}",
@@ -225,17 +227,17 @@ def build_job(fault: FaultClass, launcher: str, knobs: Knobs, seed: int, shared:
         f"--every={CHECKPOINT_EVERY}",
         f"--step-time={STEP_TIME_S}",
     ]
-    common: dict[str, Any] = {"task_type_version": version, "name": JOB_NAME, "image": "chaos:local"}
+    common: dict[str, Any] = {"name": JOB_NAME, "image": "chaos:local"}
     if launcher == "ours":
-        job = ei.render_pytorchjob(
-            custom,
+        options = ei.JobOptions(
             **common,
             entrypoint=train,
             pod_args=["--termination-log", "termination-log"],
             env={"ELASTIC_IDL_FAILURE_PATH": f"{shared}/failures/"},
         )
     else:
-        job = ei.render_pytorchjob(custom, **common, command=["torchrun"], args=train)
+        options = ei.JobOptions(**common, command=["torchrun"], args=train)
+    job = ei.render_pytorchjob(custom, options, task_type_version=version)
     if knobs.restart_policy == chaos_sim.EXIT_CODE:
         job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = chaos_sim.EXIT_CODE
     if knobs.backoff_limit == 0:

@@ -57,10 +57,9 @@ while True:
 
 
 def _job(policy: str, *, backoff_limit: int | None = None) -> dict[str, Any]:
-    custom, _, version = ei.Elastic(nnodes=2).to_custom()
-    job = ei.render_pytorchjob(
-        custom, task_type_version=version, name="sim", image="x", command=["python", "-c", STAND_IN]
-    )
+    custom, _, version = ei.Elastic(nnodes=2).to_template()
+    options = ei.JobOptions(name="sim", image="x", command=["python", "-c", STAND_IN])
+    job = ei.render_pytorchjob(custom, options, task_type_version=version)
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = policy
     if backoff_limit is not None:
         job["spec"]["runPolicy"]["backoffLimit"] = backoff_limit
