@@ -134,7 +134,7 @@ def _launch_spec(**values: Any) -> LaunchSpec:
     """
     assert len(values) == len(LAUNCH_SPEC_FIELDS), sorted(set(LAUNCH_SPEC_FIELDS) ^ set(values))
     spec = object.__new__(LaunchSpec)
-    spec.__dict__.update(values)
+    object.__setattr__(spec, "__dict__", values)  # ``values`` is this call's own dict
     return spec
 
 

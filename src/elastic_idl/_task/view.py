@@ -95,7 +95,7 @@ class TaskView:
         put(self, "_violations", None)
         has: Any = message.HasField
         put(self, "elastic", message.elastic_config if has("elastic_config") else None)
-        if isinstance(message, LegacyTask):
+        if type(message) is not KubeflowTask and isinstance(message, LegacyTask):  # `is` first: cheap
             put(self, "task_type_version", 0)
             put(self, "worker", Replica("workers", "", "workers", message.workers, "", None, 0, True))
             put(self, "master", None)
@@ -242,10 +242,10 @@ def of(task: Any, *, task_type_version: int = 1, format: Format | None = None) -
     """
     if isinstance(task, TaskView):
         return task
+    if isinstance(task, (bytes, bytearray, memoryview, str)):  # first: cheaper than the message check
+        return TaskView.of_message(decode(task, format=format, task_type_version=task_type_version))
     if isinstance(task, _OWN_TASKS):
         return TaskView.of_message(_copy(task))  # the caller keeps its message; the view owns a copy
-    if isinstance(task, (bytes, bytearray, memoryview, str)):
-        return TaskView.of_message(decode(task, format=format, task_type_version=task_type_version))
     if isinstance(task, Mapping):
         return TaskView.of_message(decode(task, task_type_version=task_type_version))
     return TaskView.of_message(as_task(task))  # another binding: a new message, through its bytes
