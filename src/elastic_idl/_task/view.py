@@ -90,21 +90,20 @@ class TaskView:
 
     def __init__(self, message: Task) -> None:
         """Use :func:`of`; this takes ownership of ``message`` (a ``_pb2`` task nobody else holds)."""
-        put = object.__setattr__
-        put(self, "_message", message)
-        put(self, "_violations", None)
+        _set_message(self, message)
+        _set_violations(self, None)
         has: Any = message.HasField
-        put(self, "elastic", message.elastic_config if has("elastic_config") else None)
+        _set_elastic(self, message.elastic_config if has("elastic_config") else None)
         if type(message) is not KubeflowTask and isinstance(message, LegacyTask):  # `is` first: cheap
-            put(self, "task_type_version", 0)
-            put(self, "worker", Replica("workers", "", "workers", message.workers, "", None, 0, True))
-            put(self, "master", None)
-            put(self, "run_policy", None)
+            _set_version(self, 0)
+            _set_worker(self, Replica("workers", "", "workers", message.workers, "", None, 0, True))
+            _set_master(self, None)
+            _set_run_policy(self, None)
             return
-        put(self, "task_type_version", 1)
-        put(self, "worker", _replica(message.worker_replicas, _WORKER_PATHS, has("worker_replicas")))
-        put(self, "master", _replica(message.master_replicas, _MASTER_PATHS, True) if has("master_replicas") else None)
-        put(self, "run_policy", message.run_policy if has("run_policy") else None)
+        _set_version(self, 1)
+        _set_worker(self, _replica(message.worker_replicas, _WORKER_PATHS, has("worker_replicas")))
+        _set_master(self, _replica(message.master_replicas, _MASTER_PATHS, True) if has("master_replicas") else None)
+        _set_run_policy(self, message.run_policy if has("run_policy") else None)
 
     @classmethod
     def of_message(cls, message: Task) -> TaskView:
@@ -160,8 +159,15 @@ class TaskView:
         found = self._violations
         if found is None:
             found = tuple(check(self))
-            object.__setattr__(self, "_violations", found)
+            _set_violations(self, found)
         return found
+
+
+# The slots' own setters: how TaskView fills itself despite its __setattr__ (cheaper than object.__setattr__).
+_set_message, _set_violations, _set_elastic, _set_version, _set_worker, _set_master, _set_run_policy = (
+    getattr(TaskView, name).__set__
+    for name in ("_message", "_violations", "elastic", "task_type_version", "worker", "master", "run_policy")
+)
 
 
 def _short(m: Any) -> str:
