@@ -201,9 +201,10 @@ _MASTER_PATHS = _paths("master_replicas")
 def _replica(spec: Any, paths: tuple[str, str, str, str], present: bool) -> Replica:
     # Upstream's backend rule: `common` wins when it is set, else the deprecated fields.
     path, common_path, common_replicas_path, replicas_path = paths
+    # tuple.__new__ with the fields in Replica's order: the NamedTuple's own __new__ is a Python call.
     if spec.HasField("common"):
         c = spec.common
-        return Replica(
+        fields = (
             path,
             common_path,
             common_replicas_path,
@@ -213,18 +214,21 @@ def _replica(spec: Any, paths: tuple[str, str, str, str], present: bool) -> Repl
             c.restart_policy,
             present,
         )
-    return Replica(
-        path,
-        path,
-        replicas_path,
-        spec.replicas,
-        spec.image,
-        spec.resources if spec.HasField("resources") else None,
-        spec.restart_policy,
-        present,
-    )
+    else:
+        fields = (
+            path,
+            path,
+            replicas_path,
+            spec.replicas,
+            spec.image,
+            spec.resources if spec.HasField("resources") else None,
+            spec.restart_policy,
+            present,
+        )
+    return _new_tuple(Replica, fields)
 
 
+_new_tuple = tuple.__new__
 _OWN_TASKS = (LegacyTask, KubeflowTask)
 
 
