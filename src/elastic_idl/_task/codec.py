@@ -740,7 +740,11 @@ def decode(
         UnsupportedVersionError: task_type_version is not 0 or 1.
         TypeError: ``data`` is neither bytes, str nor a mapping.
     """
-    if type(data) is not bytes and isinstance(data, Mapping):  # `is` first: an ABC check is slow
+    if type(data) is bytes and format == "binary":  # the hot path (a TaskTemplate's bytes): same checks, in order
+        if len(data) > MAX_TASK_BYTES:
+            raise _too_large()
+        return _decode_binary(data, task_type_version)  # task_class() there refuses a bad version
+    if isinstance(data, Mapping):
         if format is not None:
             raise TypeError("decode(): a mapping is the custom dict, already parsed; leave out format")
         return from_custom(data, task_type_version=task_type_version)
