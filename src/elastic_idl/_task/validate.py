@@ -188,15 +188,21 @@ def _backend(out: list[Violation], e: ElasticConfig) -> None:
 
 def _durations(out: list[Violation], e: ElasticConfig) -> None:
     has = e.HasField
+    mi = None
     for name, field, whole in _DURATIONS:
         if has(name):  # type: ignore[arg-type]
-            _duration(out, field, getattr(e, name), whole)
-    if has("monitor_interval"):
-        mi = e.monitor_interval
-        if mi.seconds >= MAX_MONITOR_INTERVAL_S and (mi.seconds > MAX_MONITOR_INTERVAL_S or mi.nanos > 0):
-            out.append(
-                _v(f"{_P}.monitor_interval", "elastic.monitor_interval.max", f"must be <= {MAX_MONITOR_INTERVAL_S} s")
-            )
+            d = getattr(e, name)
+            _duration(out, field, d, whole)
+            if name == "monitor_interval":
+                mi = d
+    if (
+        mi is not None
+        and mi.seconds >= MAX_MONITOR_INTERVAL_S
+        and (mi.seconds > MAX_MONITOR_INTERVAL_S or mi.nanos > 0)
+    ):
+        out.append(
+            _v(f"{_P}.monitor_interval", "elastic.monitor_interval.max", f"must be <= {MAX_MONITOR_INTERVAL_S} s")
+        )
 
 
 def _process_enums(out: list[Violation], e: ElasticConfig) -> None:
