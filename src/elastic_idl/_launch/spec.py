@@ -27,7 +27,7 @@ from elastic_idl._task.names import (
     is_rdzv_id_text,
     parse_rdzv_conf,
 )
-from elastic_idl._task.validate import RULES, violations
+from elastic_idl._task.validate import RULES, check
 from elastic_idl._task.view import TaskView, duration_seconds, of, rdzv_configs
 
 __all__ = [
@@ -134,7 +134,7 @@ def _launch_spec(**values: Any) -> LaunchSpec:
     """
     assert len(values) == len(LAUNCH_SPEC_FIELDS), sorted(set(LAUNCH_SPEC_FIELDS) ^ set(values))
     spec = object.__new__(LaunchSpec)
-    spec.__dict__.update(values)
+    object.__setattr__(spec, "__dict__", values)  # ``values`` is this call's own dict
     return spec
 
 
@@ -239,7 +239,7 @@ def _checked(
     t: TaskView, env: Mapping[str, str] | None, run_id: str | None, rdzv_endpoint: str | None, start_method: str | None
 ) -> ElasticConfig:
     """The task's elastic config, once the task's rules and the launch-time values pass; else ValidationError."""
-    found = violations(t)
+    found = list(t.rule_violations(check))  # what violations(t) returns, without its conversion step
     if t.elastic is None:
         found.append(_ELASTIC_REQUIRED)
     if env:

@@ -674,22 +674,26 @@ def _decode_binary(raw: bytes, task_type_version: int) -> Task:
         raise DecodeError(
             "", f"not a valid {cls.DESCRIPTOR.name} (truncated or garbled binary: {exc})", format="binary"
         ) from None
-    if _has_unknown_fields(msg):
+    if _drop_unknown_fields(msg):
+        # Only now can a known field have had the wrong wire type; the task keeps its
+        # unknown fields (a newer schema may send them), so parse the bytes again.
         _check_wire_types(raw, cls.DESCRIPTOR, "", task_type_version)
+        msg = cls()
+        msg.ParseFromString(raw)
     return msg
 
 
-def _has_unknown_fields(msg: Message) -> bool:
-    """Whether the parse kept any unknown field, at any depth (only then can a wire type be wrong).
+def _drop_unknown_fields(msg: Message) -> bool:
+    """Drop the unknown fields the parse kept, at any depth; whether there were any.
 
     A known field written with another wire type is kept as an unknown field, and every
-    unknown field is at least 2 bytes, so a copy without them serializes shorter. Both
-    sizes come from one serializer over the same parsed values: equal sizes mean none.
+    unknown field is at least 2 bytes, so without them the message serializes shorter.
+    Both sizes come from one serializer over the same parsed values: equal sizes mean none.
+    In place: no copy of the message on the common path (no unknown field).
     """
-    bare = type(msg)()
-    bare.CopyFrom(msg)
-    bare.DiscardUnknownFields()
-    return bool(bare.ByteSize() != msg.ByteSize())
+    size = msg.ByteSize()
+    msg.DiscardUnknownFields()
+    return bool(msg.ByteSize() != size)
 
 
 #: task message full name -> its task_type_version (a textproto header names one).
@@ -736,6 +740,10 @@ def decode(
         UnsupportedVersionError: task_type_version is not 0 or 1.
         TypeError: ``data`` is neither bytes, str nor a mapping.
     """
+    if type(data) is bytes and format == "binary":  # the hot path (a TaskTemplate's bytes): same checks, in order
+        if len(data) > MAX_TASK_BYTES:
+            raise _too_large()
+        return _decode_binary(data, task_type_version)  # task_class() there refuses a bad version
     if isinstance(data, Mapping):
         if format is not None:
             raise TypeError("decode(): a mapping is the custom dict, already parsed; leave out format")

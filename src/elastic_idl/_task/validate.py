@@ -188,15 +188,21 @@ def _backend(out: list[Violation], e: ElasticConfig) -> None:
 
 def _durations(out: list[Violation], e: ElasticConfig) -> None:
     has = e.HasField
+    mi = None
     for name, field, whole in _DURATIONS:
         if has(name):  # type: ignore[arg-type]
-            _duration(out, field, getattr(e, name), whole)
-    if has("monitor_interval"):
-        mi = e.monitor_interval
-        if mi.seconds >= MAX_MONITOR_INTERVAL_S and (mi.seconds > MAX_MONITOR_INTERVAL_S or mi.nanos > 0):
-            out.append(
-                _v(f"{_P}.monitor_interval", "elastic.monitor_interval.max", f"must be <= {MAX_MONITOR_INTERVAL_S} s")
-            )
+            d = getattr(e, name)
+            _duration(out, field, d, whole)
+            if name == "monitor_interval":
+                mi = d
+    if (
+        mi is not None
+        and mi.seconds >= MAX_MONITOR_INTERVAL_S
+        and (mi.seconds > MAX_MONITOR_INTERVAL_S or mi.nanos > 0)
+    ):
+        out.append(
+            _v(f"{_P}.monitor_interval", "elastic.monitor_interval.max", f"must be <= {MAX_MONITOR_INTERVAL_S} s")
+        )
 
 
 def _process_enums(out: list[Violation], e: ElasticConfig) -> None:
@@ -339,12 +345,12 @@ def _replica(out: list[Violation], r: Replica, t: TaskView, is_master: bool) -> 
         )
 
 
-def _deprecated_conflict(out: list[Violation], task: Any, path: str) -> None:
-    if not task.HasField(path):
+def _deprecated_conflict(out: list[Violation], task: Any, r: Replica | None) -> None:
+    """replicas.deprecated_conflict for a replica spec that sets `common` (the view read it from there)."""
+    if r is None or r.spec_path == r.path:  # no spec, or no `common`: nothing to conflict with
         return
+    path = r.path
     spec = getattr(task, path)
-    if not spec.HasField("common"):
-        return
     c = spec.common
     for name in ("replicas", "image", "restart_policy"):
         old, new = getattr(spec, name), getattr(c, name)
@@ -394,8 +400,8 @@ def check(t: TaskView) -> list[Violation]:
     if t.master is not None:
         _replica(out, t.master, t, is_master=True)
     if t.task_type_version == 1:
-        _deprecated_conflict(out, pb, "worker_replicas")
-        _deprecated_conflict(out, pb, "master_replicas")
+        _deprecated_conflict(out, pb, t.worker)
+        _deprecated_conflict(out, pb, t.master)
         if t.run_policy is not None:
             _run_policy(out, t.run_policy)
     return out

@@ -90,21 +90,20 @@ class TaskView:
 
     def __init__(self, message: Task) -> None:
         """Use :func:`of`; this takes ownership of ``message`` (a ``_pb2`` task nobody else holds)."""
-        put = object.__setattr__
-        put(self, "_message", message)
-        put(self, "_violations", None)
+        _set_message(self, message)
+        _set_violations(self, None)
         has: Any = message.HasField
-        put(self, "elastic", message.elastic_config if has("elastic_config") else None)
-        if isinstance(message, LegacyTask):
-            put(self, "task_type_version", 0)
-            put(self, "worker", Replica("workers", "", "workers", message.workers, "", None, 0, True))
-            put(self, "master", None)
-            put(self, "run_policy", None)
+        _set_elastic(self, message.elastic_config if has("elastic_config") else None)
+        if type(message) is not KubeflowTask and isinstance(message, LegacyTask):  # `is` first: cheap
+            _set_version(self, 0)
+            _set_worker(self, Replica("workers", "", "workers", message.workers, "", None, 0, True))
+            _set_master(self, None)
+            _set_run_policy(self, None)
             return
-        put(self, "task_type_version", 1)
-        put(self, "worker", _replica(message.worker_replicas, _WORKER_PATHS, has("worker_replicas")))
-        put(self, "master", _replica(message.master_replicas, _MASTER_PATHS, True) if has("master_replicas") else None)
-        put(self, "run_policy", message.run_policy if has("run_policy") else None)
+        _set_version(self, 1)
+        _set_worker(self, _replica(message.worker_replicas, _WORKER_PATHS, has("worker_replicas")))
+        _set_master(self, _replica(message.master_replicas, _MASTER_PATHS, True) if has("master_replicas") else None)
+        _set_run_policy(self, message.run_policy if has("run_policy") else None)
 
     @classmethod
     def of_message(cls, message: Task) -> TaskView:
@@ -160,8 +159,15 @@ class TaskView:
         found = self._violations
         if found is None:
             found = tuple(check(self))
-            object.__setattr__(self, "_violations", found)
+            _set_violations(self, found)
         return found
+
+
+# The slots' own setters: how TaskView fills itself despite its __setattr__ (cheaper than object.__setattr__).
+_set_message, _set_violations, _set_elastic, _set_version, _set_worker, _set_master, _set_run_policy = (
+    getattr(TaskView, name).__set__
+    for name in ("_message", "_violations", "elastic", "task_type_version", "worker", "master", "run_policy")
+)
 
 
 def _short(m: Any) -> str:
@@ -195,9 +201,10 @@ _MASTER_PATHS = _paths("master_replicas")
 def _replica(spec: Any, paths: tuple[str, str, str, str], present: bool) -> Replica:
     # Upstream's backend rule: `common` wins when it is set, else the deprecated fields.
     path, common_path, common_replicas_path, replicas_path = paths
+    # tuple.__new__ with the fields in Replica's order: the NamedTuple's own __new__ is a Python call.
     if spec.HasField("common"):
         c = spec.common
-        return Replica(
+        fields = (
             path,
             common_path,
             common_replicas_path,
@@ -207,18 +214,21 @@ def _replica(spec: Any, paths: tuple[str, str, str, str], present: bool) -> Repl
             c.restart_policy,
             present,
         )
-    return Replica(
-        path,
-        path,
-        replicas_path,
-        spec.replicas,
-        spec.image,
-        spec.resources if spec.HasField("resources") else None,
-        spec.restart_policy,
-        present,
-    )
+    else:
+        fields = (
+            path,
+            path,
+            replicas_path,
+            spec.replicas,
+            spec.image,
+            spec.resources if spec.HasField("resources") else None,
+            spec.restart_policy,
+            present,
+        )
+    return _new_tuple(Replica, fields)
 
 
+_new_tuple = tuple.__new__
 _OWN_TASKS = (LegacyTask, KubeflowTask)
 
 
@@ -242,10 +252,10 @@ def of(task: Any, *, task_type_version: int = 1, format: Format | None = None) -
     """
     if isinstance(task, TaskView):
         return task
+    if isinstance(task, (bytes, bytearray, memoryview, str)):  # first: cheaper than the message check
+        return TaskView.of_message(decode(task, format=format, task_type_version=task_type_version))
     if isinstance(task, _OWN_TASKS):
         return TaskView.of_message(_copy(task))  # the caller keeps its message; the view owns a copy
-    if isinstance(task, (bytes, bytearray, memoryview, str)):
-        return TaskView.of_message(decode(task, format=format, task_type_version=task_type_version))
     if isinstance(task, Mapping):
         return TaskView.of_message(decode(task, task_type_version=task_type_version))
     return TaskView.of_message(as_task(task))  # another binding: a new message, through its bytes
