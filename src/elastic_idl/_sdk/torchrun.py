@@ -262,14 +262,6 @@ def _options(e: Any) -> list[tuple[str, str]]:
     return [(o.key, o.value) for o in e.rdzv_options]
 
 
-def _whole_seconds(d: Any, name: str, flag: str) -> str:
-    if d.nanos:
-        raise TorchrunError(
-            flag, f"elastic_config.{name} is {duration_text(d)} s; torchrun takes whole seconds, so it cannot say this"
-        )
-    return str(d.seconds)
-
-
 def _write_nnodes(f: _Flag, w: _Writing) -> str:
     lo, hi = w.elastic.min_replicas, w.elastic.max_replicas
     return f"{lo}" if lo == hi else f"{lo}:{hi}"
@@ -300,7 +292,8 @@ def _write_endpoint(f: _Flag, w: _Writing) -> str | None:
 
 def _write_rdzv_conf(f: _Flag, w: _Writing) -> str | None:
     flag, e = _flag_name(f), w.elastic
-    conf = [(key, _whole_seconds(d, key, flag)) for key in RDZV_TIMEOUTS if (d := _set_duration(e, key)) is not None]
+    # Whole seconds: to_torchrun runs on a valid task (rule elastic.duration.whole_seconds).
+    conf = [(key, str(d.seconds)) for key in RDZV_TIMEOUTS if (d := _set_duration(e, key)) is not None]
     for key, value in _options(e):
         if key.strip() != key or not value.strip() or value.strip() != value:
             raise TorchrunError(flag, f"torch strips keys and values and needs a value: {key!r}={value!r}")
@@ -326,7 +319,7 @@ def _write_monitor_interval(f: _Flag, w: _Writing) -> str | None:
 
 def _write_shutdown_timeout(f: _Flag, w: _Writing) -> str | None:
     d = _set_duration(w.elastic, f.dest)
-    return _whole_seconds(d, f.dest, _flag_name(f)) if d is not None else None
+    return str(d.seconds) if d is not None else None  # whole seconds: the task is valid
 
 
 def _write_start_method(f: _Flag, w: _Writing) -> str | None:
