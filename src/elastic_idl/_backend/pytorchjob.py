@@ -27,7 +27,7 @@ from elastic_idl._task.messages import TASK_CLASSES, Resources, task_class
 from elastic_idl._task.names import ENV, OPERATOR_ENV, TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._task.resources import quantity_problems
 from elastic_idl._task.validate import validate
-from elastic_idl._task.view import Replica, TaskView, message_of, of, rdzv_configs
+from elastic_idl._task.view import ElasticValues, Replica, TaskView, message_of, of, rdzv_configs, values_of
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 
 __all__ = [
@@ -434,6 +434,11 @@ def _command_and_args(options: JobOptions) -> tuple[list[str], list[str]]:
     return (list(POD_ENTRYPOINT) if cmd is None else cmd), arg_list
 
 
+#: The task's custom dict as the compact, key-sorted JSON of its env var (one encoder: ``json.dumps``
+#: with options builds a new one per call).
+_compact_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
 def _container(t: TaskView, custom: dict[str, Any], options: JobOptions) -> _Container:
     """The checked options as one container, carrying the task (``custom``) in its env."""
     _check_image("image", options.image)
@@ -442,7 +447,7 @@ def _container(t: TaskView, custom: dict[str, Any], options: JobOptions) -> _Con
     annotations = _labels("annotations", options.annotations, is_label=False)
     resources = _k8s_resources("resources", options.resources)
     env = [
-        {K.NAME: TASK_ENV, K.VALUE: json.dumps(custom, sort_keys=True, separators=(",", ":"))},
+        {K.NAME: TASK_ENV, K.VALUE: _compact_json(custom)},
         {K.NAME: TASK_TYPE_VERSION_ENV, K.VALUE: str(t.task_type_version)},
         *_user_env(options.env),
     ]
@@ -450,17 +455,15 @@ def _container(t: TaskView, custom: dict[str, Any], options: JobOptions) -> _Con
     return _Container(options.image, command, args, env, port, resources, labels, annotations)
 
 
-def _nproc(e: Any) -> str:
+def _nproc(e: ElasticValues) -> str:
     return NPROC_POLICY.text.get(e.nproc_policy) or str(e.nproc_per_node)
 
 
-def _elastic_policy(t: TaskView) -> dict[str, Any]:
-    e = t.elastic
-    assert e is not None  # internal: only called for elastic tasks
+def _elastic_policy(e: ElasticValues) -> dict[str, Any]:
     policy: dict[str, Any] = {
         K.MIN_REPLICAS: int(e.min_replicas),
         K.MAX_REPLICAS: int(e.max_replicas),
-        K.RDZV_BACKEND: t.effective_backend(),
+        K.RDZV_BACKEND: e.effective_backend(),
     }
     if e.rdzv_host:
         policy[K.RDZV_HOST] = e.rdzv_host
@@ -545,9 +548,10 @@ def _job_spec(t: TaskView, c: _Container, counts: Mapping[str, int]) -> dict[str
     """``spec``: the elastic policy (elastic task) or a Master, the Workers, the run policy."""
     spec: dict[str, Any] = {}
     replica_specs: dict[str, Any] = {}
-    if t.elastic is not None:
-        spec[K.ELASTIC_POLICY] = _elastic_policy(t)
-        spec[K.NPROC_PER_NODE] = _nproc(t.elastic)
+    values = values_of(t)
+    if values is not None:
+        spec[K.ELASTIC_POLICY] = _elastic_policy(values)
+        spec[K.NPROC_PER_NODE] = _nproc(values)
     else:
         replica_specs[MASTER] = _replica_spec(c, counts[MASTER], t.master)
     # The legacy shape has no per-replica settings (Replica with spec_path "").

@@ -9,9 +9,8 @@ from google.protobuf.duration_pb2 import Duration
 
 from elastic_idl._errors import ValidationError, Violation, brief
 from elastic_idl._task.enums import K8S_RESOURCE
-from elastic_idl._task.messages import ElasticConfig, Resources
+from elastic_idl._task.messages import Resources
 from elastic_idl._task.names import (
-    DEFAULT_RDZV_BACKEND,
     DURATION_FIELDS,
     KNOWN_BACKENDS,
     MAX_DURATION_S,
@@ -24,7 +23,7 @@ from elastic_idl._task.names import (
     is_rdzv_id_text,
 )
 from elastic_idl._task.resources import quantity_problems
-from elastic_idl._task.view import Replica, TaskView, message_of, of
+from elastic_idl._task.view import ElasticValues, Replica, TaskView, message_of, of, values_of
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 from elastic_idl.plugins.v1 import elastic_pb2
 
@@ -98,8 +97,10 @@ _NUMA_BINDINGS = _ENUM_VALUES[elastic_pb2.NumaBinding.DESCRIPTOR.name]
 _RESTART_POLICIES = _ENUM_VALUES[common_pb2.RestartPolicy.DESCRIPTOR.name]
 _CLEAN_POD_POLICIES = _ENUM_VALUES[common_pb2.CleanPodPolicy.DESCRIPTOR.name]
 _P = "elastic_config"
-#: Duration field -> (its path, whether it must be whole seconds), in field order.
-_DURATIONS = tuple((name, f"{_P}.{name}", name in WHOLE_SECONDS) for name in DURATION_FIELDS)
+#: Duration field -> (its position in ElasticValues, its path, whether it must be whole seconds), in field order.
+_DURATIONS = tuple(
+    (ElasticValues._fields.index(name), f"{_P}.{name}", name in WHOLE_SECONDS) for name in DURATION_FIELDS
+)
 _SPACE = re.compile(r"\s")
 _BAD_HOST = re.compile(r"[\s,/]")
 _SIGNALS = frozenset(SIGNAL_NAMES)
@@ -135,7 +136,7 @@ def _duration(out: list[Violation], field: str, d: Duration, whole: bool) -> Non
         )
 
 
-def _counts(out: list[Violation], e: ElasticConfig) -> None:
+def _counts(out: list[Violation], e: ElasticValues) -> None:
     """Replica range, processes per node, restarts."""
     lo, hi = e.min_replicas, e.max_replicas
     if lo < 1:
@@ -166,8 +167,8 @@ def _counts(out: list[Violation], e: ElasticConfig) -> None:
         out.append(_v(f"{_P}.max_restarts", "elastic.max_restarts.min", f"must be >= 0, got {e.max_restarts}"))
 
 
-def _backend(out: list[Violation], e: ElasticConfig) -> None:
-    backend = e.rdzv_backend or DEFAULT_RDZV_BACKEND
+def _backend(out: list[Violation], e: ElasticValues) -> None:
+    backend = e.effective_backend()
     if backend not in KNOWN_BACKENDS:
         out.append(
             _v(
@@ -186,15 +187,13 @@ def _backend(out: list[Violation], e: ElasticConfig) -> None:
         )
 
 
-def _durations(out: list[Violation], e: ElasticConfig) -> None:
-    has = e.HasField
-    mi = None
-    for name, field, whole in _DURATIONS:
-        if has(name):  # type: ignore[arg-type]
-            d = getattr(e, name)
+def _durations(out: list[Violation], e: ElasticValues) -> None:
+    row: Any = e  # indexed by position: the type checker sees the union of every field's type
+    for at, field, whole in _DURATIONS:
+        d = row[at]
+        if d is not None:
             _duration(out, field, d, whole)
-            if name == "monitor_interval":
-                mi = d
+    mi = e.monitor_interval
     if (
         mi is not None
         and mi.seconds >= MAX_MONITOR_INTERVAL_S
@@ -205,7 +204,7 @@ def _durations(out: list[Violation], e: ElasticConfig) -> None:
         )
 
 
-def _process_enums(out: list[Violation], e: ElasticConfig) -> None:
+def _process_enums(out: list[Violation], e: ElasticValues) -> None:
     if e.start_method not in _START_METHODS:
         _enum(out, f"{_P}.start_method", e.start_method, elastic_pb2.StartMethod)
     if e.redirects not in _STD_STREAMS:
@@ -216,11 +215,10 @@ def _process_enums(out: list[Violation], e: ElasticConfig) -> None:
         _enum(out, f"{_P}.numa_binding", e.numa_binding, elastic_pb2.NumaBinding)
 
 
-def _rdzv_options(out: list[Violation], e: ElasticConfig) -> None:
+def _rdzv_options(out: list[Violation], e: ElasticValues) -> None:
     seen: set[str] = set()
-    for i, opt in enumerate(e.rdzv_options):
+    for i, (key, value) in enumerate(e.rdzv_options):
         f = f"{_P}.rdzv_options[{i}]"
-        key, value = opt.key, opt.value
         if not key or "," in key or "=" in key:
             out.append(_v(f"{f}.key", "elastic.rdzv_options.key", f"bad key {brief(key)}: non-empty, no ',' or '='"))
         elif key in _TIMEOUT_KEYS:
@@ -238,7 +236,7 @@ def _rdzv_options(out: list[Violation], e: ElasticConfig) -> None:
             out.append(_v(f"{f}.value", "elastic.rdzv_options.value", f"value {brief(value)} contains ','"))
 
 
-def _rendezvous_names(out: list[Violation], e: ElasticConfig) -> None:
+def _rendezvous_names(out: list[Violation], e: ElasticValues) -> None:
     rid = e.rdzv_id
     if rid and (len(rid) > MAX_RDZV_NAME_LEN or not is_rdzv_id_text(rid)):
         out.append(
@@ -255,9 +253,9 @@ def _rendezvous_names(out: list[Violation], e: ElasticConfig) -> None:
         out.append(_v(f"{_P}.rdzv_port", "elastic.rdzv_port.range", f"must be in 0..65535, got {e.rdzv_port}"))
 
 
-def _ranks_and_signals(out: list[Violation], e: ElasticConfig) -> None:
-    if e.local_ranks_filter:
-        ranks = list(e.local_ranks_filter)
+def _ranks_and_signals(out: list[Violation], e: ElasticValues) -> None:
+    ranks = e.local_ranks_filter
+    if ranks:
         nproc = e.nproc_per_node
         bad = [r for r in ranks if r < 0 or (nproc > 0 and r >= nproc)]
         if bad or len(set(ranks)) != len(ranks):
@@ -265,23 +263,23 @@ def _ranks_and_signals(out: list[Violation], e: ElasticConfig) -> None:
                 _v(
                     f"{_P}.local_ranks_filter",
                     "elastic.local_ranks_filter.range",
-                    f"{brief(ranks)}: entries must be unique, >= 0 and < nproc_per_node",
+                    f"{brief(list(ranks))}: entries must be unique, >= 0 and < nproc_per_node",
                 )
             )
-    if e.signals_to_handle:
-        names = list(e.signals_to_handle)
+    names = e.signals_to_handle
+    if names:
         unknown = [n for n in names if n not in _SIGNALS]
         if unknown or len(set(names)) != len(names):
             out.append(
                 _v(
                     f"{_P}.signals_to_handle",
                     "elastic.signals.known",
-                    f"{brief(names)}: names must be unique signal names such as SIGTERM (unknown: {brief(unknown)})",
+                    f"{brief(list(names))}: names must be unique signal names such as SIGTERM (unknown: {brief(unknown)})",
                 )
             )
 
 
-def _elastic(out: list[Violation], e: ElasticConfig) -> None:
+def _elastic(out: list[Violation], e: ElasticValues) -> None:
     """The elastic config's rules, in named steps (the order of the violations is stable)."""
     _counts(out, e)
     _backend(out, e)
@@ -394,8 +392,9 @@ def check(t: TaskView) -> list[Violation]:
                 "a task needs an elastic_config or worker replicas",
             )
         )
-    if t.elastic is not None:
-        _elastic(out, t.elastic)
+    values = values_of(t)
+    if values is not None:
+        _elastic(out, values)
     _replica(out, t.worker, t, is_master=False)
     if t.master is not None:
         _replica(out, t.master, t, is_master=True)
@@ -423,6 +422,6 @@ def validate(task: Any, *, task_type_version: int = 1) -> None:
 
     ``task`` and ``task_type_version``: as for :func:`violations` (rules run once per TaskView).
     """
-    found = violations(task, task_type_version=task_type_version)
+    found = of(task, task_type_version=task_type_version).rule_violations(check)
     if found:
-        raise ValidationError(found)
+        raise ValidationError(list(found))

@@ -10,7 +10,10 @@ check runs once (cached on the value: sound because the value cannot change).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any, NamedTuple, cast
+
+from google.protobuf.duration_pb2 import Duration
 
 from elastic_idl._errors import Violation
 from elastic_idl._task.codec import Format, decode
@@ -23,16 +26,19 @@ from elastic_idl._task.messages import (
     Task,
     as_task,
 )
-from elastic_idl._task.names import DEFAULT_RDZV_BACKEND, RDZV_TIMEOUTS
+from elastic_idl._task.names import DEFAULT_RDZV_BACKEND, DURATION_FIELDS, RDZV_TIMEOUTS
 
 __all__ = [
+    "ElasticValues",
     "Replica",
     "TaskView",
     "duration_seconds",
+    "elastic_values",
     "message_of",
     "of",
     "rdzv_configs",
     "seconds_number",
+    "values_of",
     "view",
 ]
 
@@ -62,6 +68,80 @@ class Replica(NamedTuple):
     present: bool
 
 
+class ElasticValues(NamedTuple):
+    """Every field of an ElasticConfig as a plain Python value, read from the message once.
+
+    Numbers, enums (as numbers) and text as in the message (unset: the proto default), each
+    Duration as its message (None when unset), repeated fields as tuples (``rdzv_options`` as
+    (key, value) pairs). The rules, the launch spec and the renderer read these instead of the
+    message, so a task's fields are read once however many readers look.
+    """
+
+    # Singular scalars and enums, read in one step (_read_scalars).
+    rdzv_backend: str
+    min_replicas: int
+    max_replicas: int
+    nproc_per_node: int
+    max_restarts: int
+    nproc_policy: int
+    start_method: int
+    rdzv_id: str
+    rdzv_host: str
+    rdzv_port: int
+    role: str
+    redirects: int
+    tee: int
+    numa_binding: int
+    virtual_local_rank: bool
+    # The Durations, in DURATION_FIELDS order.
+    monitor_interval: Duration | None
+    join_timeout: Duration | None
+    last_call_timeout: Duration | None
+    close_timeout: Duration | None
+    read_timeout: Duration | None
+    shutdown_timeout: Duration | None
+    # The repeated fields.
+    rdzv_options: tuple[tuple[str, str], ...]
+    local_ranks_filter: tuple[int, ...]
+    signals_to_handle: tuple[str, ...]
+
+    def effective_backend(self) -> str:
+        """The rendezvous backend, with "" read as :data:`DEFAULT_RDZV_BACKEND`."""
+        return self.rdzv_backend or DEFAULT_RDZV_BACKEND
+
+
+_FIELDS = ElasticValues._fields
+_DURATIONS_AT = _FIELDS.index(DURATION_FIELDS[0])
+_REPEATED_AT = _DURATIONS_AT + len(DURATION_FIELDS)
+_read_scalars = attrgetter(*_FIELDS[:_DURATIONS_AT])
+
+
+def _assert_layout() -> None:
+    """ElasticValues holds every field of ElasticConfig once, and its three groups are where the reader expects."""
+    assert sorted(_FIELDS) == sorted(fd.name for fd in ElasticConfig.DESCRIPTOR.fields), "a field is missing"
+    assert _FIELDS[_DURATIONS_AT:_REPEATED_AT] == DURATION_FIELDS, "the Durations, in DURATION_FIELDS order"
+    assert len(_FIELDS) - _REPEATED_AT == 3, "three repeated fields last"
+
+
+_assert_layout()
+
+
+def elastic_values(e: ElasticConfig) -> ElasticValues:
+    """The fields of ``e`` as :class:`ElasticValues`, each read once."""
+    has: Any = e.HasField
+    options, ranks, signals = e.rdzv_options, e.local_ranks_filter, e.signals_to_handle
+    return _new_tuple(
+        ElasticValues,
+        (
+            *_read_scalars(e),
+            *[getattr(e, name) if has(name) else None for name in DURATION_FIELDS],
+            tuple([(o.key, o.value) for o in options]) if options else (),
+            tuple(ranks) if ranks else (),
+            tuple(signals) if signals else (),
+        ),
+    )
+
+
 class TaskView:
     """A task of either shape as one immutable value: elastic config, replicas and run policy.
 
@@ -78,9 +158,10 @@ class TaskView:
         run_policy: The run policy (kubeflow shape only), or None.
     """
 
-    __slots__ = ("_message", "_violations", "elastic", "master", "run_policy", "task_type_version", "worker")
+    __slots__ = ("_message", "_values", "_violations", "elastic", "master", "run_policy", "task_type_version", "worker")
 
     _message: Task
+    _values: ElasticValues | None
     _violations: tuple[Violation, ...] | None
     task_type_version: int
     elastic: ElasticConfig | None
@@ -92,6 +173,7 @@ class TaskView:
         """Use :func:`of`; this takes ownership of ``message`` (a ``_pb2`` task nobody else holds)."""
         _set_message(self, message)
         _set_violations(self, None)
+        _set_values(self, None)
         has: Any = message.HasField
         _set_elastic(self, message.elastic_config if has("elastic_config") else None)
         if type(message) is not KubeflowTask and isinstance(message, LegacyTask):  # `is` first: cheap
@@ -144,9 +226,8 @@ class TaskView:
 
     def effective_backend(self) -> str:
         """The rendezvous backend, with "" read as :data:`DEFAULT_RDZV_BACKEND`."""
-        if self.elastic is None or not self.elastic.rdzv_backend:
-            return DEFAULT_RDZV_BACKEND
-        return str(self.elastic.rdzv_backend)
+        values = values_of(self)
+        return DEFAULT_RDZV_BACKEND if values is None else values.effective_backend()
 
     def worker_count(self) -> int:
         """Worker pods: max_replicas for an elastic task, else the replica count."""
@@ -164,9 +245,18 @@ class TaskView:
 
 
 # The slots' own setters: how TaskView fills itself despite its __setattr__ (cheaper than object.__setattr__).
-_set_message, _set_violations, _set_elastic, _set_version, _set_worker, _set_master, _set_run_policy = (
+(
+    _set_message,
+    _set_violations,
+    _set_values,
+    _set_elastic,
+    _set_version,
+    _set_worker,
+    _set_master,
+    _set_run_policy,
+) = (
     getattr(TaskView, name).__set__
-    for name in ("_message", "_violations", "elastic", "task_type_version", "worker", "master", "run_policy")
+    for name in ("_message", "_violations", "_values", "elastic", "task_type_version", "worker", "master", "run_policy")
 )
 
 
@@ -181,6 +271,15 @@ def _from_wire(raw: bytes, task_type_version: int) -> TaskView:
 def message_of(t: TaskView) -> Task:
     """The view's own task message, for the library's readers: read it, never change it."""
     return t._message
+
+
+def values_of(t: TaskView) -> ElasticValues | None:
+    """The view's elastic config as :class:`ElasticValues` (None without one), read once per value and kept."""
+    found = t._values
+    if found is None and t.elastic is not None:
+        found = elastic_values(t.elastic)
+        _set_values(t, found)
+    return found
 
 
 def _copy(message: Task) -> Task:
@@ -275,13 +374,19 @@ def seconds_number(x: float) -> int | float:
     return int(x) if float(x).is_integer() else x
 
 
-def rdzv_configs(e: ElasticConfig) -> dict[str, Any]:
-    """The rendezvous options a message states: typed timeouts (seconds), then the extras in order."""
+#: The typed rendezvous timeouts as (name, position in ElasticValues), in RDZV_TIMEOUTS order.
+_TIMEOUT_AT = tuple((name, _FIELDS.index(name)) for name in RDZV_TIMEOUTS)
+
+
+def rdzv_configs(v: ElasticValues) -> dict[str, Any]:
+    """The rendezvous options a config states: typed timeouts (seconds), then the extras in order."""
     out: dict[str, Any] = {}
-    has = e.HasField
-    for name in RDZV_TIMEOUTS:
-        if has(name):  # type: ignore[arg-type]
-            out[name] = seconds_number(duration_seconds(getattr(e, name)))
-    for opt in e.rdzv_options:
-        out[opt.key] = opt.value
+    row: Any = v  # indexed by position: the type checker sees the union of every field's type
+    for name, at in _TIMEOUT_AT:
+        d = row[at]
+        if d is not None:
+            seconds, nanos = d.seconds, d.nanos
+            out[name] = seconds if not nanos else seconds_number(float(seconds) + float(nanos) / 1e9)
+    if v.rdzv_options:
+        out.update(v.rdzv_options)
     return out
