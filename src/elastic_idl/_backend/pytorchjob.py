@@ -366,6 +366,8 @@ def _task_for_render(task: Any, task_type_version: int | None) -> TaskView:
     """
     if task_type_version is not None:
         task_class(task_type_version)  # UnsupportedVersionError for anything but 0 / 1, before any other check
+    if type(task) is TaskView and task_type_version in (None, task.task_type_version):
+        return task  # the common case, before the slower checks below
     if isinstance(task, Mapping):
         if task_type_version is None:
             raise RenderError(

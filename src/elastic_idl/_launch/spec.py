@@ -125,15 +125,15 @@ class LaunchSpec:
 LAUNCH_SPEC_FIELDS = tuple(f.name for f in fields(LaunchSpec))
 
 
-def _launch_spec(**values: Any) -> LaunchSpec:
-    """A LaunchSpec from every one of its fields at once.
+def _launch_spec(values: dict[str, Any]) -> LaunchSpec:
+    """A LaunchSpec from a new dict of every one of its fields, which it takes over.
 
     A frozen dataclass's own ``__init__`` sets its 21 fields one ``object.__setattr__`` at a
-    time, which was a third of ``to_launch_spec``; this fills the instance dict in one step.
+    time, and a call with 21 keywords builds the dict twice; this takes a dict literal as is.
     """
     assert len(values) == len(LAUNCH_SPEC_FIELDS), sorted(set(LAUNCH_SPEC_FIELDS) ^ set(values))
     spec = object.__new__(LaunchSpec)
-    object.__setattr__(spec, "__dict__", values)  # ``values`` is this call's own dict
+    object.__setattr__(spec, "__dict__", values)
     return spec
 
 
@@ -371,25 +371,27 @@ def to_launch_spec(
     monitor = e.monitor_interval
     shutdown = e.shutdown_timeout
     return _launch_spec(
-        min_nodes=e.min_replicas,
-        max_nodes=e.max_replicas,
-        nproc_per_node=None if nproc_policy else e.nproc_per_node,
-        nproc_policy=nproc_policy,
-        run_id=rid,
-        role=e.role or DEFAULT_ROLE,
-        rdzv_endpoint=endpoint,
-        rdzv_backend=backend,
-        rdzv_configs=MappingProxyType(configs),
-        max_restarts=e.max_restarts,
-        monitor_interval=DEFAULT_MONITOR_INTERVAL_S if monitor is None else duration_seconds(monitor),
-        start_method=start_method or START_METHOD.text.get(e.start_method) or DEFAULT_START_METHOD,
-        redirects=STD_STREAMS.text[e.redirects],
-        tee=STD_STREAMS.text[e.tee],
-        local_ranks_filter=e.local_ranks_filter,
-        numa_binding=NUMA_BINDING.text.get(e.numa_binding),
-        signals_to_handle=",".join(e.signals_to_handle) if e.signals_to_handle else DEFAULT_SIGNALS,
-        shutdown_timeout=None if shutdown is None else int(shutdown.seconds),
-        virtual_local_rank=e.virtual_local_rank,
-        local_addr=None,
-        decisions=tuple(d.made) if d is not None else (),
+        {
+            "min_nodes": e.min_replicas,
+            "max_nodes": e.max_replicas,
+            "nproc_per_node": None if nproc_policy else e.nproc_per_node,
+            "nproc_policy": nproc_policy,
+            "run_id": rid,
+            "role": e.role or DEFAULT_ROLE,
+            "rdzv_endpoint": endpoint,
+            "rdzv_backend": backend,
+            "rdzv_configs": MappingProxyType(configs),
+            "max_restarts": e.max_restarts,
+            "monitor_interval": DEFAULT_MONITOR_INTERVAL_S if monitor is None else duration_seconds(monitor),
+            "start_method": start_method or START_METHOD.text.get(e.start_method) or DEFAULT_START_METHOD,
+            "redirects": STD_STREAMS.text[e.redirects],
+            "tee": STD_STREAMS.text[e.tee],
+            "local_ranks_filter": e.local_ranks_filter,
+            "numa_binding": NUMA_BINDING.text.get(e.numa_binding),
+            "signals_to_handle": ",".join(e.signals_to_handle) if e.signals_to_handle else DEFAULT_SIGNALS,
+            "shutdown_timeout": None if shutdown is None else int(shutdown.seconds),
+            "virtual_local_rank": e.virtual_local_rank,
+            "local_addr": None,
+            "decisions": tuple(d.made) if d is not None else (),
+        }
     )
