@@ -10,13 +10,12 @@ check runs once (cached on the value: sound because the value cannot change).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from operator import attrgetter
 from typing import Any, NamedTuple, cast
 
 from google.protobuf.duration_pb2 import Duration
 
 from elastic_idl._errors import Violation
-from elastic_idl._task.codec import Format, decode
+from elastic_idl._task.codec import Format, decode, is_repeated
 from elastic_idl._task.messages import (
     ElasticConfig,
     KubeflowTask,
@@ -77,7 +76,7 @@ class ElasticValues(NamedTuple):
     message, so a task's fields are read once however many readers look.
     """
 
-    # Singular scalars and enums, read in one step (_read_scalars).
+    # Singular scalars and enums.
     rdzv_backend: str
     min_replicas: int
     max_replicas: int
@@ -112,34 +111,40 @@ class ElasticValues(NamedTuple):
 
 _FIELDS = ElasticValues._fields
 _DURATIONS_AT = _FIELDS.index(DURATION_FIELDS[0])
-_REPEATED_AT = _DURATIONS_AT + len(DURATION_FIELDS)
-_read_scalars = attrgetter(*_FIELDS[:_DURATIONS_AT])
+_OPTIONS_AT, _RANKS_AT, _SIGNALS_AT = (_FIELDS.index(f.name) for f in ElasticConfig.DESCRIPTOR.fields if is_repeated(f))
+#: field descriptor -> its position in ElasticValues (ListFields gives the descriptors).
+_POSITION = {f: _FIELDS.index(f.name) for f in ElasticConfig.DESCRIPTOR.fields}
+#: What ElasticValues holds for each field the message leaves unset: the proto default, None for a Duration, ().
+_UNSET = [
+    () if is_repeated(f) else None if f.message_type is not None else f.default_value
+    for f in sorted(ElasticConfig.DESCRIPTOR.fields, key=lambda f: _POSITION[f])
+]
 
 
 def _assert_layout() -> None:
-    """ElasticValues holds every field of ElasticConfig once, and its three groups are where the reader expects."""
-    assert sorted(_FIELDS) == sorted(fd.name for fd in ElasticConfig.DESCRIPTOR.fields), "a field is missing"
-    assert _FIELDS[_DURATIONS_AT:_REPEATED_AT] == DURATION_FIELDS, "the Durations, in DURATION_FIELDS order"
-    assert len(_FIELDS) - _REPEATED_AT == 3, "three repeated fields last"
+    """ElasticValues holds every field of ElasticConfig once; the Durations in DURATION_FIELDS order, then the repeated."""
+    assert sorted(_FIELDS) == sorted(f.name for f in ElasticConfig.DESCRIPTOR.fields), "a field is missing"
+    assert _FIELDS[_DURATIONS_AT : _DURATIONS_AT + len(DURATION_FIELDS)] == DURATION_FIELDS
+    assert (_OPTIONS_AT, _RANKS_AT, _SIGNALS_AT) == (len(_FIELDS) - 3, len(_FIELDS) - 2, len(_FIELDS) - 1)
 
 
 _assert_layout()
 
 
 def elastic_values(e: ElasticConfig) -> ElasticValues:
-    """The fields of ``e`` as :class:`ElasticValues`, each read once."""
-    has: Any = e.HasField
-    options, ranks, signals = e.rdzv_options, e.local_ranks_filter, e.signals_to_handle
-    return _new_tuple(
-        ElasticValues,
-        (
-            *_read_scalars(e),
-            *[getattr(e, name) if has(name) else None for name in DURATION_FIELDS],
-            tuple([(o.key, o.value) for o in options]) if options else (),
-            tuple(ranks) if ranks else (),
-            tuple(signals) if signals else (),
-        ),
-    )
+    """The fields of ``e`` as :class:`ElasticValues`: the fields it sets (one ListFields), the defaults for the rest."""
+    row: list[Any] = _UNSET.copy()
+    position = _POSITION
+    for f, value in e.ListFields():
+        row[position[f]] = value
+    options, ranks, signals = row[_OPTIONS_AT], row[_RANKS_AT], row[_SIGNALS_AT]
+    if options:
+        row[_OPTIONS_AT] = tuple([(o.key, o.value) for o in options])
+    if ranks:
+        row[_RANKS_AT] = tuple(ranks)
+    if signals:
+        row[_SIGNALS_AT] = tuple(signals)
+    return _new_tuple(ElasticValues, row)
 
 
 class TaskView:
