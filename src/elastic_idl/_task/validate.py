@@ -98,6 +98,11 @@ _NUMA_BINDINGS = _ENUM_VALUES[elastic_pb2.NumaBinding.DESCRIPTOR.name]
 _RESTART_POLICIES = _ENUM_VALUES[common_pb2.RestartPolicy.DESCRIPTOR.name]
 _CLEAN_POD_POLICIES = _ENUM_VALUES[common_pb2.CleanPodPolicy.DESCRIPTOR.name]
 _P = "elastic_config"
+#: Where ElasticValues holds the Durations, and what it holds there when none is set.
+_DURATION_SLICE = slice(
+    ElasticValues._fields.index(DURATION_FIELDS[0]), ElasticValues._fields.index(DURATION_FIELDS[-1]) + 1
+)
+_NO_DURATIONS = (None,) * len(DURATION_FIELDS)
 #: Duration field -> (its position in ElasticValues, its path, whether it must be whole seconds), in field order.
 _DURATIONS = tuple(
     (ElasticValues._fields.index(name), f"{_P}.{name}", name in WHOLE_SECONDS) for name in DURATION_FIELDS
@@ -281,14 +286,21 @@ def _ranks_and_signals(out: list[Violation], e: ElasticValues) -> None:
 
 
 def _elastic(out: list[Violation], e: ElasticValues) -> None:
-    """The elastic config's rules, in named steps (the order of the violations is stable)."""
+    """The elastic config's rules, in named steps (the order of the violations is stable).
+
+    A step about fields a config rarely sets runs only when it sets one of them.
+    """
+    row: Any = e
     _counts(out, e)
     _backend(out, e)
-    _durations(out, e)
+    if row[_DURATION_SLICE] != _NO_DURATIONS:
+        _durations(out, e)
     _process_enums(out, e)
-    _rdzv_options(out, e)
+    if e.rdzv_options:
+        _rdzv_options(out, e)
     _rendezvous_names(out, e)
-    _ranks_and_signals(out, e)
+    if e.local_ranks_filter or e.signals_to_handle:
+        _ranks_and_signals(out, e)
 
 
 def _resources(out: list[Violation], path: str, res: Resources) -> None:
