@@ -284,8 +284,8 @@ def _labels(field: str, labels: Mapping[str, str] | None, *, is_label: bool) -> 
 def _strings(field: str, value: Sequence[str] | None) -> list[str] | None:
     if value is None:
         return None
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise RenderError(field, "expected a list of strings")
+    if type(value) not in (list, tuple) and (isinstance(value, (str, bytes)) or not isinstance(value, Sequence)):
+        raise RenderError(field, "expected a list of strings")  # (the exact types first: the ABC check is slow)
     for i, item in enumerate(value):
         if not isinstance(item, str):
             raise RenderError(f"{field}[{i}]", f"expected a string, got {type(item).__name__}")
@@ -498,9 +498,12 @@ def _run_policy(t: TaskView) -> dict[str, Any]:
 
 
 def _replica_spec(
-    c: _Container, replicas: int, replica: Replica | None, *, elastic_worker: bool = False
+    c: _Container, replicas: int, replica: Replica | None, *, elastic_worker: bool = False, last: bool = False
 ) -> dict[str, Any]:
-    """One entry of ``spec.pytorchReplicaSpecs``: the container, with the replica's own settings."""
+    """One entry of ``spec.pytorchReplicaSpecs``: the container, with the replica's own settings.
+
+    Every replica gets lists of its own; the ``last`` one to be rendered takes the container's.
+    """
     own_image = replica.image if replica is not None else ""
     if own_image:
         _check_image(f"{replica.spec_path}.image" if replica is not None else "image", own_image)
@@ -511,9 +514,9 @@ def _replica_spec(
     container: dict[str, Any] = {
         K.NAME: CONTAINER_NAME,
         K.IMAGE: own_image or c.image,
-        K.COMMAND: list(c.command),
-        K.ARGS: list(c.args),
-        K.ENV: [dict(item) for item in c.env],
+        K.COMMAND: c.command if last else list(c.command),
+        K.ARGS: c.args if last else list(c.args),
+        K.ENV: c.env if last else [dict(item) for item in c.env],
         K.PORTS: [{K.CONTAINER_PORT: c.port, K.NAME: PORT_NAME}],
     }
     if not container[K.ARGS]:
@@ -558,7 +561,7 @@ def _job_spec(t: TaskView, c: _Container, counts: Mapping[str, int]) -> dict[str
         replica_specs[MASTER] = _replica_spec(c, counts[MASTER], t.master)
     # The legacy shape has no per-replica settings (Replica with spec_path "").
     worker = t.worker if t.worker.spec_path else None
-    replica_specs[WORKER] = _replica_spec(c, counts[WORKER], worker, elastic_worker=t.elastic is not None)
+    replica_specs[WORKER] = _replica_spec(c, counts[WORKER], worker, elastic_worker=t.elastic is not None, last=True)
     spec[K.REPLICA_SPECS] = replica_specs
     spec[K.RUN_POLICY] = _run_policy(t)
     return spec
