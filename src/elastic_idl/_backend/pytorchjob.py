@@ -437,8 +437,8 @@ def _command_and_args(options: JobOptions) -> tuple[list[str], list[str]]:
 
 
 #: The task's custom dict as the compact, key-sorted JSON of its env var (one encoder: ``json.dumps``
-#: with options builds a new one per call).
-_compact_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+#: with options builds a new one per call; the dict is the renderer's own, new and acyclic).
+_compact_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False).encode
 
 
 def _container(t: TaskView, custom: dict[str, Any], options: JobOptions) -> _Container:
