@@ -3,14 +3,15 @@ value that was validated is not validated again (counted by wrapping the one bui
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import betterproto
 import pytest
 
 import elastic_idl as ei
-from elastic_idl._task import validate as rules
 from elastic_idl._task.view import TaskView
 from elastic_idl.betterproto.plugins.kubeflow.v1 import DistributedPyTorchTrainingTask
 
@@ -37,7 +38,8 @@ CALLS: dict[str, tuple[Callable[[Any], Any], int]] = {  # call, views/rule runs 
 @pytest.fixture
 def counts(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     n = {"views": 0, "betterproto": 0, "rules": 0}
-    build, to_bytes, check = TaskView.of_message.__func__, betterproto.Message.__bytes__, rules.check  # type: ignore[attr-defined]
+    build, to_bytes = TaskView.of_message.__func__, betterproto.Message.__bytes__  # type: ignore[attr-defined]
+    cached = TaskView.rule_violations
 
     def of_message(cls: type[TaskView], message: Any) -> TaskView:
         n["views"] += 1
@@ -47,13 +49,17 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         n["betterproto"] += isinstance(self, DistributedPyTorchTrainingTask)  # the task, not its parts
         return to_bytes(self)
 
-    def counted_check(t: TaskView) -> Any:
-        n["rules"] += 1
-        return check(t)
+    def rule_violations(self: TaskView, check: Callable[[TaskView], Any]) -> Any:
+        # Every caller's rule run goes through here, whichever name it imported the rules by.
+        def counted(t: TaskView) -> Any:
+            n["rules"] += 1
+            return check(t)
+
+        return cached(self, counted)
 
     monkeypatch.setattr(TaskView, "of_message", classmethod(of_message))
     monkeypatch.setattr(betterproto.Message, "__bytes__", bp_bytes)
-    monkeypatch.setattr(rules, "check", counted_check)
+    monkeypatch.setattr(TaskView, "rule_violations", rule_violations)
     return n
 
 
@@ -99,6 +105,27 @@ def test_validate_then_to_launch_spec_on_a_view_runs_the_rules_once(counts: dict
 def test_a_custom_dict_is_decoded_once_by_the_renderer(counts: dict[str, int]) -> None:
     ei.render_pytorchjob(CUSTOM, OPTIONS, task_type_version=1)
     assert counts == {"views": 1, "betterproto": 0, "rules": 1}
+
+
+def test_the_pod_entrypoint_views_its_task_once(
+    counts: dict[str, int], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """pod_main: the env's task is decoded once; the run id and the launch read that one view."""
+    from elastic_idl import pod
+    from elastic_idl._launch import launcher
+
+    launched: list[Any] = []
+
+    def launch_values(task: Any, *args: Any, **kwargs: Any) -> dict[int, Any]:
+        launched.append(task)
+        return {0: None}
+
+    monkeypatch.setattr(launcher, "launch_values", launch_values)
+    environ = {"ELASTIC_IDL_TASK": json.dumps(CUSTOM), "ELASTIC_IDL_TASK_TYPE_VERSION": "1"}
+    argv = ["--output", str(tmp_path / "out.json"), "--failure-path", str(tmp_path / "error.json"), "--", "train.py"]
+    assert pod.pod_main(argv, environ=environ) == 0
+    assert counts == {"views": 1, "betterproto": 0, "rules": 1}
+    assert len(launched) == 1 and isinstance(launched[0], TaskView)
 
 
 def test_a_view_is_immutable_and_keeps_its_own_copy() -> None:

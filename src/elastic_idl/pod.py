@@ -70,6 +70,7 @@ from elastic_idl._launch.worker import cwd_first_on_path
 from elastic_idl._task.codec import decode, format_of_path, from_custom, load_document, read_task_bytes
 from elastic_idl._task.messages import Task, task_class
 from elastic_idl._task.names import DEFAULT_RUN_ID, TASK_ENV, TASK_TYPE_VERSION_ENV
+from elastic_idl._task.view import TaskView, view
 from elastic_idl.exit_codes import EXIT_CODES_TEXT, ExitCode, exit_code_of
 
 __all__ = [
@@ -351,7 +352,7 @@ def _quiet(logger: logging.Logger) -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _run_id(task: Task, environ: Mapping[str, str], flag: str | None, endpoint: str | None) -> str:
+def _run_id(task: TaskView, environ: Mapping[str, str], flag: str | None, endpoint: str | None) -> str:
     """The rendezvous id every pod of the job agrees on.
 
     ``--run-id`` > ``PET_RDZV_ID`` > the task's rdzv_id > ``$FLYTE_INTERNAL_EXECUTION_ID``
@@ -452,10 +453,10 @@ def _prepare(
     environ: Mapping[str, str],
     tail: list[str],
     paths: _Paths,
-) -> tuple[Task, str, Any]:
+) -> tuple[TaskView, str, Any]:
     """The task, the run id and the target, checked (with the output paths) before torch is imported."""
     try:
-        task, _ = load_task(args, environ)
+        task = view(load_task(args, environ)[0])  # converted once: the run id and the launch share the view
         run_id = _run_id(task, environ, args.run_id, paths.endpoint)
         target: Any = _callable(tail[0]) if args.call else tail[0]
         # Fail now, not after the job ran: a result or failure report that cannot be written is lost.
@@ -481,7 +482,7 @@ def _prepare(
 def _run(
     args: argparse.Namespace,
     environ: Mapping[str, str],
-    task: Task,
+    task: TaskView,
     run_id: str,
     target: Any,
     tail: list[str],

@@ -27,7 +27,7 @@ from elastic_idl._task.messages import TASK_CLASSES, Resources, task_class
 from elastic_idl._task.names import ENV, OPERATOR_ENV, TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._task.resources import quantity_problems
 from elastic_idl._task.validate import validate
-from elastic_idl._task.view import Replica, TaskView, message_of, of, rdzv_configs
+from elastic_idl._task.view import ElasticValues, Replica, TaskView, message_of, of, rdzv_configs, values_of
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 
 __all__ = [
@@ -284,8 +284,8 @@ def _labels(field: str, labels: Mapping[str, str] | None, *, is_label: bool) -> 
 def _strings(field: str, value: Sequence[str] | None) -> list[str] | None:
     if value is None:
         return None
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise RenderError(field, "expected a list of strings")
+    if type(value) not in (list, tuple) and (isinstance(value, (str, bytes)) or not isinstance(value, Sequence)):
+        raise RenderError(field, "expected a list of strings")  # (the exact types first: the ABC check is slow)
     for i, item in enumerate(value):
         if not isinstance(item, str):
             raise RenderError(f"{field}[{i}]", f"expected a string, got {type(item).__name__}")
@@ -366,6 +366,8 @@ def _task_for_render(task: Any, task_type_version: int | None) -> TaskView:
     """
     if task_type_version is not None:
         task_class(task_type_version)  # UnsupportedVersionError for anything but 0 / 1, before any other check
+    if type(task) is TaskView and task_type_version in (None, task.task_type_version):
+        return task  # the common case, before the slower checks below
     if isinstance(task, Mapping):
         if task_type_version is None:
             raise RenderError(
@@ -434,6 +436,11 @@ def _command_and_args(options: JobOptions) -> tuple[list[str], list[str]]:
     return (list(POD_ENTRYPOINT) if cmd is None else cmd), arg_list
 
 
+#: The task's custom dict as the compact, key-sorted JSON of its env var (one encoder: ``json.dumps``
+#: with options builds a new one per call; the dict is the renderer's own, new and acyclic).
+_compact_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False).encode
+
+
 def _container(t: TaskView, custom: dict[str, Any], options: JobOptions) -> _Container:
     """The checked options as one container, carrying the task (``custom``) in its env."""
     _check_image("image", options.image)
@@ -442,7 +449,7 @@ def _container(t: TaskView, custom: dict[str, Any], options: JobOptions) -> _Con
     annotations = _labels("annotations", options.annotations, is_label=False)
     resources = _k8s_resources("resources", options.resources)
     env = [
-        {K.NAME: TASK_ENV, K.VALUE: json.dumps(custom, sort_keys=True, separators=(",", ":"))},
+        {K.NAME: TASK_ENV, K.VALUE: _compact_json(custom)},
         {K.NAME: TASK_TYPE_VERSION_ENV, K.VALUE: str(t.task_type_version)},
         *_user_env(options.env),
     ]
@@ -450,17 +457,15 @@ def _container(t: TaskView, custom: dict[str, Any], options: JobOptions) -> _Con
     return _Container(options.image, command, args, env, port, resources, labels, annotations)
 
 
-def _nproc(e: Any) -> str:
+def _nproc(e: ElasticValues) -> str:
     return NPROC_POLICY.text.get(e.nproc_policy) or str(e.nproc_per_node)
 
 
-def _elastic_policy(t: TaskView) -> dict[str, Any]:
-    e = t.elastic
-    assert e is not None  # internal: only called for elastic tasks
+def _elastic_policy(e: ElasticValues) -> dict[str, Any]:
     policy: dict[str, Any] = {
         K.MIN_REPLICAS: int(e.min_replicas),
         K.MAX_REPLICAS: int(e.max_replicas),
-        K.RDZV_BACKEND: t.effective_backend(),
+        K.RDZV_BACKEND: e.effective_backend(),
     }
     if e.rdzv_host:
         policy[K.RDZV_HOST] = e.rdzv_host
@@ -493,9 +498,12 @@ def _run_policy(t: TaskView) -> dict[str, Any]:
 
 
 def _replica_spec(
-    c: _Container, replicas: int, replica: Replica | None, *, elastic_worker: bool = False
+    c: _Container, replicas: int, replica: Replica | None, *, elastic_worker: bool = False, last: bool = False
 ) -> dict[str, Any]:
-    """One entry of ``spec.pytorchReplicaSpecs``: the container, with the replica's own settings."""
+    """One entry of ``spec.pytorchReplicaSpecs``: the container, with the replica's own settings.
+
+    Every replica gets lists of its own; the ``last`` one to be rendered takes the container's.
+    """
     own_image = replica.image if replica is not None else ""
     if own_image:
         _check_image(f"{replica.spec_path}.image" if replica is not None else "image", own_image)
@@ -506,9 +514,9 @@ def _replica_spec(
     container: dict[str, Any] = {
         K.NAME: CONTAINER_NAME,
         K.IMAGE: own_image or c.image,
-        K.COMMAND: list(c.command),
-        K.ARGS: list(c.args),
-        K.ENV: [dict(item) for item in c.env],
+        K.COMMAND: c.command if last else list(c.command),
+        K.ARGS: c.args if last else list(c.args),
+        K.ENV: c.env if last else [dict(item) for item in c.env],
         K.PORTS: [{K.CONTAINER_PORT: c.port, K.NAME: PORT_NAME}],
     }
     if not container[K.ARGS]:
@@ -545,14 +553,15 @@ def _job_spec(t: TaskView, c: _Container, counts: Mapping[str, int]) -> dict[str
     """``spec``: the elastic policy (elastic task) or a Master, the Workers, the run policy."""
     spec: dict[str, Any] = {}
     replica_specs: dict[str, Any] = {}
-    if t.elastic is not None:
-        spec[K.ELASTIC_POLICY] = _elastic_policy(t)
-        spec[K.NPROC_PER_NODE] = _nproc(t.elastic)
+    values = values_of(t)
+    if values is not None:
+        spec[K.ELASTIC_POLICY] = _elastic_policy(values)
+        spec[K.NPROC_PER_NODE] = _nproc(values)
     else:
         replica_specs[MASTER] = _replica_spec(c, counts[MASTER], t.master)
     # The legacy shape has no per-replica settings (Replica with spec_path "").
     worker = t.worker if t.worker.spec_path else None
-    replica_specs[WORKER] = _replica_spec(c, counts[WORKER], worker, elastic_worker=t.elastic is not None)
+    replica_specs[WORKER] = _replica_spec(c, counts[WORKER], worker, elastic_worker=t.elastic is not None, last=True)
     spec[K.REPLICA_SPECS] = replica_specs
     spec[K.RUN_POLICY] = _run_policy(t)
     return spec

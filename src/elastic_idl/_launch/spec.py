@@ -14,7 +14,6 @@ from typing import Any
 
 from elastic_idl._errors import ValidationError, Violation
 from elastic_idl._task.enums import NPROC_POLICY, NUMA_BINDING, START_METHOD, STD_STREAMS
-from elastic_idl._task.messages import ElasticConfig
 from elastic_idl._task.names import (
     DEFAULT_LOCAL_HOST,
     DEFAULT_MONITOR_INTERVAL_S,
@@ -28,7 +27,7 @@ from elastic_idl._task.names import (
     parse_rdzv_conf,
 )
 from elastic_idl._task.validate import RULES, check
-from elastic_idl._task.view import TaskView, duration_seconds, of, rdzv_configs
+from elastic_idl._task.view import ElasticValues, TaskView, duration_seconds, of, rdzv_configs, values_of
 
 __all__ = [
     "EnvDecision",
@@ -126,15 +125,15 @@ class LaunchSpec:
 LAUNCH_SPEC_FIELDS = tuple(f.name for f in fields(LaunchSpec))
 
 
-def _launch_spec(**values: Any) -> LaunchSpec:
-    """A LaunchSpec from every one of its fields at once.
+def _launch_spec(values: dict[str, Any]) -> LaunchSpec:
+    """A LaunchSpec from a new dict of every one of its fields, which it takes over.
 
     A frozen dataclass's own ``__init__`` sets its 21 fields one ``object.__setattr__`` at a
-    time, which was a third of ``to_launch_spec``; this fills the instance dict in one step.
+    time, and a call with 21 keywords builds the dict twice; this takes a dict literal as is.
     """
     assert len(values) == len(LAUNCH_SPEC_FIELDS), sorted(set(LAUNCH_SPEC_FIELDS) ^ set(values))
     spec = object.__new__(LaunchSpec)
-    object.__setattr__(spec, "__dict__", values)  # ``values`` is this call's own dict
+    object.__setattr__(spec, "__dict__", values)
     return spec
 
 
@@ -237,10 +236,15 @@ _ELASTIC_REQUIRED = Violation(
 
 def _checked(
     t: TaskView, env: Mapping[str, str] | None, run_id: str | None, rdzv_endpoint: str | None, start_method: str | None
-) -> ElasticConfig:
+) -> ElasticValues:
     """The task's elastic config, once the task's rules and the launch-time values pass; else ValidationError."""
-    found = list(t.rule_violations(check))  # what violations(t) returns, without its conversion step
-    if t.elastic is None:
+    rules = t.rule_violations(check)  # what violations(t) returns, without its conversion step
+    values = values_of(t)
+    launch_time = env or run_id is not None or rdzv_endpoint is not None or start_method is not None
+    if values is not None and not rules and not launch_time:
+        return values  # the common case: nothing more to check
+    found = list(rules)
+    if values is None:
         found.append(_ELASTIC_REQUIRED)
     if env:
         found += override_violations(
@@ -252,8 +256,8 @@ def _checked(
         found += override_violations(rdzv_endpoint=rdzv_endpoint, run_id=run_id, start_method=start_method)
     if found:
         raise ValidationError(found)
-    assert t.elastic is not None  # for the type checker: checked above
-    return t.elastic
+    assert values is not None  # for the type checker: checked above (no elastic config is a violation)
+    return values
 
 
 class _Decisions:
@@ -275,7 +279,7 @@ class _Decisions:
         return env_value if env_wins else msg_value
 
 
-def _message_wins(d: _Decisions, e: ElasticConfig, backend: str, nproc_policy: str | None) -> None:
+def _message_wins(d: _Decisions, e: ElasticValues, backend: str, nproc_policy: str | None) -> None:
     """What to run: the message wins; a differing env value is recorded as ignored."""
     d.decide("rdzv_backend", ENV.RDZV_BACKEND, backend, env_wins=False)
     d.decide("nnodes", ENV.NNODES, f"{e.min_replicas}:{e.max_replicas}", env_wins=False)
@@ -356,7 +360,7 @@ def to_launch_spec(
         rid = run_id
     rid = rid or DEFAULT_RUN_ID
 
-    backend = t.effective_backend()
+    backend = e.effective_backend()
     nproc_policy = NPROC_POLICY.text.get(e.nproc_policy)
     configs = rdzv_configs(e)
     if d is not None:
@@ -364,29 +368,30 @@ def to_launch_spec(
         if ENV.RDZV_CONF in d.env:
             _env_configs(d, configs)
 
-    has = e.HasField
+    monitor = e.monitor_interval
+    shutdown = e.shutdown_timeout
     return _launch_spec(
-        min_nodes=e.min_replicas,
-        max_nodes=e.max_replicas,
-        nproc_per_node=None if nproc_policy else e.nproc_per_node,
-        nproc_policy=nproc_policy,
-        run_id=rid,
-        role=e.role or DEFAULT_ROLE,
-        rdzv_endpoint=endpoint,
-        rdzv_backend=backend,
-        rdzv_configs=MappingProxyType(configs),
-        max_restarts=e.max_restarts,
-        monitor_interval=duration_seconds(e.monitor_interval)
-        if has("monitor_interval")
-        else DEFAULT_MONITOR_INTERVAL_S,
-        start_method=start_method or START_METHOD.text.get(e.start_method) or DEFAULT_START_METHOD,
-        redirects=STD_STREAMS.text[e.redirects],
-        tee=STD_STREAMS.text[e.tee],
-        local_ranks_filter=tuple(e.local_ranks_filter),
-        numa_binding=NUMA_BINDING.text.get(e.numa_binding),
-        signals_to_handle=",".join(e.signals_to_handle) or DEFAULT_SIGNALS,
-        shutdown_timeout=int(e.shutdown_timeout.seconds) if has("shutdown_timeout") else None,
-        virtual_local_rank=e.virtual_local_rank,
-        local_addr=None,
-        decisions=tuple(d.made) if d is not None else (),
+        {
+            "min_nodes": e.min_replicas,
+            "max_nodes": e.max_replicas,
+            "nproc_per_node": None if nproc_policy else e.nproc_per_node,
+            "nproc_policy": nproc_policy,
+            "run_id": rid,
+            "role": e.role or DEFAULT_ROLE,
+            "rdzv_endpoint": endpoint,
+            "rdzv_backend": backend,
+            "rdzv_configs": MappingProxyType(configs),
+            "max_restarts": e.max_restarts,
+            "monitor_interval": DEFAULT_MONITOR_INTERVAL_S if monitor is None else duration_seconds(monitor),
+            "start_method": start_method or START_METHOD.text.get(e.start_method) or DEFAULT_START_METHOD,
+            "redirects": STD_STREAMS.text[e.redirects],
+            "tee": STD_STREAMS.text[e.tee],
+            "local_ranks_filter": e.local_ranks_filter,
+            "numa_binding": NUMA_BINDING.text.get(e.numa_binding),
+            "signals_to_handle": ",".join(e.signals_to_handle) if e.signals_to_handle else DEFAULT_SIGNALS,
+            "shutdown_timeout": None if shutdown is None else int(shutdown.seconds),
+            "virtual_local_rank": e.virtual_local_rank,
+            "local_addr": None,
+            "decisions": tuple(d.made) if d is not None else (),
+        }
     )

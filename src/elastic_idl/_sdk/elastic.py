@@ -53,7 +53,7 @@ from elastic_idl._task.names import (
     TASK_TYPE_VERSION,
 )
 from elastic_idl._task.validate import violations
-from elastic_idl._task.view import Replica, TaskView, rdzv_configs, view
+from elastic_idl._task.view import Replica, TaskView, elastic_values, rdzv_configs, values_of, view
 
 __all__ = [
     "FLYTEKIT_RDZV_CONFIGS",
@@ -280,7 +280,7 @@ class _ElasticBuilder:
         cfg, config, problems = self.cfg, self.config, self.problems
         split_rdzv(cfg._rdzv_items(backend, problems), config, "rdzv_configs", problems)
         # What the message holds, as numbers (typed timeouts) and text (options): what from_task gives back.
-        self.put("rdzv_configs", FrozenDict(rdzv_configs(config)))
+        self.put("rdzv_configs", FrozenDict(rdzv_configs(elastic_values(config))))
         config.rdzv_id = _str(cfg.rdzv_id, "rdzv_id", problems)
         config.rdzv_host = _str(cfg.rdzv_host, "rdzv_host", problems)
         config.rdzv_port = int32(cfg.rdzv_port, "rdzv_port", problems)
@@ -607,7 +607,7 @@ def _resource_entries(w: Replica, kind: str) -> Sequence[Any]:
 
 def _arguments_of(t: TaskView) -> dict[str, Any]:
     """The Elastic(...) arguments of an expressible task."""
-    e, w, rp = t.elastic, t.worker, t.run_policy
+    e, w, rp = values_of(t), t.worker, t.run_policy
     assert e is not None  # _expressible checked
     lo, hi = e.min_replicas, e.max_replicas
     kwargs: dict[str, Any] = {}
@@ -618,7 +618,7 @@ def _arguments_of(t: TaskView) -> dict[str, Any]:
         nnodes=hi if lo == hi and hi != 1 else f"{lo}:{hi}",
         nproc_per_node=NPROC_POLICY.text.get(e.nproc_policy) or e.nproc_per_node,
         start_method=START_METHOD.text.get(e.start_method),
-        monitor_interval=seconds_value(e.monitor_interval) if e.HasField("monitor_interval") else None,
+        monitor_interval=None if e.monitor_interval is None else seconds_value(e.monitor_interval),
         max_restarts=e.max_restarts,
         rdzv_configs=rdzv_configs(e),
         run_policy=_run_policy(rp, Problems()) if rp is not None else None,
@@ -631,10 +631,10 @@ def _arguments_of(t: TaskView) -> dict[str, Any]:
         role=e.role,
         redirects=e.redirects,
         tee=e.tee,
-        local_ranks_filter=tuple(e.local_ranks_filter),
+        local_ranks_filter=e.local_ranks_filter,
         numa_binding=NUMA_BINDING.text.get(e.numa_binding),
-        signals_to_handle=tuple(e.signals_to_handle),
-        shutdown_timeout=seconds_value(e.shutdown_timeout) if e.HasField("shutdown_timeout") else None,
+        signals_to_handle=e.signals_to_handle,
+        shutdown_timeout=None if e.shutdown_timeout is None else seconds_value(e.shutdown_timeout),
         virtual_local_rank=e.virtual_local_rank,
         **kwargs,
     )

@@ -674,7 +674,7 @@ def _decode_binary(raw: bytes, task_type_version: int) -> Task:
         raise DecodeError(
             "", f"not a valid {cls.DESCRIPTOR.name} (truncated or garbled binary: {exc})", format="binary"
         ) from None
-    if _drop_unknown_fields(msg):
+    if _had_unknown_fields(msg, raw):
         # Only now can a known field have had the wrong wire type; the task keeps its
         # unknown fields (a newer schema may send them), so parse the bytes again.
         _check_wire_types(raw, cls.DESCRIPTOR, "", task_type_version)
@@ -683,17 +683,21 @@ def _decode_binary(raw: bytes, task_type_version: int) -> Task:
     return msg
 
 
-def _drop_unknown_fields(msg: Message) -> bool:
-    """Drop the unknown fields the parse kept, at any depth; whether there were any.
+def _had_unknown_fields(msg: Message, raw: bytes) -> bool:
+    """Drop the unknown fields the parse of ``raw`` kept, at any depth; whether there were any.
 
-    A known field written with another wire type is kept as an unknown field, and every
-    unknown field is at least 2 bytes, so without them the message serializes shorter.
-    Both sizes come from one serializer over the same parsed values: equal sizes mean none.
-    In place: no copy of the message on the common path (no unknown field).
+    A known field written with another wire type is kept as an unknown field. The common case
+    costs one serialization: without its unknown fields the message serializes to exactly
+    ``raw`` only if ``raw`` held nothing else (what a protobuf serializer writes). Otherwise (a
+    non-canonical encoding, or unknown fields) the sizes decide: every unknown field is at least
+    2 bytes, so with them the same parse serializes longer. In place: no copy on the common path.
     """
-    size = msg.ByteSize()
     msg.DiscardUnknownFields()
-    return bool(msg.ByteSize() != size)
+    if msg.SerializeToString() == raw:
+        return False
+    again = type(msg)()
+    again.ParseFromString(raw)
+    return bool(again.ByteSize() != msg.ByteSize())
 
 
 #: task message full name -> its task_type_version (a textproto header names one).

@@ -71,22 +71,19 @@ _AS_IS, _TO_STR, _ENUM, _DURATION, _MESSAGE, _GENERIC = range(6)
 
 
 class _Field(NamedTuple):
-    """How one field is written in proto3 JSON, worked out once per field descriptor."""
+    """How one field is written in proto3 JSON, worked out once per field descriptor and naming."""
 
-    json_name: str
-    name: str
+    name: str  # its JSON name (camelCase) or its proto name (snake_case), as the output asks
     kind: int
     repeated: bool
     enum_names: dict[int, str]
 
 
-_FIELDS: dict[Any, _Field] = {}
+#: field descriptor -> its plan; one table for camelCase output, one for snake_case.
+_PLANS: tuple[dict[Any, _Field], dict[Any, _Field]] = ({}, {})
 
 
-def _field(fd: Any) -> _Field:
-    found = _FIELDS.get(fd)
-    if found is not None:
-        return found
+def _field(fd: Any, snake_case: bool) -> _Field:
     t, names = fd.type, {}
     if t == FieldDescriptor.TYPE_MESSAGE:
         mt = fd.message_type
@@ -99,16 +96,15 @@ def _field(fd: Any) -> _Field:
         kind = _TO_STR
     else:
         kind = _AS_IS if t in _PLAIN else _GENERIC
-    found = _FIELDS[fd] = _Field(fd.json_name, fd.name, kind, is_repeated(fd), names)
+    found = _PLANS[snake_case][fd] = _Field(fd.name if snake_case else fd.json_name, kind, is_repeated(fd), names)
     return found
 
 
-def _json_value(f: _Field, value: Any, snake_case: bool) -> Any:
-    kind = f.kind
+def _json_value(kind: int, names: dict[int, str], value: Any, snake_case: bool) -> Any:
     if kind == _AS_IS:
         return value
     if kind == _ENUM:
-        return f.enum_names.get(value, value)  # an unknown number stays a number
+        return names.get(value, value)  # an unknown number stays a number
     if kind == _MESSAGE:
         return _json_object(value, snake_case)
     if kind == _DURATION:
@@ -124,13 +120,19 @@ def _json_object(msg: Any, snake_case: bool) -> dict[str, Any]:
     Duration) makes the message go through json_format itself.
     """
     out: dict[str, Any] = {}
-    plans = _FIELDS
+    plans = _PLANS[snake_case]
     for fd, value in msg.ListFields():
-        f = plans.get(fd) or _field(fd)
-        if f.kind == _GENERIC:
+        name, kind, repeated, names = plans.get(fd) or _field(fd, snake_case)
+        if kind == _GENERIC:
             return dict(json_format.MessageToDict(msg, preserving_proto_field_name=snake_case))
-        name = f.name if snake_case else f.json_name
-        out[name] = [_json_value(f, v, snake_case) for v in value] if f.repeated else _json_value(f, value, snake_case)
+        if repeated:
+            out[name] = [_json_value(kind, names, v, snake_case) for v in value]
+        elif kind == _AS_IS:  # the common kinds inline: a call per field was a tenth of a render
+            out[name] = value
+        elif kind == _MESSAGE:
+            out[name] = _json_object(value, snake_case)
+        else:
+            out[name] = _json_value(kind, names, value, snake_case)
     return out
 
 

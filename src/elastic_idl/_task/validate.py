@@ -9,9 +9,8 @@ from google.protobuf.duration_pb2 import Duration
 
 from elastic_idl._errors import ValidationError, Violation, brief
 from elastic_idl._task.enums import K8S_RESOURCE
-from elastic_idl._task.messages import ElasticConfig, Resources
+from elastic_idl._task.messages import Resources
 from elastic_idl._task.names import (
-    DEFAULT_RDZV_BACKEND,
     DURATION_FIELDS,
     KNOWN_BACKENDS,
     MAX_DURATION_S,
@@ -24,7 +23,7 @@ from elastic_idl._task.names import (
     is_rdzv_id_text,
 )
 from elastic_idl._task.resources import quantity_problems
-from elastic_idl._task.view import Replica, TaskView, message_of, of
+from elastic_idl._task.view import ElasticValues, Replica, TaskView, message_of, of, values_of
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 from elastic_idl.plugins.v1 import elastic_pb2
 
@@ -88,6 +87,7 @@ _ENUM_VALUES: dict[str, frozenset[int]] = {
     )
 }
 _RESOURCE_NAMES = frozenset(Resources.ResourceName.values())
+_K8S_TEXT = dict(K8S_RESOURCE.text)  # a dict reads faster than the table's read-only proxy
 
 
 # The rules append to one list (no generator per rule: the rules run on every task of every path).
@@ -98,8 +98,15 @@ _NUMA_BINDINGS = _ENUM_VALUES[elastic_pb2.NumaBinding.DESCRIPTOR.name]
 _RESTART_POLICIES = _ENUM_VALUES[common_pb2.RestartPolicy.DESCRIPTOR.name]
 _CLEAN_POD_POLICIES = _ENUM_VALUES[common_pb2.CleanPodPolicy.DESCRIPTOR.name]
 _P = "elastic_config"
-#: Duration field -> (its path, whether it must be whole seconds), in field order.
-_DURATIONS = tuple((name, f"{_P}.{name}", name in WHOLE_SECONDS) for name in DURATION_FIELDS)
+#: Where ElasticValues holds the Durations, and what it holds there when none is set.
+_DURATION_SLICE = slice(
+    ElasticValues._fields.index(DURATION_FIELDS[0]), ElasticValues._fields.index(DURATION_FIELDS[-1]) + 1
+)
+_NO_DURATIONS = (None,) * len(DURATION_FIELDS)
+#: Duration field -> (its position in ElasticValues, its path, whether it must be whole seconds), in field order.
+_DURATIONS = tuple(
+    (ElasticValues._fields.index(name), f"{_P}.{name}", name in WHOLE_SECONDS) for name in DURATION_FIELDS
+)
 _SPACE = re.compile(r"\s")
 _BAD_HOST = re.compile(r"[\s,/]")
 _SIGNALS = frozenset(SIGNAL_NAMES)
@@ -135,7 +142,7 @@ def _duration(out: list[Violation], field: str, d: Duration, whole: bool) -> Non
         )
 
 
-def _counts(out: list[Violation], e: ElasticConfig) -> None:
+def _counts(out: list[Violation], e: ElasticValues) -> None:
     """Replica range, processes per node, restarts."""
     lo, hi = e.min_replicas, e.max_replicas
     if lo < 1:
@@ -166,8 +173,8 @@ def _counts(out: list[Violation], e: ElasticConfig) -> None:
         out.append(_v(f"{_P}.max_restarts", "elastic.max_restarts.min", f"must be >= 0, got {e.max_restarts}"))
 
 
-def _backend(out: list[Violation], e: ElasticConfig) -> None:
-    backend = e.rdzv_backend or DEFAULT_RDZV_BACKEND
+def _backend(out: list[Violation], e: ElasticValues) -> None:
+    backend = e.effective_backend()
     if backend not in KNOWN_BACKENDS:
         out.append(
             _v(
@@ -186,15 +193,13 @@ def _backend(out: list[Violation], e: ElasticConfig) -> None:
         )
 
 
-def _durations(out: list[Violation], e: ElasticConfig) -> None:
-    has = e.HasField
-    mi = None
-    for name, field, whole in _DURATIONS:
-        if has(name):  # type: ignore[arg-type]
-            d = getattr(e, name)
+def _durations(out: list[Violation], e: ElasticValues) -> None:
+    row: Any = e  # indexed by position: the type checker sees the union of every field's type
+    for at, field, whole in _DURATIONS:
+        d = row[at]
+        if d is not None:
             _duration(out, field, d, whole)
-            if name == "monitor_interval":
-                mi = d
+    mi = e.monitor_interval
     if (
         mi is not None
         and mi.seconds >= MAX_MONITOR_INTERVAL_S
@@ -205,7 +210,7 @@ def _durations(out: list[Violation], e: ElasticConfig) -> None:
         )
 
 
-def _process_enums(out: list[Violation], e: ElasticConfig) -> None:
+def _process_enums(out: list[Violation], e: ElasticValues) -> None:
     if e.start_method not in _START_METHODS:
         _enum(out, f"{_P}.start_method", e.start_method, elastic_pb2.StartMethod)
     if e.redirects not in _STD_STREAMS:
@@ -216,11 +221,10 @@ def _process_enums(out: list[Violation], e: ElasticConfig) -> None:
         _enum(out, f"{_P}.numa_binding", e.numa_binding, elastic_pb2.NumaBinding)
 
 
-def _rdzv_options(out: list[Violation], e: ElasticConfig) -> None:
+def _rdzv_options(out: list[Violation], e: ElasticValues) -> None:
     seen: set[str] = set()
-    for i, opt in enumerate(e.rdzv_options):
+    for i, (key, value) in enumerate(e.rdzv_options):
         f = f"{_P}.rdzv_options[{i}]"
-        key, value = opt.key, opt.value
         if not key or "," in key or "=" in key:
             out.append(_v(f"{f}.key", "elastic.rdzv_options.key", f"bad key {brief(key)}: non-empty, no ',' or '='"))
         elif key in _TIMEOUT_KEYS:
@@ -238,7 +242,7 @@ def _rdzv_options(out: list[Violation], e: ElasticConfig) -> None:
             out.append(_v(f"{f}.value", "elastic.rdzv_options.value", f"value {brief(value)} contains ','"))
 
 
-def _rendezvous_names(out: list[Violation], e: ElasticConfig) -> None:
+def _rendezvous_names(out: list[Violation], e: ElasticValues) -> None:
     rid = e.rdzv_id
     if rid and (len(rid) > MAX_RDZV_NAME_LEN or not is_rdzv_id_text(rid)):
         out.append(
@@ -255,9 +259,9 @@ def _rendezvous_names(out: list[Violation], e: ElasticConfig) -> None:
         out.append(_v(f"{_P}.rdzv_port", "elastic.rdzv_port.range", f"must be in 0..65535, got {e.rdzv_port}"))
 
 
-def _ranks_and_signals(out: list[Violation], e: ElasticConfig) -> None:
-    if e.local_ranks_filter:
-        ranks = list(e.local_ranks_filter)
+def _ranks_and_signals(out: list[Violation], e: ElasticValues) -> None:
+    ranks = e.local_ranks_filter
+    if ranks:
         nproc = e.nproc_per_node
         bad = [r for r in ranks if r < 0 or (nproc > 0 and r >= nproc)]
         if bad or len(set(ranks)) != len(ranks):
@@ -265,43 +269,51 @@ def _ranks_and_signals(out: list[Violation], e: ElasticConfig) -> None:
                 _v(
                     f"{_P}.local_ranks_filter",
                     "elastic.local_ranks_filter.range",
-                    f"{brief(ranks)}: entries must be unique, >= 0 and < nproc_per_node",
+                    f"{brief(list(ranks))}: entries must be unique, >= 0 and < nproc_per_node",
                 )
             )
-    if e.signals_to_handle:
-        names = list(e.signals_to_handle)
+    names = e.signals_to_handle
+    if names:
         unknown = [n for n in names if n not in _SIGNALS]
         if unknown or len(set(names)) != len(names):
             out.append(
                 _v(
                     f"{_P}.signals_to_handle",
                     "elastic.signals.known",
-                    f"{brief(names)}: names must be unique signal names such as SIGTERM (unknown: {brief(unknown)})",
+                    f"{brief(list(names))}: names must be unique signal names such as SIGTERM (unknown: {brief(unknown)})",
                 )
             )
 
 
-def _elastic(out: list[Violation], e: ElasticConfig) -> None:
-    """The elastic config's rules, in named steps (the order of the violations is stable)."""
+def _elastic(out: list[Violation], e: ElasticValues) -> None:
+    """The elastic config's rules, in named steps (the order of the violations is stable).
+
+    A step about fields a config rarely sets runs only when it sets one of them.
+    """
+    row: Any = e
     _counts(out, e)
     _backend(out, e)
-    _durations(out, e)
+    if row[_DURATION_SLICE] != _NO_DURATIONS:
+        _durations(out, e)
     _process_enums(out, e)
-    _rdzv_options(out, e)
+    if e.rdzv_options:
+        _rdzv_options(out, e)
     _rendezvous_names(out, e)
-    _ranks_and_signals(out, e)
+    if e.local_ranks_filter or e.signals_to_handle:
+        _ranks_and_signals(out, e)
 
 
 def _resources(out: list[Violation], path: str, res: Resources) -> None:
     pairs: dict[str, list[tuple[str, str]]] = {}
+    text = _K8S_TEXT
     for kind in ("requests", "limits"):
-        entries = getattr(res, kind)
-        pairs[kind] = [(K8S_RESOURCE.text.get(e.name, ""), e.value) for e in entries]
-        for i, entry in enumerate(entries):
-            if entry.name == 0 or entry.name not in _RESOURCE_NAMES:
-                out.append(_v(f"{path}.{kind}[{i}].name", "resources.entry", f"unknown resource name {entry.name}"))
-            if not entry.value:
+        entries = [(e.name, e.value) for e in getattr(res, kind)]  # each entry read once
+        for i, (name, value) in enumerate(entries):
+            if name == 0 or name not in _RESOURCE_NAMES:
+                out.append(_v(f"{path}.{kind}[{i}].name", "resources.entry", f"unknown resource name {name}"))
+            if not value:
                 out.append(_v(f"{path}.{kind}[{i}].value", "resources.entry", "empty quantity"))
+        pairs[kind] = [(text.get(name, ""), value) for name, value in entries]
     # As the API server checks them once the backend has rendered the pod (GPU -> nvidia.com/gpu).
     for p in quantity_problems(pairs["requests"], pairs["limits"]):
         out.append(_v(f"{path}.{p.kind}[{p.entry}].value", "resources.quantity", p.message))
@@ -394,8 +406,9 @@ def check(t: TaskView) -> list[Violation]:
                 "a task needs an elastic_config or worker replicas",
             )
         )
-    if t.elastic is not None:
-        _elastic(out, t.elastic)
+    values = values_of(t)
+    if values is not None:
+        _elastic(out, values)
     _replica(out, t.worker, t, is_master=False)
     if t.master is not None:
         _replica(out, t.master, t, is_master=True)
@@ -423,6 +436,6 @@ def validate(task: Any, *, task_type_version: int = 1) -> None:
 
     ``task`` and ``task_type_version``: as for :func:`violations` (rules run once per TaskView).
     """
-    found = violations(task, task_type_version=task_type_version)
+    found = of(task, task_type_version=task_type_version).rule_violations(check)
     if found:
-        raise ValidationError(found)
+        raise ValidationError(list(found))

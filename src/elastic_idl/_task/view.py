@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
 
+from google.protobuf.duration_pb2 import Duration
+
 from elastic_idl._errors import Violation
-from elastic_idl._task.codec import Format, decode
+from elastic_idl._task.codec import Format, decode, is_repeated
 from elastic_idl._task.messages import (
     ElasticConfig,
     KubeflowTask,
@@ -23,16 +25,19 @@ from elastic_idl._task.messages import (
     Task,
     as_task,
 )
-from elastic_idl._task.names import DEFAULT_RDZV_BACKEND, RDZV_TIMEOUTS
+from elastic_idl._task.names import DEFAULT_RDZV_BACKEND, DURATION_FIELDS, RDZV_TIMEOUTS
 
 __all__ = [
+    "ElasticValues",
     "Replica",
     "TaskView",
     "duration_seconds",
+    "elastic_values",
     "message_of",
     "of",
     "rdzv_configs",
     "seconds_number",
+    "values_of",
     "view",
 ]
 
@@ -62,6 +67,86 @@ class Replica(NamedTuple):
     present: bool
 
 
+class ElasticValues(NamedTuple):
+    """Every field of an ElasticConfig as a plain Python value, read from the message once.
+
+    Numbers, enums (as numbers) and text as in the message (unset: the proto default), each
+    Duration as its message (None when unset), repeated fields as tuples (``rdzv_options`` as
+    (key, value) pairs). The rules, the launch spec and the renderer read these instead of the
+    message, so a task's fields are read once however many readers look.
+    """
+
+    # Singular scalars and enums.
+    rdzv_backend: str
+    min_replicas: int
+    max_replicas: int
+    nproc_per_node: int
+    max_restarts: int
+    nproc_policy: int
+    start_method: int
+    rdzv_id: str
+    rdzv_host: str
+    rdzv_port: int
+    role: str
+    redirects: int
+    tee: int
+    numa_binding: int
+    virtual_local_rank: bool
+    # The Durations, in DURATION_FIELDS order.
+    monitor_interval: Duration | None
+    join_timeout: Duration | None
+    last_call_timeout: Duration | None
+    close_timeout: Duration | None
+    read_timeout: Duration | None
+    shutdown_timeout: Duration | None
+    # The repeated fields.
+    rdzv_options: tuple[tuple[str, str], ...]
+    local_ranks_filter: tuple[int, ...]
+    signals_to_handle: tuple[str, ...]
+
+    def effective_backend(self) -> str:
+        """The rendezvous backend, with "" read as :data:`DEFAULT_RDZV_BACKEND`."""
+        return self.rdzv_backend or DEFAULT_RDZV_BACKEND
+
+
+_FIELDS = ElasticValues._fields
+_DURATIONS_AT = _FIELDS.index(DURATION_FIELDS[0])
+_OPTIONS_AT, _RANKS_AT, _SIGNALS_AT = (_FIELDS.index(f.name) for f in ElasticConfig.DESCRIPTOR.fields if is_repeated(f))
+#: field descriptor -> its position in ElasticValues (ListFields gives the descriptors).
+_POSITION = {f: _FIELDS.index(f.name) for f in ElasticConfig.DESCRIPTOR.fields}
+#: What ElasticValues holds for each field the message leaves unset: the proto default, None for a Duration, ().
+_UNSET = [
+    () if is_repeated(f) else None if f.message_type is not None else f.default_value
+    for f in sorted(ElasticConfig.DESCRIPTOR.fields, key=lambda f: _POSITION[f])
+]
+
+
+def _assert_layout() -> None:
+    """ElasticValues holds every field of ElasticConfig once; the Durations in DURATION_FIELDS order, then the repeated."""
+    assert sorted(_FIELDS) == sorted(f.name for f in ElasticConfig.DESCRIPTOR.fields), "a field is missing"
+    assert _FIELDS[_DURATIONS_AT : _DURATIONS_AT + len(DURATION_FIELDS)] == DURATION_FIELDS
+    assert (_OPTIONS_AT, _RANKS_AT, _SIGNALS_AT) == (len(_FIELDS) - 3, len(_FIELDS) - 2, len(_FIELDS) - 1)
+
+
+_assert_layout()
+
+
+def elastic_values(e: ElasticConfig) -> ElasticValues:
+    """The fields of ``e`` as :class:`ElasticValues`: the fields it sets (one ListFields), the defaults for the rest."""
+    row: list[Any] = _UNSET.copy()
+    position = _POSITION
+    for f, value in e.ListFields():
+        row[position[f]] = value
+    options, ranks, signals = row[_OPTIONS_AT], row[_RANKS_AT], row[_SIGNALS_AT]
+    if options:
+        row[_OPTIONS_AT] = tuple([(o.key, o.value) for o in options])
+    if ranks:
+        row[_RANKS_AT] = tuple(ranks)
+    if signals:
+        row[_SIGNALS_AT] = tuple(signals)
+    return _new_tuple(ElasticValues, row)
+
+
 class TaskView:
     """A task of either shape as one immutable value: elastic config, replicas and run policy.
 
@@ -78,9 +163,10 @@ class TaskView:
         run_policy: The run policy (kubeflow shape only), or None.
     """
 
-    __slots__ = ("_message", "_violations", "elastic", "master", "run_policy", "task_type_version", "worker")
+    __slots__ = ("_message", "_values", "_violations", "elastic", "master", "run_policy", "task_type_version", "worker")
 
     _message: Task
+    _values: ElasticValues | None
     _violations: tuple[Violation, ...] | None
     task_type_version: int
     elastic: ElasticConfig | None
@@ -92,6 +178,7 @@ class TaskView:
         """Use :func:`of`; this takes ownership of ``message`` (a ``_pb2`` task nobody else holds)."""
         _set_message(self, message)
         _set_violations(self, None)
+        _set_values(self, None)
         has: Any = message.HasField
         _set_elastic(self, message.elastic_config if has("elastic_config") else None)
         if type(message) is not KubeflowTask and isinstance(message, LegacyTask):  # `is` first: cheap
@@ -144,9 +231,8 @@ class TaskView:
 
     def effective_backend(self) -> str:
         """The rendezvous backend, with "" read as :data:`DEFAULT_RDZV_BACKEND`."""
-        if self.elastic is None or not self.elastic.rdzv_backend:
-            return DEFAULT_RDZV_BACKEND
-        return str(self.elastic.rdzv_backend)
+        values = values_of(self)
+        return DEFAULT_RDZV_BACKEND if values is None else values.effective_backend()
 
     def worker_count(self) -> int:
         """Worker pods: max_replicas for an elastic task, else the replica count."""
@@ -164,9 +250,18 @@ class TaskView:
 
 
 # The slots' own setters: how TaskView fills itself despite its __setattr__ (cheaper than object.__setattr__).
-_set_message, _set_violations, _set_elastic, _set_version, _set_worker, _set_master, _set_run_policy = (
+(
+    _set_message,
+    _set_violations,
+    _set_values,
+    _set_elastic,
+    _set_version,
+    _set_worker,
+    _set_master,
+    _set_run_policy,
+) = (
     getattr(TaskView, name).__set__
-    for name in ("_message", "_violations", "elastic", "task_type_version", "worker", "master", "run_policy")
+    for name in ("_message", "_violations", "_values", "elastic", "task_type_version", "worker", "master", "run_policy")
 )
 
 
@@ -181,6 +276,15 @@ def _from_wire(raw: bytes, task_type_version: int) -> TaskView:
 def message_of(t: TaskView) -> Task:
     """The view's own task message, for the library's readers: read it, never change it."""
     return t._message
+
+
+def values_of(t: TaskView) -> ElasticValues | None:
+    """The view's elastic config as :class:`ElasticValues` (None without one), read once per value and kept."""
+    found = t._values
+    if found is None and t.elastic is not None:
+        found = elastic_values(t.elastic)
+        _set_values(t, found)
+    return found
 
 
 def _copy(message: Task) -> Task:
@@ -275,13 +379,19 @@ def seconds_number(x: float) -> int | float:
     return int(x) if float(x).is_integer() else x
 
 
-def rdzv_configs(e: ElasticConfig) -> dict[str, Any]:
-    """The rendezvous options a message states: typed timeouts (seconds), then the extras in order."""
+#: The typed rendezvous timeouts as (name, position in ElasticValues), in RDZV_TIMEOUTS order.
+_TIMEOUT_AT = tuple((name, _FIELDS.index(name)) for name in RDZV_TIMEOUTS)
+
+
+def rdzv_configs(v: ElasticValues) -> dict[str, Any]:
+    """The rendezvous options a config states: typed timeouts (seconds), then the extras in order."""
     out: dict[str, Any] = {}
-    has = e.HasField
-    for name in RDZV_TIMEOUTS:
-        if has(name):  # type: ignore[arg-type]
-            out[name] = seconds_number(duration_seconds(getattr(e, name)))
-    for opt in e.rdzv_options:
-        out[opt.key] = opt.value
+    row: Any = v  # indexed by position: the type checker sees the union of every field's type
+    for name, at in _TIMEOUT_AT:
+        d = row[at]
+        if d is not None:
+            seconds, nanos = d.seconds, d.nanos
+            out[name] = seconds if not nanos else seconds_number(float(seconds) + float(nanos) / 1e9)
+    if v.rdzv_options:
+        out.update(v.rdzv_options)
     return out
