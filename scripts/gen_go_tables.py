@@ -232,7 +232,7 @@ def _typed_timeout_order() -> list[str]:
     e = ElasticConfig()
     for name in names.RDZV_TIMEOUTS:
         getattr(e, name).seconds = 1
-    return list(view.rdzv_configs(e))
+    return list(view.rdzv_configs(view.elastic_values(e)))
 
 
 def conformance_parts() -> list[str]:

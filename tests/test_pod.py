@@ -92,7 +92,7 @@ def test_task_from_the_rendered_container_env(fake: FakeLauncher, tmp_path: Path
     env = operator_env(index=1)
     assert run(["--", "train.py", "--epochs", "3"], env, tmp_path) == pod.EXIT_OK
     (call,) = fake.calls
-    assert call["task"] == task()
+    assert call["task"] == ei.view(task())  # the launcher gets the one view the pod made
     assert (call["entrypoint"], call["args"]) == ("train.py", ("--epochs", "3"))
     assert call["env"] == env  # the operator's PET_* reach the launch spec, which applies the precedence
     assert call["module"] is False
@@ -105,7 +105,7 @@ def test_legacy_task_from_env_keeps_its_shape(fake: FakeLauncher, tmp_path: Path
     env = operator_env(legacy, version=0)
     assert env["ELASTIC_IDL_TASK_TYPE_VERSION"] == "0"
     assert run(["--", "t.py"], env, tmp_path) == 0
-    assert fake.calls[0]["task"] == legacy
+    assert fake.calls[0]["task"] == ei.view(legacy)
 
 
 @pytest.mark.parametrize("fmt", ei.FORMATS)
@@ -116,21 +116,21 @@ def test_task_file_in_every_format(fake: FakeLauncher, tmp_path: Path, fmt: str)
     # A task file beats the env's task.
     env = {"ELASTIC_IDL_TASK": json.dumps({"workers": 1}), "ELASTIC_IDL_TASK_TYPE_VERSION": "1"}
     assert run(["--task-file", str(path), "--", "t.py"], env, tmp_path) == 0
-    assert fake.calls[0]["task"] == task()
+    assert fake.calls[0]["task"] == ei.view(task())
 
 
 def test_task_template_json_and_yaml(fake: FakeLauncher, tmp_path: Path) -> None:
     tpl = tmp_path / "template.json"
     tpl.write_text(json.dumps({"type": "pytorch", "custom": CUSTOM, "taskTypeVersion": 1}))
     assert run(["--task-template", str(tpl), "--", "t.py"], {}, tmp_path) == 0
-    assert fake.calls[-1]["task"] == task()
+    assert fake.calls[-1]["task"] == ei.view(task())
     # proto3 JSON leaves out taskTypeVersion 0: absent means the legacy shape.
     tpl = tmp_path / "template.yaml"
     tpl.write_text(
         "type: pytorch\ncustom:\n  workers: 2\n  elasticConfig: {minReplicas: 1, maxReplicas: 2, nprocPerNode: 1}\n"
     )
     assert run(["--task-template", str(tpl), "--", "t.py"], {}, tmp_path) == 0
-    assert isinstance(fake.calls[-1]["task"], LegacyTask)
+    assert fake.calls[-1]["task"].task_type_version == 0
 
 
 def test_task_template_version_mismatch_is_invalid(fake: FakeLauncher, tmp_path: Path, capsys: Any) -> None:
