@@ -31,14 +31,16 @@ from elastic_idl._launch.spec import to_launch_spec
 from elastic_idl._task.codec import FORMATS, MAX_TASK_BYTES, decode, format_of_path, read_task_bytes
 from elastic_idl._task.encoding import encode, to_custom
 from elastic_idl._task.messages import Task
-from elastic_idl.exit_codes import EXIT_CODES_TEXT, ExitCode, exit_code_of
-
-EXIT_OK = ExitCode.OK
-EXIT_INVALID = ExitCode.INVALID
-EXIT_USAGE = ExitCode.USAGE
-EXIT_JOB_FAILED = ExitCode.JOB_FAILED
-EXIT_RENDEZVOUS = ExitCode.RENDEZVOUS
-EXIT_INTERRUPTED = ExitCode.SIGINT
+from elastic_idl.exit_codes import (
+    EXIT_CODES_TEXT,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_USAGE,
+    exit_code_of,
+)
+from elastic_idl.exit_codes import EXIT_INTERRUPTED as EXIT_INTERRUPTED  # the CLI's names for the table (re-exported)
+from elastic_idl.exit_codes import EXIT_JOB_FAILED as EXIT_JOB_FAILED
+from elastic_idl.exit_codes import EXIT_RENDEZVOUS as EXIT_RENDEZVOUS
 
 #: Subcommands that take their own flags (torchrun's, the pod's): the rest of the line is theirs.
 _PASS_THROUGH = ("pod", "torchrun")

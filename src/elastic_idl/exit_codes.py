@@ -33,7 +33,20 @@ from elastic_idl._errors import (
     RendezvousStoreLostError,
 )
 
-__all__ = ["EXIT_CODES_TEXT", "SIGNAL_BASE", "ExitCode", "exit_code_of", "signal_exit_code"]
+__all__ = [
+    "EXIT_CODES_TEXT",
+    "EXIT_INTERRUPTED",
+    "EXIT_INVALID",
+    "EXIT_JOB_FAILED",
+    "EXIT_OK",
+    "EXIT_RENDEZVOUS",
+    "EXIT_STORE_LOST",
+    "EXIT_USAGE",
+    "SIGNAL_BASE",
+    "ExitCode",
+    "exit_code_of",
+    "signal_exit_code",
+]
 
 #: A process stopped by signal N exits with SIGNAL_BASE + N.
 SIGNAL_BASE = 128
@@ -54,6 +67,15 @@ class ExitCode(enum.IntEnum):
     #: The rendezvous store's host is gone: retry the pod (not a signal: above 128 + 64).
     STORE_LOST = 200
 
+
+#: The members under the short names the CLI and the pod entrypoint use (and export).
+EXIT_OK = ExitCode.OK
+EXIT_INVALID = ExitCode.INVALID
+EXIT_USAGE = ExitCode.USAGE
+EXIT_JOB_FAILED = ExitCode.JOB_FAILED
+EXIT_RENDEZVOUS = ExitCode.RENDEZVOUS
+EXIT_INTERRUPTED = ExitCode.SIGINT
+EXIT_STORE_LOST = ExitCode.STORE_LOST
 
 #: The table in one line, for --help epilogs.
 EXIT_CODES_TEXT = (

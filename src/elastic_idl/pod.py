@@ -71,7 +71,18 @@ from elastic_idl._task.codec import decode, format_of_path, from_custom, load_do
 from elastic_idl._task.messages import Task, task_class
 from elastic_idl._task.names import DEFAULT_RUN_ID, TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._task.view import TaskView, view
-from elastic_idl.exit_codes import EXIT_CODES_TEXT, ExitCode, exit_code_of
+from elastic_idl.exit_codes import (
+    EXIT_CODES_TEXT,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_JOB_FAILED,
+    EXIT_OK,
+    EXIT_RENDEZVOUS,
+    EXIT_STORE_LOST,
+    EXIT_USAGE,
+    ExitCode,
+    exit_code_of,
+)
 
 __all__ = [
     "DEFAULT_FAILURE_PATH",
@@ -90,14 +101,6 @@ __all__ = [
     "main",
     "pod_main",
 ]
-
-EXIT_OK = ExitCode.OK
-EXIT_INVALID = ExitCode.INVALID
-EXIT_USAGE = ExitCode.USAGE
-EXIT_JOB_FAILED = ExitCode.JOB_FAILED
-EXIT_RENDEZVOUS = ExitCode.RENDEZVOUS
-EXIT_INTERRUPTED = ExitCode.SIGINT
-EXIT_STORE_LOST = ExitCode.STORE_LOST
 
 #: Env var: where the rank-0 pod writes the result (``--output`` wins).
 OUTPUT_ENV = "ELASTIC_IDL_OUTPUT"
