@@ -240,6 +240,8 @@ def test_rdzv_configs_is_copied_and_read_only() -> None:
         ({"nproc_per_node": "xpu"}, "nproc_per_node"),
         ({"nproc_per_node": 2.0}, "nproc_per_node"),
         ({"start_method": "thread"}, "start_method"),
+        ({"start_method": ["spawn"]}, "start_method"),  # unhashable: a violation, not TypeError
+        ({"numa_binding": {}}, "numa_binding"),
         ({"monitor_interval": "soon"}, "monitor_interval"),
         ({"monitor_interval": float("nan")}, "monitor_interval"),
         ({"monitor_interval": True}, "monitor_interval"),

@@ -40,6 +40,7 @@ from elastic_idl._task.enums import (
     START_METHOD,
     STD_STREAMS,
     CleanPodPolicy,
+    EnumText,
     RestartPolicy,
 )
 from elastic_idl._task.messages import ElasticConfig, KubeflowTask
@@ -203,6 +204,14 @@ def _ints(value: object, argument: str, problems: Problems) -> tuple[int, ...]:
     return tuple(int32(i, argument, problems) for i in items)
 
 
+def _enum_number(table: EnumText, value: object, argument: str, problems: Problems) -> int:
+    """The enum number of ``value``, one of the table's texts; else a problem naming the argument (and 0)."""
+    if isinstance(value, str) and value in table.number:
+        return table.number[value]
+    problems.add(argument, f"expected one of {', '.join(table.names)}, got {value!r}")
+    return 0
+
+
 def _str(value: object, argument: str, problems: Problems) -> str:
     if isinstance(value, str):
         return value
@@ -260,12 +269,7 @@ class _ElasticBuilder:
         config.rdzv_backend = backend
         self.put("rdzv_backend", backend)
         if cfg.start_method is not None:
-            if cfg.start_method in START_METHOD.number:
-                config.start_method = cast(Any, START_METHOD.number[cfg.start_method])
-            else:
-                problems.add(
-                    "start_method", f"expected one of {', '.join(START_METHOD.names)}, got {cfg.start_method!r}"
-                )
+            config.start_method = cast(Any, _enum_number(START_METHOD, cfg.start_method, "start_method", problems))
         for name in ("monitor_interval", "shutdown_timeout"):
             value = getattr(cfg, name)
             if value is not None:
@@ -302,12 +306,7 @@ class _ElasticBuilder:
         self.put("local_ranks_filter", ranks)
         config.local_ranks_filter.extend(ranks)
         if cfg.numa_binding is not None:
-            if cfg.numa_binding in NUMA_BINDING.number:
-                config.numa_binding = cast(Any, NUMA_BINDING.number[cfg.numa_binding])
-            else:
-                problems.add(
-                    "numa_binding", f"expected one of {', '.join(NUMA_BINDING.names)}, got {cfg.numa_binding!r}"
-                )
+            config.numa_binding = cast(Any, _enum_number(NUMA_BINDING, cfg.numa_binding, "numa_binding", problems))
         signals = _strings(cfg.signals_to_handle, "signals_to_handle", problems)
         self.put("signals_to_handle", signals)
         config.signals_to_handle.extend(signals)
