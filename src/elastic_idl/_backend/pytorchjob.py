@@ -453,7 +453,8 @@ def _container(t: TaskView, custom: dict[str, Any], options: JobOptions) -> _Con
         {K.NAME: TASK_TYPE_VERSION_ENV, K.VALUE: str(t.task_type_version)},
         *_user_env(options.env),
     ]
-    port = int(t.elastic.rdzv_port) if t.elastic is not None and t.elastic.rdzv_port else DEFAULT_PORT
+    values = values_of(t)
+    port = int(values.rdzv_port) if values is not None and values.rdzv_port else DEFAULT_PORT
     return _Container(options.image, command, args, env, port, resources, labels, annotations)
 
 
