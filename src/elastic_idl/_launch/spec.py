@@ -240,9 +240,6 @@ def _checked(
     """The task's elastic config, once the task's rules and the launch-time values pass; else ValidationError."""
     rules = t.rule_violations(check)  # what violations(t) returns, without its conversion step
     values = values_of(t)
-    launch_time = env or run_id is not None or rdzv_endpoint is not None or start_method is not None
-    if values is not None and not rules and not launch_time:
-        return values  # the common case: nothing more to check
     found = list(rules)
     if values is None:
         found.append(_ELASTIC_REQUIRED)
