@@ -390,8 +390,7 @@ def rdzv_configs(v: ElasticValues) -> dict[str, Any]:
     for name, at in _TIMEOUT_AT:
         d = row[at]
         if d is not None:
-            seconds, nanos = d.seconds, d.nanos
-            out[name] = seconds if not nanos else seconds_number(float(seconds) + float(nanos) / 1e9)
+            out[name] = d.seconds if not d.nanos else seconds_number(duration_seconds(d))
     if v.rdzv_options:
         out.update(v.rdzv_options)
     return out
