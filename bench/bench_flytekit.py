@@ -53,9 +53,12 @@ def allreduce(x: int) -> int:
 #: allreduce(3) on 2 workers
 EXPECTED = 62
 
-OURS = f"""
+
+def _workflow(elastic_from: str, prelude: str = "") -> str:
+    """A one-task flytekit workflow over ``allreduce`` with the ``Elastic`` of ``elastic_from``."""
+    return f"""{prelude}
 from flytekit import task, workflow
-from elastic_idl import Elastic
+from {elastic_from} import Elastic
 {FUNCTION}
 step = task(task_config=Elastic(nproc_per_node=2))(allreduce)
 
@@ -66,6 +69,9 @@ def wf(x: int) -> int:
 if __name__ == "__main__":
     assert wf(x=3) == {EXPECTED}
 """
+
+
+OURS = _workflow("elastic_idl")
 
 PLAIN = f"""
 import elastic_idl as ei
@@ -74,21 +80,7 @@ if __name__ == "__main__":
     assert ei.launch(ei.Elastic(nproc_per_node=2).to_task(), allreduce, 3) == {EXPECTED}
 """
 
-KFP = f"""
-import warnings
-warnings.simplefilter("ignore")
-from flytekit import task, workflow
-from flytekitplugins.kfpytorch import Elastic
-{FUNCTION}
-step = task(task_config=Elastic(nproc_per_node=2))(allreduce)
-
-@workflow
-def wf(x: int) -> int:
-    return step(x=x)
-
-if __name__ == "__main__":
-    assert wf(x=3) == {EXPECTED}
-"""
+KFP = _workflow("flytekitplugins.kfpytorch", prelude='\nimport warnings\nwarnings.simplefilter("ignore")')
 
 #: The entry point's cost inside `import flytekit`: undo it, then import it again with flytekit loaded.
 ENTRY_COST = """
