@@ -32,7 +32,7 @@ from elastic_idl import _conformance as conf
 from elastic_idl._backend.pytorchjob import render_pytorchjob
 
 ROOT = Path(__file__).resolve().parent.parent
-GO_ENV = {"GOPROXY": "off", "GOFLAGS": "-mod=mod"}
+GO_ENV: dict[str, str] = {}
 
 
 def entries() -> list[dict[str, Any]]:

@@ -1,19 +1,35 @@
 #!/usr/bin/env bash
-# The toolchain of the Go checks: go, protoc-gen-go and the source of
-# google.golang.org/protobuf, as Debian packages (no Go module proxy is needed).
+# The Go toolchain of the Go checks: the `go` command (Go >= 1.22, the `go` line of
+# go/go.mod) and the developer tools pinned in go/tools/go.mod (protoc-gen-go,
+# staticcheck), built by `go` from the module proxy into its build cache, keyed by
+# version, so a second run builds nothing. Nothing is installed system-wide.
 #
-# Usage: scripts/go_toolchain.sh present   exit 0 when all are there, else 1 (silent)
-#        scripts/go_toolchain.sh ensure    install what is missing, when possible:
-#   exit 0  ready (after installing with apt-get when run as root);
-#   exit 3  missing and cannot install (not root, or no apt-get): one line says the
-#           Go checks did not run;
-#   exit 1  missing under CI=true (the Go checks must run there), or apt-get failed.
+# Usage: scripts/go_toolchain.sh present       exit 0 when a usable `go` is there, else 1 (silent)
+#        scripts/go_toolchain.sh ensure        exit 0 ready; 3 missing (one line says the Go
+#                                              checks did not run); 1 missing under CI=true
+#        scripts/go_toolchain.sh path TOOL     print the path of the pinned TOOL's binary
+#        scripts/go_toolchain.sh run TOOL ARG  run the pinned TOOL in the current directory
 set -euo pipefail
-PACKAGES=(golang-go golang-google-protobuf-dev protoc-gen-go)
-PROTOBUF_SRC=/usr/share/gocode/src/google.golang.org/protobuf
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+TOOLS_MOD="$repo/go/tools"
+MIN_MINOR=22
+
+# The official toolchain's default home (ELASTIC_IDL_GO_HOME), for a PATH that lacks it.
+go_home="${ELASTIC_IDL_GO_HOME:-/usr/local/go}"
+if ! command -v go >/dev/null && [[ -x "$go_home/bin/go" ]]; then
+  export PATH="$go_home/bin:$PATH"
+fi
 
 present() {
-  command -v go >/dev/null && command -v protoc-gen-go >/dev/null && [[ -f "$PROTOBUF_SRC/go.mod" ]]
+  command -v go >/dev/null || return 1
+  local v
+  v=$(go env GOVERSION 2>/dev/null) || return 1 # e.g. go1.26.8
+  [[ $v =~ ^go1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= MIN_MINOR))
+}
+
+tool_path() {
+  # `go tool -n` builds the tool (once per version, in go's build cache) and prints its path.
+  (cd "$TOOLS_MOD" && GOWORK=off GOFLAGS= go tool -n "$1")
 }
 
 case "${1:-}" in
@@ -22,24 +38,25 @@ case "${1:-}" in
     ;;
   ensure)
     present && exit 0
-    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
-      echo "== installing the Go toolchain with apt-get: ${PACKAGES[*]}"
-      export DEBIAN_FRONTEND=noninteractive
-      apt-get update -qq >/dev/null
-      apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
-      present && exit 0
-      echo "go_toolchain: apt-get installed ${PACKAGES[*]}, but go, protoc-gen-go or $PROTOBUF_SRC is still missing" >&2
-      exit 1
-    fi
     if [[ "${CI:-}" == true ]]; then
-      echo "go_toolchain: the Go toolchain is missing (${PACKAGES[*]}) and cannot be installed here (needs root and apt-get); CI=true requires the Go checks" >&2
+      echo "go_toolchain: Go 1.$MIN_MINOR or newer is missing (no 'go' on PATH or in /usr/local/go/bin); CI=true requires the Go checks" >&2
       exit 1
     fi
-    echo "== the Go checks did not run: go, protoc-gen-go or $PROTOBUF_SRC is missing (as root with apt-get, make test installs ${PACKAGES[*]})"
+    echo "== the Go checks did not run: Go 1.$MIN_MINOR or newer is not installed (https://go.dev/doc/install puts it in /usr/local/go)"
     exit 3
     ;;
+  path)
+    [[ -n "${2:-}" ]] || { echo "usage: scripts/go_toolchain.sh path TOOL" >&2; exit 2; }
+    tool_path "$2"
+    ;;
+  run)
+    [[ -n "${2:-}" ]] || { echo "usage: scripts/go_toolchain.sh run TOOL [ARG...]" >&2; exit 2; }
+    bin=$(tool_path "$2")
+    shift 2
+    exec "$bin" "$@"
+    ;;
   *)
-    echo "usage: scripts/go_toolchain.sh present|ensure" >&2
+    echo "usage: scripts/go_toolchain.sh present|ensure|path TOOL|run TOOL [ARG...]" >&2
     exit 2
     ;;
 esac

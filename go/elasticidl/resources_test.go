@@ -129,7 +129,8 @@ func resourcesTask(t *testing.T, requests, limits []entry) *Task {
 		res.Limits = append(res.Limits, &eidlcorev1.Resources_ResourceEntry{Name: e.name, Value: e.value})
 	}
 	task, err := NewTask(&eidlkubeflowv1.DistributedPyTorchTrainingTask{
-		ElasticConfig:  &eidlpluginsv1.ElasticConfig{MinReplicas: 1, MaxReplicas: 2, NprocPerNode: 1},
+		ElasticConfig: &eidlpluginsv1.ElasticConfig{MinReplicas: 1, MaxReplicas: 2, NprocPerNode: 1},
+		//lint:ignore SA1019 the deprecated resources field is what this test reads
 		WorkerReplicas: &eidlkubeflowv1.DistributedPyTorchTrainingReplicaSpec{Resources: res},
 	})
 	if err != nil {

@@ -244,19 +244,23 @@ var checks = []check{
 			if c == nil {
 				continue
 			}
+			//lint:ignore SA1019 the deprecated fields are read on purpose: a conflict with common is a violation
 			if old := spec.GetReplicas(); old != 0 && old != c.GetReplicas() {
 				r.add(path+".replicas", "replicas.deprecated_conflict",
 					"deprecated replicas=%d differs from common.replicas=%d; common wins, so drop one", old, c.GetReplicas())
 			}
+			//lint:ignore SA1019 the deprecated fields are read on purpose: a conflict with common is a violation
 			if old := spec.GetImage(); old != "" && old != c.GetImage() {
 				r.add(path+".image", "replicas.deprecated_conflict",
 					"deprecated image=%s differs from common.image=%s; common wins, so drop one", brief(old), brief(c.GetImage()))
 			}
+			//lint:ignore SA1019 the deprecated fields are read on purpose: a conflict with common is a violation
 			if old := spec.GetRestartPolicy(); old != 0 && old != c.GetRestartPolicy() {
 				r.add(path+".restart_policy", "replicas.deprecated_conflict",
 					"deprecated restart_policy=%d differs from common.restart_policy=%d; common wins, so drop one",
 					old, c.GetRestartPolicy())
 			}
+			//lint:ignore SA1019 the deprecated fields are read on purpose: a conflict with common is a violation
 			if spec.GetResources() != nil && !proto.Equal(spec.GetResources(), orEmpty(c.GetResources())) {
 				r.add(path+".resources", "replicas.deprecated_conflict",
 					"deprecated resources differ from common.resources; common wins, so drop one")

@@ -69,19 +69,13 @@ func replicaOf(spec *eidlkubeflowv1.DistributedPyTorchTrainingReplicaSpec, path 
 			restart: int32(c.GetRestartPolicy()), present: present,
 		}
 	}
+	// Upstream's rule: the deprecated fields are read when common is unset.
+	//lint:file-ignore SA1019 the deprecated replica fields are read on purpose when common is unset
 	return replicaView{
 		path: path, specPath: path, replicasPath: path + ".replicas",
 		replicas: spec.GetReplicas(), image: spec.GetImage(), resources: spec.GetResources(),
 		restart: int32(spec.GetRestartPolicy()), present: present,
 	}
-}
-
-// backend is the rendezvous backend, "" read as c10d.
-func (v *taskView) backend() string {
-	if v.elastic == nil || v.elastic.GetRdzvBackend() == "" {
-		return defaultRdzvBackend
-	}
-	return v.elastic.GetRdzvBackend()
 }
 
 // workerCount is the Worker pods: max_replicas for an elastic task, else the replica count.
