@@ -16,30 +16,46 @@ import (
 // that holds a line break made one space, then at most limit characters (a cut
 // text ends with "..."). Characters are code points, a lone surrogate included.
 func oneLine(text string, limit int) string {
-	chars := codePoints(text)
-	isSpace := func(c string) bool { r, _ := decodeWTF8(c); return isPySpace(r) }
-	for len(chars) > 0 && isSpace(chars[0]) {
-		chars = chars[1:]
+	// One pass, stopped once the text is known to be cut: a field or a reason may quote a megabyte.
+	space := func(i int) (bool, int, bool) { // is text[i:] a space, its size, is it a line break
+		r, size := decodeWTF8(text[i:])
+		return isPySpace(r), size, r == '\r' || r == '\n'
 	}
-	for len(chars) > 0 && isSpace(chars[len(chars)-1]) {
-		chars = chars[:len(chars)-1]
+	i := 0
+	for i < len(text) {
+		isSpace, size, _ := space(i)
+		if !isSpace {
+			break
+		}
+		i += size
 	}
-	var out []string
-	for i := 0; i < len(chars); {
-		if !isSpace(chars[i]) {
-			out = append(out, chars[i])
-			i++
+	out := make([]string, 0, min(limit+1, len(text)))
+	for i < len(text) && len(out) <= limit {
+		if isSpace, size, _ := space(i); !isSpace {
+			out = append(out, text[i:i+size])
+			i += size
 			continue
 		}
 		j, lineBreak := i, false
-		for j < len(chars) && isSpace(chars[j]) {
-			lineBreak = lineBreak || chars[j] == "\r" || chars[j] == "\n"
-			j++
+		for j < len(text) {
+			isSpace, size, isBreak := space(j)
+			if !isSpace {
+				break
+			}
+			lineBreak = lineBreak || isBreak
+			j += size
+		}
+		if j == len(text) { // trailing whitespace is stripped
+			break
 		}
 		if lineBreak {
 			out = append(out, " ")
 		} else {
-			out = append(out, chars[i:j]...)
+			for k := i; k < j && len(out) <= limit; {
+				_, size, _ := space(k)
+				out = append(out, text[k:k+size])
+				k += size
+			}
 		}
 		i = j
 	}
@@ -116,18 +132,30 @@ func leftPad(s string, n int) string {
 // brief is the reference's brief() of a str: its repr, cut in the middle to
 // briefMaxString characters (reprlib's rule).
 func brief(s string) string {
-	chars := codePoints(s)
-	head := chars
-	if len(head) > briefMaxString {
-		head = head[:briefMaxString]
+	n := 0 // code points, counted without a copy: s may be a megabyte
+	for i := 0; i < len(s); n++ {
+		_, size := decodeWTF8(s[i:])
+		i += size
 	}
-	out := pyStrRepr(strings.Join(head, ""))
+	offset := func(k int) int { // the byte offset of code point k
+		i := 0
+		for ; k > 0; k-- {
+			_, size := decodeWTF8(s[i:])
+			i += size
+		}
+		return i
+	}
+	head := s
+	if n > briefMaxString {
+		head = s[:offset(briefMaxString)]
+	}
+	out := pyStrRepr(head)
 	if len(codePoints(out)) <= briefMaxString {
 		return out
 	}
 	i := (briefMaxString - 3) / 2
 	j := briefMaxString - 3 - i
-	cut := codePoints(pyStrRepr(strings.Join(chars[:i], "") + strings.Join(chars[len(chars)-j:], "")))
+	cut := codePoints(pyStrRepr(s[:offset(i)] + s[offset(n-j):]))
 	return strings.Join(cut[:i], "") + "..." + strings.Join(cut[len(cut)-j:], "")
 }
 

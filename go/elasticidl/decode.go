@@ -192,7 +192,9 @@ func looksLikeText(data []byte) bool {
 // FromStruct reads the task from TaskTemplate.custom as the backend gets it: a
 // protobuf Struct, whose numbers are all doubles (integral ones are read as
 // integers). A Struct's keys have no order: when several are wrong, the first in
-// sorted order is reported. A nil Struct is no task (a DecodeError).
+// sorted order is reported. A nil Struct is no task (a DecodeError). The Struct
+// is read only as far as the checks go: nothing under an unknown key or a value
+// of the wrong type is converted.
 func FromStruct(custom *structpb.Struct, taskTypeVersion int64) (*Task, error) {
 	msg, err := newMessage(taskTypeVersion)
 	if err != nil {
@@ -200,32 +202,55 @@ func FromStruct(custom *structpb.Struct, taskTypeVersion int64) (*Task, error) {
 	}
 	var v jsonValue
 	if custom != nil {
-		v = fromStructValue(structpb.NewStructValue(custom))
+		v = fromStructObject(custom, msg.ProtoReflect().Descriptor())
 	}
 	task, err := fromValue(msg, v, "custom")
 	return task, bounded(err)
 }
 
-func fromStructValue(v *structpb.Value) jsonValue {
+// fromStructObject is the fields of a Struct for a message of desc, in sorted key
+// order as checkObject reads them, up to the first unknown key (the error
+// checkObject then reports, without reading its value).
+func fromStructObject(s *structpb.Struct, desc protoreflect.MessageDescriptor) *jsonObject {
+	obj := newObject()
+	fields := s.GetFields()
+	for _, key := range sortedKeys(fields) {
+		fd := fieldByKey(desc, key)
+		if fd == nil {
+			obj.set(key, nil)
+			break
+		}
+		obj.set(key, fromStructField(fields[key], fd, fd.IsList()))
+	}
+	return obj
+}
+
+// fromStructField is a Struct value for the field fd (the whole list when list is
+// true, else one value). A list or an object where the field takes none is
+// refused for its type alone: an empty one stands for it.
+func fromStructField(v *structpb.Value, fd protoreflect.FieldDescriptor, list bool) jsonValue {
 	switch k := v.GetKind().(type) {
+	case *structpb.Value_ListValue:
+		if !list {
+			return []jsonValue{}
+		}
+		items := k.ListValue.GetValues()
+		out := make([]jsonValue, len(items))
+		for i, item := range items {
+			out[i] = fromStructField(item, fd, false)
+		}
+		return out
+	case *structpb.Value_StructValue:
+		if list || fd.Kind() != protoreflect.MessageKind || strings.HasPrefix(string(fd.Message().FullName()), "google.") {
+			return newObject()
+		}
+		return fromStructObject(k.StructValue, fd.Message())
 	case *structpb.Value_BoolValue:
 		return k.BoolValue
 	case *structpb.Value_NumberValue:
 		return jsonNumber{lit: pyFloatRepr(k.NumberValue), isFloat: true, f: k.NumberValue}
 	case *structpb.Value_StringValue:
 		return k.StringValue
-	case *structpb.Value_ListValue:
-		out := []jsonValue{}
-		for _, item := range k.ListValue.GetValues() {
-			out = append(out, fromStructValue(item))
-		}
-		return out
-	case *structpb.Value_StructValue:
-		obj := newObject()
-		for _, key := range sortedKeys(k.StructValue.GetFields()) {
-			obj.set(key, fromStructValue(k.StructValue.GetFields()[key]))
-		}
-		return obj
 	}
 	return nil // NullValue, or no kind
 }
@@ -244,15 +269,17 @@ func decodeBinary(raw []byte, taskTypeVersion int64) (*Task, error) {
 			Format: string(FormatBinary),
 		}
 	}
-	normalised, err := upbNormalize(raw, msg.ProtoReflect().Descriptor())
+	normalised, restore, err := upbNormalize(raw, msg.ProtoReflect().Descriptor())
 	if err != nil {
 		return nil, garbled(err)
 	}
 	if err := proto.Unmarshal(normalised, msg); err != nil {
 		return nil, garbled(err)
 	}
-	restoreUnknown(raw, msg.ProtoReflect())
-	if err := checkWireTypes(raw, msg.ProtoReflect().Descriptor(), "", taskTypeVersion); err != nil {
+	if restore {
+		restoreUnknown(raw, msg.ProtoReflect())
+	}
+	if err := checkWireTypes(raw, msg.ProtoReflect().Descriptor(), nil, taskTypeVersion); err != nil {
 		return nil, err
 	}
 	return taskOf(msg), nil
@@ -274,7 +301,8 @@ func wireTypeOf(k protoreflect.Kind) protowire.Type {
 // checkWireTypes refuses a known field number written with another wire type
 // (packed repeated scalars excepted). Unknown numbers stay allowed: a newer
 // schema may send them. The bytes were parsed already, so they are well-formed.
-func checkWireTypes(raw []byte, desc protoreflect.MessageDescriptor, path string, version int64) error {
+// path is the field names down to desc (joined only for an error).
+func checkWireTypes(raw []byte, desc protoreflect.MessageDescriptor, path []string, version int64) error {
 	for len(raw) > 0 {
 		num, wire, tagLen, n := upbField(raw)
 		if n < 0 {
@@ -289,12 +317,12 @@ func checkWireTypes(raw []byte, desc protoreflect.MessageDescriptor, path string
 		if fd == nil {
 			continue
 		}
-		fpath := join(path, string(fd.Name()))
+		fpath := append(path, string(fd.Name()))
 		expected := wireTypeOf(fd.Kind())
 		packed := wire == protowire.BytesType && fd.IsList() && expected != protowire.BytesType
 		if wire != expected && !packed {
 			return &DecodeError{
-				Field: fpath,
+				Field: strings.Join(fpath, "."),
 				Reason: fmt.Sprintf("field %d has wire type %d but %s.%s needs %d: "+
 					"is this the other task shape (task_type_version %d was requested)?",
 					num, wire, desc.Name(), fd.Name(), expected, version),
@@ -310,13 +338,6 @@ func checkWireTypes(raw []byte, desc protoreflect.MessageDescriptor, path string
 		}
 	}
 	return nil
-}
-
-func join(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
 }
 
 // ------------------------------------------------------------------ textproto
@@ -418,9 +439,8 @@ func pyStringEscapes(text string) string {
 }
 
 var (
-	textNamedField  = regexp.MustCompile(`(?:unknown field: |non-repeated field ")([\w.]+)`)
-	textPosition    = regexp.MustCompile(`\(line (\d+):(\d+)\)`)
-	textFieldBefore = regexp.MustCompile(`([\p{L}\p{N}_]+)\s*[:{]`)
+	textNamedField = regexp.MustCompile(`(?:unknown field: |non-repeated field ")([\w.]+)`)
+	textPosition   = regexp.MustCompile(`\(line (\d+):(\d+)\)`)
 )
 
 // textprotoField is the field a textproto error points at, found as the
@@ -453,11 +473,32 @@ func textprotoField(text, errText string) string {
 	if col < 0 {
 		col = 0
 	}
-	names := textFieldBefore.FindAllStringSubmatch(string(l[:col]), -1)
-	if len(names) == 0 {
-		return ""
+	return lastFieldName(l[:col])
+}
+
+// lastFieldName is the name of the last "name:" or "name {" in l (a name is
+// letters, digits and '_'; spaces may come before the ':' or '{'), or "".
+// Found from the end, so that a long line costs one pass.
+func lastFieldName(l []rune) string {
+	isName := func(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r) }
+	isSpace := func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\f' || r == '\r' }
+	for i := len(l) - 1; i >= 0; i-- {
+		if l[i] != ':' && l[i] != '{' {
+			continue
+		}
+		end := i
+		for end > 0 && isSpace(l[end-1]) {
+			end--
+		}
+		start := end
+		for start > 0 && isName(l[start-1]) {
+			start--
+		}
+		if start < end {
+			return string(l[start:end])
+		}
 	}
-	return names[len(names)-1][1]
+	return ""
 }
 
 // lastToken is the line of the input's last token and the column just into it
@@ -501,20 +542,21 @@ func lastToken(lines []string) (int, int) {
 // Python reports a string it cannot decode.
 func afterStrings(lines []string, line, col int) (int, int) {
 	i, j := line-1, col-1
-	rest := func() []rune {
-		if i >= len(lines) {
-			return nil
-		}
-		return []rune(lines[i])
+	var r []rune // lines[i] as runes, converted once per line
+	if i >= 0 && i < len(lines) {
+		r = []rune(lines[i])
 	}
 	for i < len(lines) {
-		r := rest()
 		for j < len(r) && isPySpace(r[j]) {
 			j++
 		}
 		switch {
 		case j >= len(r) || r[j] == '#':
 			i, j = i+1, 0
+			r = nil
+			if i < len(lines) {
+				r = []rune(lines[i])
+			}
 			continue
 		case r[j] == '"' || r[j] == '\'':
 			quote := r[j]
@@ -965,7 +1007,7 @@ func pyParseInt(s string) (*big.Int, bool) {
 			continue
 		}
 		d, ok := digitValue(r)
-		if !ok {
+		if !ok || digits.Len() == pyMaxStrDigits { // Python's int() refuses more digits
 			return nil, false
 		}
 		digits.WriteByte(byte('0' + d))
@@ -1004,7 +1046,7 @@ func pyRepr(v jsonValue) string {
 	case jsonNumber:
 		return x.lit
 	case string:
-		return fmt.Sprintf("%q", x)
+		return brief(x)
 	case []jsonValue:
 		return "[...]"
 	}
@@ -1042,27 +1084,36 @@ func consumeVarintUpb(b []byte, maxLen int) (v uint64, n int, junk bool) {
 
 // upbNormalize checks raw against upb's rules (with the message's descriptor, so
 // known submessages are checked too) and returns bytes protobuf-go reads the same
-// way: raw itself when nothing needs rewriting.
-func upbNormalize(raw []byte, md protoreflect.MessageDescriptor) ([]byte, error) {
+// way: raw itself when nothing needs rewriting. restore says whether protobuf-go
+// would keep some unknown field otherwise than the input wrote it (restoreUnknown).
+func upbNormalize(raw []byte, md protoreflect.MessageDescriptor) (normalised []byte, restore bool, err error) {
 	out := append([]byte(nil), raw...)
-	changed := false
-	if _, err := upbWalk(out, md, upbMaxDepth, 0, &changed); err != nil {
-		return nil, err
+	var st upbState
+	if _, err := upbWalk(out, md, upbMaxDepth, 0, &st); err != nil {
+		return nil, false, err
 	}
-	if !changed {
-		return raw, nil
+	restore = st.junk || st.longTag
+	if !st.junk {
+		return raw, restore, nil
 	}
-	return out, nil
+	return out, restore, nil
 }
+
+// upbState is what a walk found: 10th-byte junk (fixed in place), a tag written
+// in more bytes than it needs (which protobuf-go re-encodes in an unknown field).
+type upbState struct{ junk, longTag bool }
 
 // upbWalk walks the fields of b (a message, or a group's body when group != 0),
 // fixing 10th-byte junk in place, and returns the bytes it consumed.
-func upbWalk(b []byte, md protoreflect.MessageDescriptor, depth int, group protowire.Number, changed *bool) (int, error) {
+func upbWalk(b []byte, md protoreflect.MessageDescriptor, depth int, group protowire.Number, st *upbState) (int, error) {
 	pos := 0
 	for pos < len(b) {
 		tag, n, _ := consumeVarintUpb(b[pos:], 5)
 		if n < 0 || tag > 0xFFFFFFFF {
 			return 0, errWire
+		}
+		if n != protowire.SizeVarint(tag) {
+			st.longTag = true
 		}
 		pos += n
 		num, wire := protowire.Number(tag>>3), protowire.Type(tag&7)
@@ -1081,7 +1132,7 @@ func upbWalk(b []byte, md protoreflect.MessageDescriptor, depth int, group proto
 			}
 			if junk {
 				b[pos+9] &= 1
-				*changed = true
+				st.junk = true
 			}
 			pos += n
 		case protowire.Fixed32Type, protowire.Fixed64Type:
@@ -1107,7 +1158,7 @@ func upbWalk(b []byte, md protoreflect.MessageDescriptor, depth int, group proto
 				if depth-1 < 0 {
 					return 0, errWire
 				}
-				if _, err := upbWalk(body, fd.Message(), depth-1, 0, changed); err != nil {
+				if _, err := upbWalk(body, fd.Message(), depth-1, 0, st); err != nil {
 					return 0, err
 				}
 			case fd.IsList() && wireTypeOf(fd.Kind()) == protowire.VarintType: // packed varints
@@ -1118,7 +1169,7 @@ func upbWalk(b []byte, md protoreflect.MessageDescriptor, depth int, group proto
 					}
 					if junk {
 						body[p+9] &= 1
-						*changed = true
+						st.junk = true
 					}
 					p += n
 				}
@@ -1128,7 +1179,7 @@ func upbWalk(b []byte, md protoreflect.MessageDescriptor, depth int, group proto
 				return 0, errWire
 			}
 			// A group is never a known field in proto3: its body is unknown fields.
-			n, err := upbWalk(b[pos:], nil, depth-1, num, changed)
+			n, err := upbWalk(b[pos:], nil, depth-1, num, st)
 			if err != nil {
 				return 0, err
 			}

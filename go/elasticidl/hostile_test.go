@@ -216,11 +216,7 @@ var hostileCases = []hostileCase{
 // costOf is the fastest of runs runs of f, and the allocations and bytes of one.
 func costOf(f func(), runs int) (time.Duration, uint64, uint64) {
 	f() // warm up: regexps, descriptors
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
+	allocs, bytes := allocsOf(f)
 	best := time.Duration(1<<63 - 1)
 	for i := 0; i < runs; i++ {
 		start := time.Now()
@@ -229,7 +225,17 @@ func costOf(f func(), runs int) (time.Duration, uint64, uint64) {
 			best = d
 		}
 	}
-	return best, after.Mallocs - before.Mallocs, after.TotalAlloc - before.TotalAlloc
+	return best, allocs, bytes
+}
+
+// allocsOf is the allocations and bytes of one run of f (warmed up by an earlier run of its kind).
+func allocsOf(f func()) (uint64, uint64) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.Mallocs - before.Mallocs, after.TotalAlloc - before.TotalAlloc
 }
 
 // BenchmarkHostile reports each hostile input and its normal input of the same size.
@@ -248,5 +254,64 @@ func BenchmarkHostile(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// hostileBounds are the most each hostile input near the 1 MiB limit may allocate
+// (about twice what it does; the inputs before the fix took from 15,000 to
+// 1,000,000 allocations and up to 4 GB).
+var hostileBounds = map[string]struct{ allocs, bytes uint64 }{
+	"textproto/bad escape then string tokens": {400, 90 << 20},
+	"json/integer of digits":                  {200, 25 << 20},
+	"json/quantity of digits":                 {600, 35 << 20},
+	"json/render many rendezvous options":     {2_000_000, 160 << 20},
+	"binary/options with unknown fields":      {700_000, 50 << 20},
+	"struct/numbers under an unknown key":     {100, 64 << 10},
+	"render options/quantity of digits":       {500, 25 << 20},
+}
+
+// TestHostileInputsAreBounded: near the 1 MiB limit, each hostile input allocates
+// at most its bound; doubling it at most about doubles its time and allocations
+// (a quadratic cost quadruples them).
+func TestHostileInputsAreBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("hostile inputs take seconds under -race")
+	}
+	for _, c := range hostileCases {
+		t.Run(c.name, func(t *testing.T) {
+			bound, ok := hostileBounds[c.name]
+			if !ok {
+				t.Fatal("no bound")
+			}
+			small := 128 << 10
+			if raceEnabled {
+				small = 32 << 10
+			}
+			smallTime, smallAllocs, smallBytes := costOf(c.hostile(small), 5)
+			bigTime, bigAllocs, bigBytes := costOf(c.hostile(2*small), 5)
+			if bigAllocs > 2*smallAllocs+64 || bigBytes > 5*smallBytes/2+1<<20 {
+				t.Errorf("doubled: %d -> %d allocations, %d -> %d bytes", smallAllocs, bigAllocs, smallBytes, bigBytes)
+			}
+			// Near the limit (a quarter of it under -race, with a quarter of the bound).
+			size, share := hostileSize, uint64(1)
+			if raceEnabled {
+				size, share = hostileSize/4, 4
+			}
+			allocs, bytes := allocsOf(c.hostile(size))
+			if allocs > bound.allocs || bytes > bound.bytes/share {
+				t.Errorf("%d bytes: %d allocations, %d bytes; at most %d, %d", size, allocs, bytes,
+					bound.allocs, bound.bytes/share)
+			}
+			// Time on a shared machine is noisy: a quadratic cost is 4x every time, so the
+			// best of three tries is the one kept.
+			for try := 1; bigTime > 3*smallTime+5*time.Millisecond; try++ {
+				if try == 3 {
+					t.Errorf("doubled: %v -> %v", smallTime, bigTime)
+					break
+				}
+				smallTime, _, _ = costOf(c.hostile(small), 5)
+				bigTime, _, _ = costOf(c.hostile(2*small), 5)
+			}
+		})
 	}
 }

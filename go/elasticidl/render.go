@@ -650,13 +650,13 @@ func ElasticPolicyOf(e *eidlpluginsv1.ElasticConfig) *ElasticPolicy {
 // free-form options in order (a repeated key keeps its first place).
 func rdzvConf(e *eidlpluginsv1.ElasticConfig) []RdzvConf {
 	var out []RdzvConf
+	index := map[string]int{} // key -> its place in out
 	put := func(key, value string) {
-		for i := range out {
-			if out[i].Key == key {
-				out[i].Value = value
-				return
-			}
+		if i, ok := index[key]; ok {
+			out[i].Value = value
+			return
 		}
+		index[key] = len(out)
 		out = append(out, RdzvConf{Key: key, Value: value})
 	}
 	m := e.ProtoReflect()

@@ -12,37 +12,34 @@ package elasticidl
 
 import (
 	"fmt"
-	"math/big"
-	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
-// quantityRe matches a whole quantity (the reference uses fullmatch).
-var quantityRe = regexp.MustCompile(`^(?:` + quantityPattern + `)$`)
-
-var (
-	bigTen       = big.NewInt(10)
-	binaryCapInt = func() *big.Int { n, _ := new(big.Int).SetString(binaryCap, 10); return n }()
-)
-
-// decimal is the exact value coef x 10^exp.
+// decimal is the exact value -1^neg x digits x 10^exp, digits a decimal digit
+// string without leading zeros ("" for zero, which has no sign). Kept as text,
+// every operation is linear in the digits: a quantity may have a million.
 type decimal struct {
-	coef *big.Int
-	exp  int64
+	neg    bool
+	digits string
+	exp    int64
 }
 
-func pow10(n int64) *big.Int { return new(big.Int).Exp(bigTen, big.NewInt(n), nil) }
-
-// digits is the number of decimal digits of |coef| (1 for 0).
-func (d decimal) digits() int64 {
-	return int64(len(new(big.Int).Abs(d.coef).String()))
+func (d decimal) sign() int {
+	switch {
+	case d.digits == "":
+		return 0
+	case d.neg:
+		return -1
+	}
+	return 1
 }
 
-// cmp compares two decimals (-1, 0, +1) without writing out 10^exp for far apart
-// exponents: magnitudes are compared by their leading digit's power first.
+// cmp compares two decimals (-1, 0, +1): by sign, then by the power of the
+// leading digit, then digit by digit.
 func (d decimal) cmp(o decimal) int {
-	ds, os := d.coef.Sign(), o.coef.Sign()
+	ds, os := d.sign(), o.sign()
 	if ds != os || ds == 0 {
 		switch {
 		case ds < os:
@@ -53,7 +50,7 @@ func (d decimal) cmp(o decimal) int {
 		return 0
 	}
 	// Same sign, both non-zero: compare magnitudes, then apply the sign.
-	da, oa := d.digits()+d.exp, o.digits()+o.exp
+	da, oa := int64(len(d.digits))+d.exp, int64(len(o.digits))+o.exp
 	var mag int
 	switch {
 	case da != oa:
@@ -61,53 +58,81 @@ func (d decimal) cmp(o decimal) int {
 		if da < oa {
 			mag = -1
 		}
-	default:
-		a, b := new(big.Int).Abs(d.coef), new(big.Int).Abs(o.coef)
-		if d.exp > o.exp {
-			a.Mul(a, pow10(d.exp-o.exp))
-		} else if o.exp > d.exp {
-			b.Mul(b, pow10(o.exp-d.exp))
+	default: // the leading digits have the same power: compare the digits in order
+		n := min(len(d.digits), len(o.digits))
+		mag = strings.Compare(d.digits[:n], o.digits[:n])
+		if mag == 0 && strings.Trim(d.digits[n:], "0") != "" {
+			mag = 1
 		}
-		mag = a.Cmp(b)
+		if mag == 0 && strings.Trim(o.digits[n:], "0") != "" {
+			mag = -1
+		}
 	}
 	return mag * ds
 }
 
 // whole says whether the value is an integer.
 func (d decimal) whole() bool {
-	if d.exp >= 0 || d.coef.Sign() == 0 {
+	if d.exp >= 0 || d.digits == "" {
 		return true
 	}
-	if -d.exp > d.digits() {
+	if -d.exp > int64(len(d.digits)) {
 		return false
 	}
-	return new(big.Int).Rem(d.coef, pow10(-d.exp)).Sign() == 0
+	return strings.Trim(d.digits[int64(len(d.digits))+d.exp:], "0") == ""
 }
 
 // roundUpTo rounds away from zero to a multiple of 10^exp, when the value is finer.
 func (d decimal) roundUpTo(exp int64) decimal {
-	if d.exp >= exp {
+	if d.exp >= exp || d.digits == "" {
 		return d
 	}
-	mag := new(big.Int).Abs(d.coef)
 	shift := exp - d.exp
-	var q *big.Int
-	if shift > d.digits() {
-		q = big.NewInt(0)
-		if mag.Sign() != 0 {
-			q.SetInt64(1)
-		}
-	} else {
-		var r big.Int
-		q, _ = new(big.Int).QuoRem(mag, pow10(shift), &r)
-		if r.Sign() != 0 {
-			q.Add(q, big.NewInt(1))
+	q := ""
+	if shift <= int64(len(d.digits)) {
+		q = d.digits[:int64(len(d.digits))-shift]
+		if strings.Trim(d.digits[int64(len(d.digits))-shift:], "0") == "" {
+			return decimal{neg: d.neg && q != "", digits: q, exp: exp}
 		}
 	}
-	if d.coef.Sign() < 0 {
-		q.Neg(q)
+	return decimal{neg: d.neg, digits: incremented(q), exp: exp}
+}
+
+// incremented is the digit string plus one.
+func incremented(digits string) string {
+	b := []byte(digits)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] != '9' {
+			b[i]++
+			return string(b)
+		}
+		b[i] = '0'
 	}
-	return decimal{coef: q, exp: exp}
+	return "1" + string(b)
+}
+
+// timesSmall is the digit string times m (at most 2^60, so that no step overflows).
+func timesSmall(digits string, m uint64) string {
+	if digits == "" {
+		return ""
+	}
+	out := make([]byte, 0, len(digits)+20)
+	var carry uint64
+	for i := len(digits) - 1; i >= 0; i-- {
+		x := uint64(digits[i]-'0')*m + carry
+		out = append(out, byte('0'+x%10))
+		carry = x / 10
+	}
+	for ; carry > 0; carry /= 10 {
+		out = append(out, byte('0'+carry%10))
+	}
+	for len(out) > 1 && out[len(out)-1] == '0' {
+		out = out[:len(out)-1]
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return string(out)
 }
 
 func suffixValue(table []suffixPower, suffix string) (int, bool) {
@@ -119,41 +144,84 @@ func suffixValue(table []suffixPower, suffix string) (int, bool) {
 	return 0, false
 }
 
+// splitQuantity reads a whole quantity as quantityPattern does (sign, number,
+// suffix), in one pass: a regexp with submatches costs a hundred times more on
+// a quantity of a million digits.
+func splitQuantity(text string) (sign, number, suffix string, ok bool) {
+	digitsFrom := func(i int) int {
+		for i < len(text) && text[i] >= '0' && text[i] <= '9' {
+			i++
+		}
+		return i
+	}
+	i := 0
+	if i < len(text) && (text[i] == '+' || text[i] == '-') {
+		i++
+	}
+	j := digitsFrom(i)
+	whole := j > i
+	if j < len(text) && text[j] == '.' {
+		k := digitsFrom(j + 1)
+		if !whole && k == j+1 {
+			return "", "", "", false
+		}
+		j = k
+	} else if !whole {
+		return "", "", "", false
+	}
+	sign, number, suffix = text[:i], text[i:j], text[j:]
+	switch {
+	case suffix == "":
+	case len(suffix) == 2 && suffix[1] == 'i' && strings.IndexByte("KMGTPE", suffix[0]) >= 0:
+	case len(suffix) == 1 && strings.IndexByte("numkMGTPE", suffix[0]) >= 0:
+	case suffix[0] == 'e' || suffix[0] == 'E':
+		k := 1
+		if k < len(suffix) && (suffix[k] == '+' || suffix[k] == '-') {
+			k++
+		}
+		if k == len(suffix) || digitsFrom(j+k) != len(text) {
+			return "", "", "", false
+		}
+	default:
+		return "", "", "", false
+	}
+	return sign, number, suffix, true
+}
+
 // parseQuantity is the exact value of a Kubernetes quantity, as the API server
 // reads it (the reference's parse_quantity); the error says why text is none.
 func parseQuantity(text string) (decimal, error) {
-	m := quantityRe.FindStringSubmatch(text)
-	if m == nil {
+	sign, number, suffix, ok := splitQuantity(text)
+	if !ok {
 		return decimal{}, fmt.Errorf("%s is not a Kubernetes quantity (such as '2', '500m', '4Gi' or '1e3'; no spaces)",
 			pyStrRepr(text))
 	}
-	sign, number, suffix := m[quantityRe.SubexpIndex("sign")], m[quantityRe.SubexpIndex("number")],
-		m[quantityRe.SubexpIndex("suffix")]
 	whole, frac, _ := strings.Cut(number, ".")
-	coef, _ := new(big.Int).SetString("0"+whole+frac, 10)
-	if sign == "-" {
-		coef.Neg(coef)
-	}
-	value := decimal{coef: coef, exp: -int64(len(frac))}
+	digits := strings.TrimLeft(whole+frac, "0")
+	value := decimal{neg: sign == "-" && digits != "", digits: digits, exp: -int64(len(frac))}
 	if power, ok := suffixValue(binarySuffixes, suffix); ok {
-		value.coef.Lsh(value.coef, uint(power))
-		limit := decimal{coef: binaryCapInt, exp: 0}
-		if abs := (decimal{coef: new(big.Int).Abs(value.coef), exp: value.exp}); abs.cmp(limit) > 0 {
-			value = decimal{coef: new(big.Int).Set(binaryCapInt), exp: 0}
-			if coef.Sign() < 0 {
-				value.coef.Neg(value.coef)
-			}
+		value.digits = timesSmall(value.digits, uint64(1)<<power)
+		limit := decimal{digits: binaryCap}
+		if abs := (decimal{digits: value.digits, exp: value.exp}); abs.cmp(limit) > 0 {
+			value = decimal{neg: value.neg, digits: binaryCap}
 		}
 	} else {
 		power, ok := suffixValue(decimalSuffixes, suffix)
-		exp := big.NewInt(int64(power))
 		if !ok { // e or E and a signed integer
-			exp, _ = new(big.Int).SetString(strings.TrimPrefix(suffix[1:], "+"), 10)
+			exp := strings.TrimLeft(strings.TrimLeft(suffix[1:], "+-"), "0")
+			n, err := strconv.ParseInt(exp, 10, 64)
+			if exp == "" {
+				n, err = 0, nil
+			}
+			if strings.HasPrefix(suffix[1:], "-") {
+				n = -n
+			}
+			if err != nil || len(exp) > 11 || n < quantityExponentMin || n > quantityExponentMax {
+				return decimal{}, fmt.Errorf("%s: the exponent does not fit in 32 bits", pyStrRepr(text))
+			}
+			power = int(n)
 		}
-		if exp.Cmp(big.NewInt(quantityExponentMin)) < 0 || exp.Cmp(big.NewInt(quantityExponentMax)) > 0 {
-			return decimal{}, fmt.Errorf("%s: the exponent does not fit in 32 bits", pyStrRepr(text))
-		}
-		value.exp += exp.Int64()
+		value.exp += int64(power)
 	}
 	return value.roundUpTo(nanoExponent), nil
 }
@@ -208,7 +276,7 @@ func quantityProblems(requests, limits []namedQuantity) []quantityProblem {
 			switch {
 			case err != nil:
 				out = append(out, quantityProblem{list.kind, i, err.Error()})
-			case value.coef.Sign() < 0:
+			case value.neg:
 				out = append(out, quantityProblem{list.kind, i,
 					fmt.Sprintf("%s is negative; a %s is >= 0", pyStrRepr(q.text), strings.TrimSuffix(list.kind, "s"))})
 			case q.name != "" && isExtended(q.name) && !value.whole():

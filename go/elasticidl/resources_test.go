@@ -1,7 +1,7 @@
 package elasticidl
 
 import (
-	"math/big"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,19 +12,15 @@ import (
 
 // canonical writes a decimal as <coefficient without trailing zeros>e<exponent>, "0" for zero.
 func (d decimal) canonical() string {
-	if d.coef.Sign() == 0 {
+	if d.digits == "" {
 		return "0"
 	}
-	coef, exp := new(big.Int).Set(d.coef), d.exp
-	var r big.Int
-	for {
-		q, _ := new(big.Int).QuoRem(coef, bigTen, &r)
-		if r.Sign() != 0 {
-			break
-		}
-		coef, exp = q, exp+1
+	digits := strings.TrimRight(d.digits, "0")
+	exp := d.exp + int64(len(d.digits)-len(digits))
+	if d.neg {
+		digits = "-" + digits
 	}
-	return coef.String() + "e" + big.NewInt(exp).String()
+	return digits + "e" + strconv.FormatInt(exp, 10)
 }
 
 // The values are what the reference's parse_quantity returns (normalised), exactly.

@@ -152,20 +152,20 @@ var checks = []check{
 		"elastic.rdzv_options.value"}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {
 		seen := map[string]bool{}
 		for i, opt := range e.GetRdzvOptions() {
-			f := fmt.Sprintf("%s.rdzv_options[%d]", ec, i)
+			f := func(leaf string) string { return fmt.Sprintf("%s.rdzv_options[%d].%s", ec, i, leaf) } // for a violation only
 			key := opt.GetKey()
 			switch {
 			case key == "" || strings.ContainsAny(key, ",="):
-				r.add(f+".key", "elastic.rdzv_options.key", "bad key %s: non-empty, no ',' or '='", brief(key))
+				r.add(f("key"), "elastic.rdzv_options.key", "bad key %s: non-empty, no ',' or '='", brief(key))
 			case lookup(typedRdzvKeys, key) != "":
-				r.add(f+".key", "elastic.rdzv_options.typed",
+				r.add(f("key"), "elastic.rdzv_options.typed",
 					"%s has a typed field: set elastic_config.%s instead", brief(key), lookup(typedRdzvKeys, key))
 			case seen[key]:
-				r.add(f+".key", "elastic.rdzv_options.unique", "duplicate key %s", brief(key))
+				r.add(f("key"), "elastic.rdzv_options.unique", "duplicate key %s", brief(key))
 			}
 			seen[key] = true
 			if strings.Contains(opt.GetValue(), ",") {
-				r.add(f+".value", "elastic.rdzv_options.value", "value %s contains ','", brief(opt.GetValue()))
+				r.add(f("value"), "elastic.rdzv_options.value", "value %s contains ','", brief(opt.GetValue()))
 			}
 		}
 	})},
