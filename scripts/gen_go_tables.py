@@ -87,8 +87,8 @@ def go_source() -> str:
         HEADER,
         "package elasticidl\n",
         var(
-            "Rules",
-            "Rules lists every rule id of elastic_idl.RULES with what it requires, in the reference's order.",
+            "rules",
+            "rules lists every rule id of elastic_idl.RULES with what it requires, in the reference's order (see Rules).",
             "[]Rule{\n" + "".join(f"\t{{{q(k)}, {q(t)}}},\n" for k, t in validate.RULES.items()) + "}",
         ),
         const("maxInt32", "elastic_idl._task.names.INT32_MAX", n.INT32_MAX),
@@ -240,7 +240,7 @@ def conformance_parts() -> list[str]:
     render: Mapping[str, object] = c.DEFAULT_RENDER
     indices = "[]int{" + ", ".join(map(str, c._PINNED_INDICES)) + "}"
     return [
-        const("ContractVersion", "ContractVersion is the conformance protocol's version.", c.CONTRACT_VERSION),
+        const("contractVersion", "contractVersion is the conformance protocol's version.", c.CONTRACT_VERSION),
         const("referenceVersion", "elastic_idl.__version__", __version__),
         var("contractOutputs", "elastic_idl._conformance.OUTPUTS", strings(c.OUTPUTS)),
         var("pinnedIndices", "elastic_idl._conformance._PINNED_INDICES", indices),

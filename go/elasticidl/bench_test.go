@@ -10,8 +10,27 @@ import (
 // JSON, its task_type_version and its render options.
 type benchCase struct {
 	data    []byte
-	version int64
-	opts    RenderOptions
+	version int32
+	opts    *jsonObject // the render options as the reference's keyword arguments
+	refused bool        // the render is refused (an invalid task, a bad option): a typed error, every time
+}
+
+// withRefusals renders each case once: a refusal must be one of the package's
+// error types, and the benchmark then checks each render refuses or not as here.
+func withRefusals(b *testing.B, cases []benchCase) []benchCase {
+	for i, c := range cases {
+		task, err := Decode(c.data, FormatJSON, c.version)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := task.renderJob(c.opts); err != nil {
+			if kind := errorOf(err)["type"]; kind != "ValidationError" && kind != "RenderError" {
+				b.Fatalf("render: %T %v", err, err)
+			}
+			cases[i].refused = true
+		}
+	}
+	return cases
 }
 
 // benchCases reads the request bench/bench_go.py writes (ELASTIC_IDL_BENCH_REQUEST:
@@ -35,19 +54,18 @@ func benchCases(b *testing.B) []benchCase {
 			data, _ := input.(*jsonObject).get("data")
 			version, _ := entry.get("task_type_version")
 			render, _ := entry.get("render")
-			opts, err := renderOptionsFromObject(render.(*jsonObject))
-			if err != nil {
+			if err := checkOptionKeys(render.(*jsonObject)); err != nil {
 				b.Fatal(err)
 			}
-			out = append(out, benchCase{[]byte(data.(string)), numberOf(version), opts})
+			out = append(out, benchCase{data: []byte(data.(string)), version: int32(numberOf(version)), opts: render.(*jsonObject)})
 		}
 		return out
 	}
 	for _, v := range loadVectors(b) {
 		if m, ok := v.custom.(map[string]any); ok && m["error"] == nil && v.binary != nil {
-			out = append(out, benchCase{v.customText, v.version, RenderOptions{
+			out = append(out, benchCase{data: v.customText, version: v.version, opts: RenderOptions{
 				Name: "job", Image: "example.com/train:1", Entrypoint: []string{"train.py"},
-			}})
+			}.generic()})
 		}
 	}
 	return out
@@ -56,7 +74,13 @@ func benchCases(b *testing.B) []benchCase {
 // BenchmarkContract: decode (custom JSON) + validate + render, per contract vector.
 // Reported as ns/vector; bench/bench_go.py runs it beside the Python reference.
 func BenchmarkContract(b *testing.B) {
-	cases := benchCases(b)
+	cases := withRefusals(b, benchCases(b))
+	refused := 0
+	for _, c := range cases {
+		if c.refused {
+			refused++
+		}
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
@@ -67,9 +91,12 @@ func BenchmarkContract(b *testing.B) {
 				b.Fatal(err)
 			}
 			_ = task.Violations()
-			_, _ = task.RenderPyTorchJob(c.opts)
+			if _, err := task.renderJob(c.opts); (err != nil) != c.refused {
+				b.Fatalf("render: %v; refused before: %v", err, c.refused)
+			}
 		}
 	}
 	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N*len(cases)), "ns/vector")
 	b.ReportMetric(float64(len(cases)), "vectors")
+	b.ReportMetric(float64(refused), "refused")
 }

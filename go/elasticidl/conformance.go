@@ -2,41 +2,45 @@ package elasticidl
 
 // The conformance entry point (contract/README.md, "The conformance entry
 // point"): a request names cases, each an input task and its render options; the
-// response holds this implementation's outputs per case. go/cmd/elastic-conformance
-// is the command around it.
+// response holds this implementation's outputs per case. It is registered with
+// go/internal/conformance, which go/cmd/elastic-conformance runs: not API.
 
 import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/elastic-idl/elastic-idl/go/internal/conformance"
 )
 
-// ConformanceOutputs are the outputs the Go backend produces (launch_spec is the
-// Python runtime's: the Go backend builds no LaunchSpec). "error" is the answer
-// for an input that is no task.
-var ConformanceOutputs = []string{"binary_hex", "custom", "violations", "pytorchjob", "pod_env", "error"}
+func init() { conformance.Register(respondConformance) }
 
-// RespondConformance answers a conformance request (JSON, UTF-8). A per-case
-// failure is part of the answer; an error means the request itself is unusable
-// (where the reference's entry point exits 2: a malformed request, a missing
-// key, render options that are no keyword arguments of render_pytorchjob).
-func RespondConformance(request []byte) ([]byte, error) {
+// goOutputs are the outputs the Go backend produces (launch_spec is the Python
+// runtime's: the Go backend builds no LaunchSpec). "error" is the answer for an
+// input that is no task.
+func goOutputs() []string {
+	return []string{"binary_hex", "custom", "violations", "pytorchjob", "pod_env", "error"}
+}
+
+// respondConformance answers a conformance request (conformance.Respond).
+func respondConformance(request []byte) ([]byte, error) {
 	if !utf8.Valid(request) {
-		return nil, fmt.Errorf("the request is not UTF-8")
+		return nil, errors.New("the request is not UTF-8")
 	}
 	v, err := parsePyJSON(string(request))
 	if err != nil {
-		return nil, fmt.Errorf("malformed JSON: %v", err)
+		return nil, fmt.Errorf("malformed JSON: %w", err)
 	}
 	req, ok := v.(*jsonObject)
 	if !ok {
-		return nil, fmt.Errorf("the request must be a JSON object")
+		return nil, errors.New("the request must be a JSON object")
 	}
-	if version, _ := req.get("version"); !pyEqualsInt(version, ContractVersion) {
-		return nil, fmt.Errorf("request version %s is not %d", pyRepr(version), ContractVersion)
+	if version, _ := req.get("version"); !pyEqualsInt(version, contractVersion) {
+		return nil, fmt.Errorf("request version %s is not %d", pyRepr(version), contractVersion)
 	}
 	results := map[string]any{}
 	cases, ok := req.get("cases")
@@ -45,12 +49,12 @@ func RespondConformance(request []byte) ([]byte, error) {
 	}
 	list, ok := cases.([]jsonValue)
 	if !ok {
-		return nil, fmt.Errorf("cases must be a list")
+		return nil, errors.New("cases must be a list")
 	}
 	for i, c := range list {
 		name, result, err := answerCase(c)
 		if err != nil {
-			return nil, fmt.Errorf("cases[%d]: %v", i, err)
+			return nil, fmt.Errorf("cases[%d]: %w", i, err)
 		}
 		results[name] = result
 	}
@@ -58,9 +62,9 @@ func RespondConformance(request []byte) ([]byte, error) {
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)
 	err = enc.Encode(map[string]any{
-		"version":        ContractVersion,
+		"version":        contractVersion,
 		"implementation": "elastic-idl-go " + referenceVersion,
-		"outputs":        ConformanceOutputs,
+		"outputs":        goOutputs(),
 		"results":        results,
 	})
 	return out.Bytes(), err
@@ -138,7 +142,7 @@ func answerCase(entry jsonValue) (string, map[string]any, error) {
 	if !pyTruthy(render) { // the reference: entry.get("render") or DEFAULT_RENDER
 		render, _ = parsePyJSON(defaultRender)
 	}
-	version := int64(-1) // not an integer: no version this schema has
+	version := int32(-1) // not an integer (or beyond int32): no version this schema has
 	if n, ok := versionV.(jsonNumber); ok && !n.isFloat {
 		if _, err := fmt.Sscan(n.lit, &version); err != nil {
 			version = -1
@@ -163,7 +167,7 @@ func answerCase(entry jsonValue) (string, map[string]any, error) {
 // evaluate is every output for one serialized input (the reference's evaluate).
 // The data of the text formats is a str for the reference; binary_hex is read by
 // bytes.fromhex(str(data)).
-func evaluate(data jsonValue, format string, version int64, render jsonValue) (map[string]any, error) {
+func evaluate(data jsonValue, format string, version int32, render jsonValue) (map[string]any, error) {
 	var (
 		task *Task
 		err  error
@@ -180,10 +184,14 @@ func evaluate(data jsonValue, format string, version int64, render jsonValue) (m
 		if !ok {
 			return nil, fmt.Errorf("input.data must be a string, got %s", pyTypeName(data))
 		}
+		if len(text) > maxTaskBytes { // refused before a copy
+			err = tooLarge()
+			break
+		}
 		task, err = decode([]byte(text), Format(format), version, true)
 	}
 	if err != nil {
-		return map[string]any{"error": ErrorOf(bounded(err))}, nil
+		return map[string]any{"error": errorOf(bounded(err))}, nil
 	}
 	return outputsOf(task, render)
 }
@@ -209,22 +217,23 @@ func outputsOf(task *Task, render jsonValue) (map[string]any, error) {
 	if !ok {
 		return nil, fmt.Errorf("render must be an object")
 	}
-	opts, err := renderOptionsFromObject(renderObj)
-	if err != nil {
+	if err := checkOptionKeys(renderObj); err != nil {
 		return nil, err
 	}
 	out := map[string]any{}
-	binary, _ := task.Binary() // a decoded task always marshals
+	binary, _ := task.Binary() // a decoded task always marshals (valid UTF-8)
 	out["binary_hex"] = hex.EncodeToString(binary)
 	backendInput := task
 	if custom, err := task.CustomJSON(); err != nil {
-		out["custom"] = map[string]any{"error": map[string]any{"type": "EncodeError", "field": err.(*EncodeError).Field}}
+		var ee *EncodeError
+		errors.As(err, &ee) // custom's one error type
+		out["custom"] = map[string]any{"error": map[string]any{"type": "EncodeError", "field": ee.Field}}
 	} else {
 		out["custom"] = json.RawMessage(custom)
-		if fromCustom, err := Decode([]byte(custom), FormatJSON, int64(task.TaskTypeVersion())); err == nil {
+		if fromCustom, err := Decode([]byte(custom), FormatJSON, task.TaskTypeVersion()); err == nil {
 			backendInput = fromCustom
 		} else {
-			out["pytorchjob"] = map[string]any{"error": ErrorOf(err)}
+			out["pytorchjob"] = map[string]any{"error": errorOf(err)}
 		}
 	}
 	violations := []map[string]string{}
@@ -237,9 +246,9 @@ func outputsOf(task *Task, render jsonValue) (map[string]any, error) {
 	if _, failed := out["pytorchjob"]; failed {
 		return out, nil
 	}
-	job, err := backendInput.RenderPyTorchJob(opts)
+	job, err := backendInput.renderJob(renderObj)
 	if err != nil {
-		out["pytorchjob"] = map[string]any{"error": ErrorOf(err)}
+		out["pytorchjob"] = map[string]any{"error": errorOf(err)}
 		return out, nil
 	}
 	out["pytorchjob"] = job
@@ -254,7 +263,7 @@ func outputsOf(task *Task, render jsonValue) (map[string]any, error) {
 			}
 			env, err := PodEnv(job, rtype, i)
 			if err != nil {
-				podEnvs[fmt.Sprintf("%s-%d", rtype, i)] = map[string]any{"error": ErrorOf(err)}
+				podEnvs[fmt.Sprintf("%s-%d", rtype, i)] = map[string]any{"error": errorOf(err)}
 				continue
 			}
 			podEnvs[fmt.Sprintf("%s-%d", rtype, i)] = env
@@ -263,23 +272,30 @@ func outputsOf(task *Task, render jsonValue) (map[string]any, error) {
 	return out, nil
 }
 
-// ErrorOf is the contract form of an error of this package: its type name, plus
-// the violations or the field at fault.
-func ErrorOf(err error) map[string]any {
-	switch e := err.(type) {
-	case *ValidationError:
-		vs := make([]map[string]string, len(e.Violations))
-		for i, v := range e.Violations {
+// errorOf is the contract form of an error of this package (found with
+// errors.As, also wrapped): its type name, plus the violations or the field at fault.
+func errorOf(err error) map[string]any {
+	var (
+		ve *ValidationError
+		re *RenderError
+		de *DecodeError
+		ue *UnsupportedVersionError
+		ee *EncodeError
+	)
+	switch {
+	case errors.As(err, &ve):
+		vs := make([]map[string]string, len(ve.Violations))
+		for i, v := range ve.Violations {
 			vs[i] = map[string]string{"field": v.Field, "rule": v.Rule}
 		}
 		return map[string]any{"type": "ValidationError", "violations": vs}
-	case *RenderError:
-		return map[string]any{"type": "RenderError", "field": e.Field}
-	case *DecodeError:
-		return map[string]any{"type": "DecodeError", "field": e.Field}
-	case *UnsupportedVersionError:
+	case errors.As(err, &re):
+		return map[string]any{"type": "RenderError", "field": re.Field}
+	case errors.As(err, &de):
+		return map[string]any{"type": "DecodeError", "field": de.Field}
+	case errors.As(err, &ue):
 		return map[string]any{"type": "UnsupportedVersionError"}
-	case *EncodeError:
+	case errors.As(err, &ee):
 		return map[string]any{"type": "EncodeError"}
 	}
 	return map[string]any{"type": fmt.Sprintf("%T", err), "reason": err.Error()}

@@ -22,7 +22,7 @@ const casesDir = "../../contract/cases"
 
 type vector struct {
 	name       string
-	version    int64
+	version    int32
 	textproto  []byte // nil for flytekit cases
 	binary     []byte
 	custom     any    // decoded custom.json
@@ -50,7 +50,8 @@ func loadVectors(t testing.TB) []vector {
 			t.Fatalf("%s: no task_type_version in case.yaml", d.Name())
 		}
 		v := vector{name: d.Name()}
-		v.version, _ = strconv.ParseInt(string(m[1]), 10, 64)
+		version, _ := strconv.ParseInt(string(m[1]), 10, 32)
+		v.version = int32(version)
 		if b, err := os.ReadFile(filepath.Join(dir, "input.textproto")); err == nil {
 			v.textproto = b
 		}

@@ -8,8 +8,10 @@ package elasticidl
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -45,8 +47,16 @@ func (t *Task) Struct() (*structpb.Struct, error) {
 	return structpb.NewStruct(plainFloat(obj).(map[string]any))
 }
 
+// errNotUTF8 is messageToDict's error for a string that is not valid UTF-8, which
+// the reference cannot hold (and protobuf cannot serialize).
+var errNotUTF8 = errors.New("a string is not valid UTF-8")
+
 func (t *Task) custom() (*jsonObject, error) {
 	obj, err := messageToDict(t.Message().ProtoReflect())
+	if errors.Is(err, errNotUTF8) {
+		field, _ := invalidUTF8(t.Message().ProtoReflect())
+		return nil, &EncodeError{Field: field, Reason: "not valid UTF-8"}
+	}
 	if err != nil {
 		field := ""
 		for _, v := range t.Violations() {
@@ -55,7 +65,7 @@ func (t *Task) custom() (*jsonObject, error) {
 				break
 			}
 		}
-		return nil, &EncodeError{Field: field, Reason: "no proto3 JSON form (" + err.Error() + ")"}
+		return nil, &EncodeError{Field: field, Reason: "no proto3 JSON form (" + err.Error() + ")", Err: err}
 	}
 	return obj, nil
 }
@@ -110,6 +120,9 @@ func singularToDict(fd protoreflect.FieldDescriptor, v protoreflect.Value) (json
 	case protoreflect.BoolKind:
 		return v.Bool(), nil
 	case protoreflect.StringKind:
+		if !utf8.ValidString(v.String()) {
+			return nil, errNotUTF8
+		}
 		return v.String(), nil
 	}
 	return nil, fmt.Errorf("%s: field kind %s has no JSON form here", fd.FullName(), fd.Kind())

@@ -14,6 +14,7 @@ package elasticidl
 //   - textproto: the "# proto-message:" header must name the requested shape.
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -48,7 +49,7 @@ const (
 // Errors, in this order: *DecodeError for input larger than maxTaskBytes,
 // *UnsupportedVersionError for a version other than 0 and 1, else *DecodeError
 // naming the field at fault ("" for the input as a whole). Messages are one line.
-func Decode(data []byte, format Format, taskTypeVersion int64) (*Task, error) {
+func Decode(data []byte, format Format, taskTypeVersion int32) (*Task, error) {
 	task, err := decode(data, format, taskTypeVersion, false)
 	return task, bounded(err)
 }
@@ -56,10 +57,9 @@ func Decode(data []byte, format Format, taskTypeVersion int64) (*Task, error) {
 // decode is Decode; fromStr says the text formats' data was a str for the
 // reference (the conformance request's), not bytes: it is then checked for lone
 // surrogates only, where bytes are checked for other encodings and bad UTF-8.
-func decode(data []byte, format Format, taskTypeVersion int64, fromStr bool) (*Task, error) {
+func decode(data []byte, format Format, taskTypeVersion int32, fromStr bool) (*Task, error) {
 	if len(data) > maxTaskBytes {
-		return nil, &DecodeError{Reason: fmt.Sprintf("the input is larger than %s bytes, the largest task "+
-			"elastic-idl reads", thousands(maxTaskBytes))}
+		return nil, tooLarge()
 	}
 	msg, err := newMessage(taskTypeVersion)
 	if err != nil {
@@ -77,14 +77,8 @@ func decode(data []byte, format Format, taskTypeVersion int64, fromStr bool) (*T
 			return decodeTextproto(text, taskTypeVersion)
 		}
 		v, err := parseTaskJSON(text)
-		switch e := err.(type) {
-		case nil:
-		case *jsonDuplicateKey:
-			return nil, &DecodeError{Field: e.key, Reason: e.Error(), Format: string(FormatJSON)}
-		case *jsonTooDeep:
-			return nil, &DecodeError{Reason: e.Error(), Format: string(FormatJSON)}
-		default:
-			return nil, &DecodeError{Reason: "malformed JSON: " + err.Error(), Format: string(FormatJSON)}
+		if err != nil {
+			return nil, jsonDecodeError(err)
 		}
 		return fromValue(msg, v, string(FormatJSON))
 	}
@@ -92,10 +86,27 @@ func decode(data []byte, format Format, taskTypeVersion int64, fromStr bool) (*T
 		brief(string(format)))}
 }
 
+// tooLarge is the DecodeError of an input larger than maxTaskBytes.
+func tooLarge() *DecodeError { return &DecodeError{Reason: ErrTooLarge.Error(), Err: ErrTooLarge} }
+
+// jsonDecodeError is the DecodeError of JSON text that parsePyJSON refuses.
+func jsonDecodeError(err error) *DecodeError {
+	var dup *jsonDuplicateKey
+	var deep *jsonTooDeep
+	switch {
+	case errors.As(err, &dup):
+		return &DecodeError{Field: dup.key, Reason: dup.Error(), Format: string(FormatJSON), Err: err}
+	case errors.As(err, &deep):
+		return &DecodeError{Reason: deep.Error(), Format: string(FormatJSON), Err: err}
+	}
+	return &DecodeError{Reason: "malformed JSON: " + err.Error(), Format: string(FormatJSON), Err: err}
+}
+
 // bounded cuts a DecodeError's field and reason to one line each, as the
 // reference's DecodeError does (the field is part of the contract).
 func bounded(err error) error {
-	if de, ok := err.(*DecodeError); ok {
+	var de *DecodeError
+	if errors.As(err, &de) {
 		de.Field = oneLine(de.Field, maxFieldChars)
 		de.Reason = oneLine(de.Reason, maxErrorChars)
 	}
@@ -195,7 +206,7 @@ func looksLikeText(data []byte) bool {
 // sorted order is reported. A nil Struct is no task (a DecodeError). The Struct
 // is read only as far as the checks go: nothing under an unknown key or a value
 // of the wrong type is converted.
-func FromStruct(custom *structpb.Struct, taskTypeVersion int64) (*Task, error) {
+func FromStruct(custom *structpb.Struct, taskTypeVersion int32) (*Task, error) {
 	msg, err := newMessage(taskTypeVersion)
 	if err != nil {
 		return nil, err
@@ -257,7 +268,7 @@ func fromStructField(v *structpb.Value, fd protoreflect.FieldDescriptor, list bo
 
 // ------------------------------------------------------------------ binary
 
-func decodeBinary(raw []byte, taskTypeVersion int64) (*Task, error) {
+func decodeBinary(raw []byte, taskTypeVersion int32) (*Task, error) {
 	msg, err := newMessage(taskTypeVersion)
 	if err != nil {
 		return nil, err
@@ -267,6 +278,7 @@ func decodeBinary(raw []byte, taskTypeVersion int64) (*Task, error) {
 			Reason: fmt.Sprintf("not a valid %s (truncated or garbled binary: %v)",
 				msg.ProtoReflect().Descriptor().Name(), err),
 			Format: string(FormatBinary),
+			Err:    err,
 		}
 	}
 	normalised, restore, err := upbNormalize(raw, msg.ProtoReflect().Descriptor())
@@ -302,7 +314,7 @@ func wireTypeOf(k protoreflect.Kind) protowire.Type {
 // (packed repeated scalars excepted). Unknown numbers stay allowed: a newer
 // schema may send them. The bytes were parsed already, so they are well-formed.
 // path is the field names down to desc (joined only for an error).
-func checkWireTypes(raw []byte, desc protoreflect.MessageDescriptor, path []string, version int64) error {
+func checkWireTypes(raw []byte, desc protoreflect.MessageDescriptor, path []string, version int32) error {
 	for len(raw) > 0 {
 		num, wire, tagLen, n := upbField(raw)
 		if n < 0 {
@@ -345,7 +357,7 @@ func checkWireTypes(raw []byte, desc protoreflect.MessageDescriptor, path []stri
 // pyLineBreaks are the line boundaries of Python's str.splitlines().
 const pyLineBreaks = "\n\r\v\f\x1c\x1d\x1e\u0085\u2028\u2029"
 
-func decodeTextproto(text string, taskTypeVersion int64) (*Task, error) {
+func decodeTextproto(text string, taskTypeVersion int32) (*Task, error) {
 	header, hasHeader := "", false
 	if strings.TrimFunc(text, isPySpace) != "" {
 		first := strings.TrimLeftFunc(text, isPySpace)
@@ -362,7 +374,7 @@ func decodeTextproto(text string, taskTypeVersion int64) (*Task, error) {
 		return nil, err
 	}
 	if want := string(msg.ProtoReflect().Descriptor().FullName()); hasHeader && header != want {
-		for v := int64(0); v <= TaskTypeVersionKubeflow; v++ {
+		for v := int32(0); v <= TaskTypeVersionKubeflow; v++ {
 			other, _ := newMessage(v)
 			if string(other.ProtoReflect().Descriptor().FullName()) == header {
 				return nil, &DecodeError{
@@ -382,6 +394,7 @@ func decodeTextproto(text string, taskTypeVersion int64) (*Task, error) {
 			Field:  textprotoField(text, err.Error()),
 			Reason: "bad textproto: " + err.Error(),
 			Format: string(FormatTextproto),
+			Err:    err,
 		}
 	}
 	return taskOf(msg), nil
@@ -635,8 +648,8 @@ func knownKeys(desc protoreflect.MessageDescriptor) string {
 // under puts a field name or a list index ("[3]") in front of the field of a
 // DecodeError from inside it: paths are built only for errors.
 func under(err error, step string) error {
-	de, ok := err.(*DecodeError)
-	if !ok {
+	var de *DecodeError
+	if !errors.As(err, &de) {
 		return err
 	}
 	switch {
@@ -875,7 +888,7 @@ func setMessage(m protoreflect.Message, fd protoreflect.FieldDescriptor, value j
 	if fd.Message().FullName() == "google.protobuf.Duration" {
 		seconds, nanos, err := parsePyDuration(value.(string))
 		if err != nil {
-			return &DecodeError{Reason: err.Error(), Format: format}
+			return &DecodeError{Reason: err.Error(), Format: format, Err: err}
 		}
 		fields := m.Descriptor().Fields()
 		m.Set(fields.ByName("seconds"), protoreflect.ValueOfInt64(seconds))
@@ -1068,7 +1081,7 @@ func pyRepr(v jsonValue) string {
 
 const upbMaxDepth = 100
 
-var errWire = fmt.Errorf("malformed wire data")
+var errWire = errors.New("malformed wire data")
 
 // consumeVarintUpb reads a varint as upb does: up to 10 bytes; it also returns
 // the 10th byte's bits above the 64th, which protobuf-go refuses (junk).

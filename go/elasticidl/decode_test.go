@@ -17,7 +17,7 @@ func TestDecodeErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		format  Format
-		version int64
+		version int32
 		in      string
 		field   string
 	}{
@@ -137,7 +137,7 @@ func TestUnsupportedVersionComesFirst(t *testing.T) {
 }
 
 // exercise runs every step a backend runs on any input; it must not panic.
-func exercise(data []byte, format Format, version int64) {
+func exercise(data []byte, format Format, version int32) {
 	task, err := Decode(data, format, version)
 	if err != nil {
 		return
@@ -185,7 +185,7 @@ func TestNoPanicOnDamagedInput(t *testing.T) {
 			default:
 				data = append(data[:pos], append([]byte{data[rng.Intn(len(data))]}, data[pos:]...)...)
 			}
-			exercise(data, in.format, int64(rng.Intn(3)))
+			exercise(data, in.format, int32(rng.Intn(3)))
 		}
 	}
 }
@@ -202,7 +202,7 @@ func FuzzDecode(f *testing.F) {
 			f.Add(v.textproto, uint8(2), v.version)
 		}
 	}
-	f.Fuzz(func(t *testing.T, data []byte, format uint8, version int64) {
+	f.Fuzz(func(t *testing.T, data []byte, format uint8, version int32) {
 		exercise(data, []Format{FormatBinary, FormatJSON, FormatTextproto}[format%3], version)
 	})
 }

@@ -1,13 +1,31 @@
 package elasticidl
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
 
-// Every error this package returns on purpose is one of the types below. Their
-// names are the contract's error types (contract/README.md): the conformance
-// entry point writes the type name, and the field (or violations) it carries.
+// Every error this package returns is a pointer to one of the types below, found
+// with errors.As also when wrapped. Their names are the contract's error types
+// (contract/README.md): the conformance entry point writes the type name, and
+// the field (or violations) it carries. An error with a cause (a parser's error,
+// ErrTooLarge) gives it to errors.Is and errors.As through Unwrap.
+
+// The limits of the input, the reference's (elastic_idl.MAX_TASK_BYTES, MAX_NESTING).
+const (
+	// MaxTaskBytes is the size of the largest serialized task Decode reads (1 MiB).
+	MaxTaskBytes = maxTaskBytes
+	// MaxNesting is how deep lists and objects of a JSON task may nest.
+	MaxNesting = maxNesting
+	// MaxIntegerDigits is the most digits an integer may have, also one given as a
+	// string (Python's default int max_str_digits).
+	MaxIntegerDigits = pyMaxStrDigits
+)
+
+// ErrTooLarge is the cause of the DecodeError for an input larger than MaxTaskBytes:
+// errors.Is(err, ErrTooLarge) tells it from a bad input.
+var ErrTooLarge = errors.New("the input is larger than 1,048,576 bytes, the largest task elastic-idl reads")
 
 // DecodeError reports input that is no task of the requested task_type_version.
 type DecodeError struct {
@@ -18,7 +36,12 @@ type DecodeError struct {
 	Reason string
 	// Format is the input format being decoded: "binary", "json", "textproto" or "custom".
 	Format string
+	// Err is the cause, when there is one: ErrTooLarge, or the error of protobuf-go's parser.
+	Err error
 }
+
+// Unwrap is the cause (nil when there is none).
+func (e *DecodeError) Unwrap() error { return e.Err }
 
 func (e *DecodeError) Error() string {
 	var b strings.Builder
@@ -35,7 +58,7 @@ func (e *DecodeError) Error() string {
 
 // UnsupportedVersionError reports a task_type_version neither side knows (only 0 and 1 exist).
 type UnsupportedVersionError struct {
-	Version int64
+	Version int32
 }
 
 func (e *UnsupportedVersionError) Error() string {
@@ -87,19 +110,38 @@ func (e *ValidationError) Error() string {
 }
 
 // RenderError reports a PyTorchJob that cannot be rendered from the task and options.
+// RenderOptionsFromJSON reports options it cannot read with it too.
 type RenderError struct {
-	// Field is the option or task field at fault, e.g. "name", "labels.app", "worker_replicas.common.image".
+	// Field is the option or task field at fault, e.g. "name", "labels.app", "worker_replicas.common.image";
+	// "" for render options that are no JSON object.
 	Field  string
 	Reason string
+	// Err is the JSON parser's error, for render options that are no JSON.
+	Err error
 }
 
-func (e *RenderError) Error() string { return e.Field + ": " + e.Reason }
+func (e *RenderError) Error() string {
+	if e.Field == "" {
+		return e.Reason
+	}
+	return e.Field + ": " + e.Reason
+}
 
-// EncodeError reports a task that has no proto3 JSON form (a Duration outside JSON's range).
+// Unwrap is the cause (nil when there is none).
+func (e *RenderError) Unwrap() error { return e.Err }
+
+// EncodeError reports a task that has no serialized form: a Duration outside JSON's range,
+// or a string changed after NewTask to text that is not valid UTF-8.
 type EncodeError struct {
+	// Field is the field at fault, e.g. "elastic_config.monitor_interval".
 	Field  string
 	Reason string
+	// Err is protobuf-go's error, when it refused the message.
+	Err error
 }
+
+// Unwrap is the cause (nil when there is none).
+func (e *EncodeError) Unwrap() error { return e.Err }
 
 func (e *EncodeError) Error() string {
 	if e.Field == "" {

@@ -43,11 +43,9 @@ type RenderOptions struct {
 	Annotations map[string]string
 	// Env is extra container env; names the operator or the renderer sets are refused.
 	Env map[string]string
-
-	raw *jsonObject // options read by RenderOptionsFromJSON, checked as the reference checks them
 }
 
-// renderOptionKeys are the options the reference's render_pytorchjob takes.
+// renderOptionKeys are the options the reference's render_pytorchjob takes, in the order it checks them.
 var renderOptionKeys = []string{
 	"name", "image", "namespace", "entrypoint", "pod_args", "command", "args", "resources", "labels",
 	"annotations", "env",
@@ -55,40 +53,137 @@ var renderOptionKeys = []string{
 
 // RenderOptionsFromJSON reads render options as a JSON object with the reference's
 // keyword names (name, image, namespace, entrypoint, pod_args, command, args,
-// resources, labels, annotations, env). A value of the wrong type is reported by
-// RenderPyTorchJob as the reference reports it (a *RenderError naming the option);
-// an unknown or missing required key is an error here, as it is a TypeError there.
+// resources, labels, annotations, env); a list or mapping given as null is left out.
+// The result is plain data: change any field before rendering.
+//
+// Errors: *RenderError, with an empty Field for text larger than MaxTaskBytes
+// (wrapping ErrTooLarge) or that is no JSON object (wrapping the parser's error),
+// else naming the option that is unknown, missing (name and image are required)
+// or of the wrong type, e.g. "entrypoint[1]" or "labels.app". The values
+// themselves are checked by RenderPyTorchJob.
 func RenderOptionsFromJSON(data []byte) (RenderOptions, error) {
+	if len(data) > maxTaskBytes {
+		return RenderOptions{}, &RenderError{Reason: "render options: " + ErrTooLarge.Error(), Err: ErrTooLarge}
+	}
 	v, err := parsePyJSON(string(data))
 	if err != nil {
-		return RenderOptions{}, fmt.Errorf("render options: %v", err)
+		return RenderOptions{}, &RenderError{Reason: "render options: malformed JSON: " + err.Error(), Err: err}
 	}
 	obj, ok := v.(*jsonObject)
 	if !ok {
-		return RenderOptions{}, fmt.Errorf("render options: expected an object, got %s", pyTypeName(v))
+		return RenderOptions{}, &RenderError{Reason: "render options: expected an object, got " + pyTypeName(v)}
 	}
-	return renderOptionsFromObject(obj)
+	if err := checkOptionKeys(obj); err != nil {
+		return RenderOptions{}, err
+	}
+	return optionsOf(obj)
 }
 
-func renderOptionsFromObject(obj *jsonObject) (RenderOptions, error) {
+// checkOptionKeys refuses an option render_pytorchjob does not take, and a missing required one.
+func checkOptionKeys(obj *jsonObject) error {
 	for _, k := range obj.keys {
 		if !contains(renderOptionKeys, k) {
-			return RenderOptions{}, fmt.Errorf("render options: unexpected keyword argument %q", k)
+			return &RenderError{Field: oneLine(k, maxFieldChars), Reason: "not a render option (one of " +
+				strings.Join(renderOptionKeys, ", ") + ")"}
 		}
 	}
 	for _, k := range []string{"name", "image"} {
 		if _, ok := obj.get(k); !ok {
-			return RenderOptions{}, fmt.Errorf("render options: missing required keyword argument %q", k)
+			return &RenderError{Field: k, Reason: "a required render option is missing"}
 		}
 	}
-	return RenderOptions{raw: obj}, nil
+	return nil
+}
+
+// optionsOf is the typed options of a JSON object of checked keys.
+func optionsOf(obj *jsonObject) (RenderOptions, error) {
+	var o RenderOptions
+	text := func(key string, dst *string) error {
+		v, ok := obj.get(key)
+		switch x := v.(type) {
+		case nil:
+			if ok {
+				return renderErr(key, "expected a string, got None")
+			}
+		case string:
+			*dst = x
+		default:
+			return renderErr(key, "expected a string, got %s", pyTypeName(v))
+		}
+		return nil
+	}
+	list := func(key string, dst *[]string) (err error) {
+		v, _ := obj.get(key)
+		*dst, err = optStrings(key, v)
+		return err
+	}
+	mapping := func(key string, v jsonValue) (map[string]string, error) {
+		if v == nil {
+			return nil, nil
+		}
+		m, ok := v.(*jsonObject)
+		if !ok {
+			return nil, renderErr(key, "expected a mapping of strings, got %s", pyTypeName(v))
+		}
+		out := make(map[string]string, len(m.keys))
+		for _, k := range m.keys {
+			s, ok := m.vals[k].(string)
+			if strings.HasPrefix(key, "resources.") { // a quantity may be a number
+				s, ok = quantityText(m.vals[k])
+			}
+			if !ok {
+				return nil, renderErr(key+"."+k, "expected a string, got %s", pyTypeName(m.vals[k]))
+			}
+			out[k] = s
+		}
+		return out, nil
+	}
+	for _, step := range []error{
+		text("name", &o.Name), text("image", &o.Image), text("namespace", &o.Namespace),
+		list("entrypoint", &o.Entrypoint), list("pod_args", &o.PodArgs), list("command", &o.Command),
+		list("args", &o.Args),
+	} {
+		if step != nil {
+			return RenderOptions{}, step
+		}
+	}
+	if v, _ := obj.get("resources"); v != nil {
+		res, ok := v.(*jsonObject)
+		if !ok {
+			return RenderOptions{}, renderErr("resources", "expected {'requests': {...}, 'limits': {...}}, got %s",
+				pyTypeName(v))
+		}
+		o.Resources = &ResourceRequirements{}
+		for _, k := range res.keys {
+			m, err := mapping("resources."+k, res.vals[k])
+			switch {
+			case k != keyRequests && k != keyLimits:
+				return RenderOptions{}, renderErr("resources."+k, "only 'requests' and 'limits' are allowed")
+			case err != nil:
+				return RenderOptions{}, err
+			case k == keyRequests:
+				o.Resources.Requests = m
+			default:
+				o.Resources.Limits = m
+			}
+		}
+	}
+	for _, m := range []struct {
+		key string
+		dst *map[string]string
+	}{{"labels", &o.Labels}, {"annotations", &o.Annotations}, {"env", &o.Env}} {
+		v, _ := obj.get(m.key)
+		values, err := mapping(m.key, v)
+		if err != nil {
+			return RenderOptions{}, err
+		}
+		*m.dst = values
+	}
+	return o, nil
 }
 
 // generic is the options as the reference's keyword arguments (absent = None).
 func (o RenderOptions) generic() *jsonObject {
-	if o.raw != nil {
-		return o.raw
-	}
 	obj := newObject()
 	obj.set("name", o.Name)
 	obj.set("image", o.Image)
@@ -135,6 +230,37 @@ func stringMap(m map[string]string) *jsonObject {
 		out.set(k, m[k])
 	}
 	return out
+}
+
+// checkOptionText refuses an option holding text that is not valid UTF-8 (a lone
+// surrogate from JSON, which no Kubernetes object can carry), naming the option.
+func checkOptionText(opts *jsonObject) error {
+	var valid func(v jsonValue) bool
+	valid = func(v jsonValue) bool {
+		switch x := v.(type) {
+		case string:
+			return utf8.ValidString(x)
+		case []jsonValue:
+			for _, item := range x {
+				if !valid(item) {
+					return false
+				}
+			}
+		case *jsonObject:
+			for _, k := range x.keys {
+				if !utf8.ValidString(k) || !valid(x.vals[k]) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for _, key := range renderOptionKeys {
+		if v, ok := opts.get(key); ok && !valid(v) {
+			return renderErr(key, "holds text that is not valid UTF-8 (a lone surrogate such as \\ud800?)")
+		}
+	}
+	return nil
 }
 
 // Kubernetes name patterns, as the reference writes them.
@@ -385,12 +511,23 @@ type replicaCount struct {
 // *RenderError naming the option or task field at fault (name, namespace, image,
 // command, args, entrypoint, pod_args, labels, annotations, resources with the
 // quantity rules of resources.quantity, env, a replica's image).
+//
+// A string option that is not valid UTF-8 (in JSON, a lone surrogate such as
+// "\ud800") is refused first, as a *RenderError naming the option.
 func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
+	return t.renderJob(o.generic())
+}
+
+// renderJob is RenderPyTorchJob of options as the reference's keyword arguments
+// (any JSON values, checked here in the reference's order).
+func (t *Task) renderJob(opts *jsonObject) (*PyTorchJob, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkOptionText(opts); err != nil {
+		return nil, err
+	}
 	v := t.view()
-	opts := o.generic()
 	opt := func(key string) jsonValue { x, _ := opts.get(key); return x }
 
 	workers := v.workerCount()
@@ -473,7 +610,7 @@ func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
 	}
 	env := append([]EnvVar{
 		{Name: TaskEnv, Value: custom},
-		{Name: TaskTypeVersionEnv, Value: strconv.Itoa(v.version)},
+		{Name: TaskTypeVersionEnv, Value: strconv.Itoa(int(v.version))},
 	}, extra...)
 
 	var podMeta *ObjectMeta

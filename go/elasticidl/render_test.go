@@ -1,6 +1,7 @@
 package elasticidl
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -101,23 +102,28 @@ func TestRenderOptionsFromJSON(t *testing.T) {
 		{`{"name": "job", "image": "i", "entrypoint": ["t"], "resources": {"gpus": {}}}`, "resources.gpus"},
 		{`{"name": "job", "image": "i", "entrypoint": ["t"], "labels": {"a": 1}}`, "labels.a"},
 		{`{"name": "job", "image": "i", "entrypoint": ["t"], "env": []}`, "env"},
-		{`{"name": "job", "image": "i", "extra": 1}`, ""},
-		{`{"image": "i"}`, ""},
+		{`{"name": "job", "image": "i", "extra": 1}`, "extra"},
+		{`{"image": "i"}`, "name"},
+		{`{"name": "job", "image": "i", "entrypoint": ["t"], "labels": {"a": "\ud800"}}`, "labels"},
+		{`{"name": "job", "image": "i", "entrypoint": ["\udc00"]}`, "entrypoint"},
+		{`{"name": "job", "image": "i\ud800"}`, "image"},
+		{`{"name": "job", "image": "i", "entrypoint": ["t"], "env": {"\ud800": "x"}}`, "env"},
+		{`[]`, ""},
+		{`{"name": `, ""},
 	} {
+		// Read or rendered, a bad option is a RenderError naming it.
 		o, err := RenderOptionsFromJSON([]byte(tc.in))
-		if tc.field == "" {
-			if err == nil {
-				t.Errorf("%s: read", tc.in)
-			}
-			continue
+		if err == nil {
+			_, err = elasticTask(t).RenderPyTorchJob(o)
 		}
-		if err != nil {
-			t.Fatalf("%s: %v", tc.in, err)
-		}
-		_, err = elasticTask(t).RenderPyTorchJob(o)
-		if re, ok := err.(*RenderError); !ok || re.Field != tc.field {
+		var re *RenderError
+		if !errors.As(err, &re) || re.Field != tc.field {
 			t.Errorf("%s: got %v, want a RenderError on %q", tc.in, err, tc.field)
 		}
+	}
+	_, err := RenderOptionsFromJSON([]byte(`{"name": "` + strings.Repeat("a", MaxTaskBytes) + `"}`))
+	if !errors.Is(err, ErrTooLarge) {
+		t.Errorf("options larger than MaxTaskBytes: %v", err)
 	}
 	// A number is written as Python's str() writes it (as Elastic(requests=...) does).
 	o, err := RenderOptionsFromJSON([]byte(`{"name": "job", "image": "i", "command": [], ` +

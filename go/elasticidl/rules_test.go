@@ -8,7 +8,7 @@ import (
 
 func TestChecksCoverEveryRule(t *testing.T) {
 	ids := map[string]bool{}
-	for _, r := range Rules {
+	for _, r := range Rules() {
 		ids[r.ID] = true
 	}
 	covered := map[string]bool{}
@@ -32,7 +32,7 @@ func TestChecksCoverEveryRule(t *testing.T) {
 		}
 		covered[r] = true
 	}
-	for _, r := range Rules {
+	for _, r := range Rules() {
 		if !covered[r.ID] {
 			t.Errorf("rule %q (%s) has no Go check: add one to checks at the reference's position", r.ID, r.Requires)
 		}

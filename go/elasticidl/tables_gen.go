@@ -2,8 +2,8 @@
 
 package elasticidl
 
-// Rules lists every rule id of elastic_idl.RULES with what it requires, in the reference's order.
-var Rules = []Rule{
+// rules lists every rule id of elastic_idl.RULES with what it requires, in the reference's order (see Rules).
+var rules = []Rule{
 	{"elastic.min_replicas.min", "min_replicas >= 1"},
 	{"elastic.min_le_max", "min_replicas <= max_replicas"},
 	{"elastic.nproc.min", "nproc_per_node >= 1 unless nproc_policy is auto, cpu or gpu"},
@@ -461,8 +461,8 @@ const briefMaxLong = 40
 // Python's default limit of digits in int <-> str conversion (json.loads refuses longer integers).
 const pyMaxStrDigits = 4300
 
-// ContractVersion is the conformance protocol's version.
-const ContractVersion = 1
+// contractVersion is the conformance protocol's version.
+const contractVersion = 1
 
 // elastic_idl.__version__
 const referenceVersion = "0.1.0"

@@ -28,6 +28,10 @@ type Rule struct {
 	Requires string
 }
 
+// Rules lists every rule id of the reference (elastic_idl.RULES) with what it
+// requires, in the reference's order: a new slice on each call.
+func Rules() []Rule { return append([]Rule(nil), rules...) }
+
 // Rule ids the Go code names directly.
 const (
 	ruleDurationValid = "elastic.duration.valid"
@@ -403,7 +407,7 @@ func (t *Task) Validate() error {
 }
 
 func ruleText(id string) string {
-	for _, r := range Rules {
+	for _, r := range rules {
 		if r.ID == id {
 			return r.Requires
 		}

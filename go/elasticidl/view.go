@@ -26,7 +26,7 @@ type replicaView struct {
 
 type taskView struct {
 	message   proto.Message // the task message, either shape
-	version   int
+	version   int32
 	elastic   *eidlpluginsv1.ElasticConfig // nil: not an elastic task
 	worker    replicaView
 	master    *replicaView // kubeflow shape only, when set
@@ -45,7 +45,7 @@ func (t *Task) view() *taskView {
 			},
 		}
 	}
-	k := t.kf
+	k := t.Kubeflow()
 	v := &taskView{
 		message:   k,
 		version:   TaskTypeVersionKubeflow,

@@ -1,9 +1,10 @@
 // Command elastic-conformance is the Go backend's conformance entry point
-// (contract/README.md): it reads a request (JSON) on stdin and writes the
-// response (JSON) on stdout.
+// (contract/README.md): it reads a request (JSON, at most 32 MiB) on stdin and
+// writes the response (JSON) on stdout.
 //
-// Exit codes: 0 answered (per-case errors are part of the answer), 2 usage or an
-// unusable request.
+// Exit codes: 0 answered (per-case errors are part of the answer); 1 the
+// response could not be written; 2 usage, or an unusable request (unreadable,
+// larger than 32 MiB, malformed, or missing a key).
 package main
 
 import (
@@ -11,13 +12,15 @@ import (
 	"io"
 	"os"
 
-	"github.com/elastic-idl/elastic-idl/go/elasticidl"
+	_ "github.com/elastic-idl/elastic-idl/go/elasticidl" // registers the implementation
+	"github.com/elastic-idl/elastic-idl/go/internal/conformance"
 )
 
 const usage = `usage: elastic-conformance < request.json > response.json
 
-Reads a conformance request (JSON) on stdin and writes the response (JSON) on
-stdout; see contract/README.md.
+Reads a conformance request (JSON, at most 32 MiB) on stdin and writes the
+response (JSON) on stdout; see contract/README.md. Exit codes: 0 answered,
+1 the response could not be written, 2 usage or an unusable request.
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -31,12 +34,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	request, err := io.ReadAll(stdin)
+	request, err := conformance.Read(stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "conformance: bad request: %v\n", err)
 		return 2
 	}
-	response, err := elasticidl.RespondConformance(request)
+	response, err := conformance.Respond(request)
 	if err != nil {
 		fmt.Fprintf(stderr, "conformance: bad request: %v\n", err)
 		return 2
