@@ -28,7 +28,7 @@ const (
 // 1, validates as version 1, and its Message is a new empty kubeflow message.
 // A Task is not changed by its methods: several goroutines may use one.
 type Task struct {
-	legacy *eidlpluginsv1.DistributedPyTorchTrainingTask // set: the legacy shape (version 0)
+	legacy *eidlpluginsv1.DistributedPyTorchTrainingTask  // set: the legacy shape (version 0)
 	kf     *eidlkubeflowv1.DistributedPyTorchTrainingTask // nil in the zero Task
 }
 
