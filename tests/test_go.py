@@ -176,7 +176,7 @@ def test_go_tables_are_fresh() -> None:
 
 def test_go_tables_hold_every_rule() -> None:
     text = (GO_DIR / "elasticidl" / "tables_gen.go").read_text()
-    go_rules = re.findall(r'^\t\{"([a-z_.]+)", ', text[text.index("var Rules") :], re.M)
+    go_rules = re.findall(r'^\t\{"([a-z_.]+)", ', text[text.index("var rules") :], re.M)
     assert go_rules[: len(ei.RULES)] == list(ei.RULES)
 
 

@@ -113,14 +113,6 @@ func bounded(err error) error {
 	return err
 }
 
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
-
 // asText is the text of a text-format input (the reference's _as_text): UTF-8, a
 // leading byte order mark dropped. Bytes in UTF-16 or UTF-32 are refused by name.
 func asText(data []byte, format string, fromStr bool) (string, error) {

@@ -2,10 +2,16 @@ package elasticidl
 
 import (
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -190,19 +196,119 @@ func TestNoPanicOnDamagedInput(t *testing.T) {
 	}
 }
 
+// fuzzFormats are the formats FuzzDecode's format byte picks (modulo 3).
+var fuzzFormats = []Format{FormatBinary, FormatJSON, FormatTextproto}
+
+// FuzzDecode: any input is a typed error or a task that survives its round trips:
+// decode -> Binary -> decode, and decode -> CustomJSON -> decode, give the same
+// message (unknown fields, which JSON drops, left out of the second). Its seed
+// corpus is testdata/fuzz/FuzzDecode (written by TestWriteFuzzSeeds), which
+// tests/test_go.py also replays through both languages.
 func FuzzDecode(f *testing.F) {
-	for _, v := range loadVectors(f) {
-		if v.binary != nil {
-			f.Add(v.binary, uint8(0), v.version)
+	f.Fuzz(func(t *testing.T, data []byte, format uint8, version int32) {
+		exercise(data, fuzzFormats[format%3], version)
+		roundTrip(t, data, fuzzFormats[format%3], version)
+	})
+}
+
+// roundTrip checks that a task read from data reads back the same from its
+// binary and its custom JSON.
+func roundTrip(t *testing.T, data []byte, format Format, version int32) {
+	task, err := Decode(data, format, version)
+	if err != nil {
+		if errorOf(err)["reason"] != nil {
+			t.Fatalf("an error of no type of this package: %T %v", err, err)
 		}
-		if v.customText != nil {
-			f.Add(v.customText, uint8(1), v.version)
+		return
+	}
+	binary, err := task.Binary()
+	if err != nil {
+		t.Fatalf("Binary of a decoded task: %v", err)
+	}
+	back, err := Decode(binary, FormatBinary, version)
+	if err != nil {
+		t.Fatalf("decode of Binary: %v", err)
+	}
+	if !proto.Equal(task.Message(), back.Message()) {
+		t.Fatalf("decode -> Binary -> decode differs:\n%v\n%v", task.Message(), back.Message())
+	}
+	custom, err := task.CustomJSON()
+	var ee *EncodeError
+	if errors.As(err, &ee) {
+		return // a Duration out of JSON's range: no custom form
+	}
+	if err != nil {
+		t.Fatalf("CustomJSON: %v", err)
+	}
+	fromJSON, err := Decode([]byte(custom), FormatJSON, version)
+	if err != nil {
+		t.Fatalf("decode of CustomJSON %s: %v", custom, err)
+	}
+	want := proto.Clone(task.Message())
+	dropUnknown(want.ProtoReflect())
+	if !proto.Equal(want, fromJSON.Message()) {
+		t.Fatalf("decode -> CustomJSON -> decode differs:\n%v\n%v", want, fromJSON.Message())
+	}
+}
+
+// dropUnknown clears the unknown fields of m and its messages.
+func dropUnknown(m protoreflect.Message) {
+	m.SetUnknown(nil)
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Kind() != protoreflect.MessageKind:
+		case fd.IsList():
+			for i := 0; i < v.List().Len(); i++ {
+				dropUnknown(v.List().Get(i).Message())
+			}
+		default:
+			dropUnknown(v.Message())
 		}
-		if v.textproto != nil {
-			f.Add(v.textproto, uint8(2), v.version)
+		return true
+	})
+}
+
+// TestWriteFuzzSeeds writes FuzzDecode's seed corpus (ELASTIC_IDL_WRITE_SEEDS=1):
+// every contract vector in each of its forms, and damaged copies of them.
+func TestWriteFuzzSeeds(t *testing.T) {
+	if os.Getenv("ELASTIC_IDL_WRITE_SEEDS") == "" {
+		t.Skip("set ELASTIC_IDL_WRITE_SEEDS=1 to rewrite testdata/fuzz/FuzzDecode")
+	}
+	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(17))
+	n := 0
+	write := func(data []byte, format uint8, version int32) {
+		text := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nuint8(%d)\nint32(%d)\n", data, format, version)
+		n++
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%03d", n)), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
-	f.Fuzz(func(t *testing.T, data []byte, format uint8, version int32) {
-		exercise(data, []Format{FormatBinary, FormatJSON, FormatTextproto}[format%3], version)
-	})
+	for _, v := range loadVectors(t) {
+		for format, data := range [][]byte{v.binary, v.customText, v.textproto} {
+			if data == nil {
+				continue
+			}
+			write(data, uint8(format), v.version)
+			if len(data) == 0 {
+				continue
+			}
+			damaged := append([]byte(nil), data...)
+			switch pos := rng.Intn(len(damaged)); rng.Intn(3) {
+			case 0:
+				damaged[pos] ^= byte(1 << uint(rng.Intn(8)))
+			case 1:
+				damaged = damaged[:pos]
+			default:
+				damaged[pos] = byte(rng.Intn(256))
+			}
+			write(damaged, uint8(format), v.version)
+		}
+	}
 }
