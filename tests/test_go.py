@@ -553,10 +553,18 @@ def test_go_and_python_agree_on_bad_input(go_conformance: Path) -> None:
     the same DecodeError or RenderError field, or the same outputs when the input
     still decodes.
     """
-    import json as _json
     import random
 
     entries = _mutated_requests(random.Random(12))
+    problems, decode_errors = _disagreements(go_conformance, entries)
+    assert decode_errors > MUTATIONS // 4, "the mutations reach the decoders' errors"
+    assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:30])
+
+
+def _disagreements(go_conformance: Path, entries: list[dict[str, Any]]) -> tuple[list[str], int]:
+    """Every output where the Go backend and the reference differ on the cases, and how many are DecodeErrors."""
+    import json as _json
+
     request = {"version": tc.conf.CONTRACT_VERSION, "cases": entries}
     proc = subprocess.run(
         [str(go_conformance)], input=_json.dumps(request), capture_output=True, text=True, timeout=300, check=False
@@ -578,7 +586,70 @@ def test_go_and_python_agree_on_bad_input(go_conformance: Path) -> None:
                 problems.append(
                     f"{name} {entry['input']['data'][:300]!r}: {output}: {want[output]!r} != {got.get(output)!r}"[:900]
                 )
-    assert decode_errors > MUTATIONS // 4, "the mutations reach the decoders' errors"
+    return problems, decode_errors
+
+
+#: FuzzDecode's seed corpus (go/elasticidl/decode_test.go writes it); the format byte picks one of these.
+FUZZ_CORPUS = GO_DIR / "elasticidl" / "testdata" / "fuzz" / "FuzzDecode"
+FUZZ_FORMATS = ("binary_hex", "json", "textproto")
+_GO_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92, '"': 34, "'": 39}
+
+
+def _go_quoted_bytes(literal: str) -> bytes:
+    """The bytes of a Go double-quoted string literal (how the fuzz corpus writes a []byte)."""
+    assert literal[0] == literal[-1] == '"', literal[:50]
+    s, out, i = literal[1:-1], bytearray(), 0
+    while i < len(s):
+        c = s[i]
+        if c != "\\":
+            out += c.encode()
+            i += 1
+            continue
+        e = s[i + 1]
+        if e in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[e])
+            i += 2
+        elif e in "xuU":
+            width = {"x": 2, "u": 4, "U": 8}[e]
+            n = int(s[i + 2 : i + 2 + width], 16)
+            out += bytes([n]) if e == "x" else chr(n).encode()
+            i += 2 + width
+        else:
+            out.append(int(s[i + 1 : i + 4], 8))
+            i += 4
+    return bytes(out)
+
+
+def _fuzz_seeds() -> list[tuple[str, bytes, str, int]]:
+    """(file name, data, conformance format, task_type_version) of every file of the fuzz corpus."""
+    out = []
+    for path in sorted(FUZZ_CORPUS.iterdir()):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        assert lines[0] == "go test fuzz v1", path
+        data = re.fullmatch(r"\[\]byte\((.*)\)", lines[1])
+        fmt = re.fullmatch(r"uint8\((\d+)\)", lines[2])
+        version = re.fullmatch(r"int32\((-?\d+)\)", lines[3])
+        assert data and fmt and version, path
+        out.append((path.name, _go_quoted_bytes(data.group(1)), FUZZ_FORMATS[int(fmt.group(1)) % 3], int(version.group(1))))
+    return out
+
+
+def test_go_quoted_bytes() -> None:
+    assert _go_quoted_bytes(r'"a\x00\xff\n\"\\\u00e9\U0001f600\101é"') == b'a\x00\xff\n"\\' + "\u00e9\U0001f600".encode() + b"A" + "é".encode()
+
+
+def test_go_and_python_agree_on_the_fuzz_corpus(go_conformance: Path) -> None:
+    """FuzzDecode's seeds through both languages: the same accept or reject, the same error field, the same outputs.
+
+    Text that is not UTF-8 goes as the str Python's surrogateescape reads (its lone surrogates refused on both sides).
+    """
+    entries = []
+    for name, data, fmt, version in _fuzz_seeds():
+        text = data.hex() if fmt == "binary_hex" else data.decode("utf-8", "surrogateescape")
+        entries.append(_entry(f"fuzz-{name}", "kf_minimal_elastic", fmt, text, version))
+    assert len(entries) >= 400, "the corpus holds every contract vector in each form, and damaged copies"
+    problems, decode_errors = _disagreements(go_conformance, entries)
+    assert decode_errors > 0
     assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:30])
 
 

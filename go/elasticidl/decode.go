@@ -381,7 +381,7 @@ func decodeTextproto(text string, taskTypeVersion int32) (*Task, error) {
 			Format: string(FormatTextproto),
 		}
 	}
-	if err := prototext.Unmarshal([]byte(pyStringEscapes(text)), msg); err != nil {
+	if err := prototext.Unmarshal([]byte(pyStringEscapes(pySpaces(text))), msg); err != nil {
 		return nil, &DecodeError{
 			Field:  textprotoField(text, err.Error()),
 			Reason: "bad textproto: " + err.Error(),
@@ -389,7 +389,97 @@ func decodeTextproto(text string, taskTypeVersion int32) (*Task, error) {
 			Err:    err,
 		}
 	}
+	if line, col := detachedMinus(text); line > 0 {
+		// protobuf-go reads "- 5" as -5; protobuf Python reads "-" as a number and fails.
+		return nil, &DecodeError{
+			Field:  lastFieldName([]rune(strings.Split(text, "\n")[line-1])[:col]),
+			Reason: fmt.Sprintf("bad textproto: (line %d:%d): couldn't parse integer: -", line, col+1),
+			Format: string(FormatTextproto),
+		}
+	}
 	return taskOf(msg), nil
+}
+
+// pySpaces writes the whitespace protobuf Python skips between tokens and
+// protobuf-go does not (\v, \f, Unicode spaces) as ASCII spaces of the same
+// length in bytes, outside strings and comments.
+func pySpaces(text string) string {
+	var b []byte // nil until a change
+	var quote rune
+	comment := false
+	for i, c := range text {
+		switch {
+		case c == '\n':
+			quote, comment = 0, false
+		case comment:
+		case quote != 0:
+			if c == quote && !escapedAt(text, i) {
+				quote = 0
+			}
+		case c == '#':
+			comment = true
+		case c == '"' || c == '\'':
+			quote = c
+		case c != ' ' && c != '\t' && c != '\r' && isPySpace(c):
+			if b == nil {
+				b = []byte(text)
+			}
+			for j := 0; j < utf8.RuneLen(c); j++ {
+				b[i+j] = ' '
+			}
+		}
+	}
+	if b == nil {
+		return text
+	}
+	return string(b)
+}
+
+// escapedAt says whether the byte at i follows an odd run of backslashes.
+func escapedAt(text string, i int) bool {
+	n := 0
+	for i > 0 && text[i-1] == '\\' {
+		n, i = n+1, i-1
+	}
+	return n%2 == 1
+}
+
+// detachedMinus is the line (1-based) and rune column (0-based) of the first
+// '-' that starts a token and is followed by a space or a comment, outside
+// strings and comments; 0, 0 when there is none.
+func detachedMinus(text string) (int, int) {
+	line, col := 1, 0
+	var quote rune
+	prev := ' '
+	comment, escaped := false, false
+	runes := []rune(text)
+	for i, c := range runes {
+		switch {
+		case c == '\n':
+			line, col, quote, comment, escaped, prev = line+1, 0, 0, false, false, c
+			continue
+		case comment:
+		case quote != 0:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == quote:
+				quote = 0
+			}
+		case c == '#':
+			comment = true
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '-' && strings.ContainsRune(" \t\r\f\v:[,{<", prev) && i+1 < len(runes) &&
+			strings.ContainsRune(" \t\r\f\v\n#", runes[i+1]):
+			return line, col
+		}
+		prev = c
+		col++
+	}
+	return 0, 0
 }
 
 // pyStringEscapes rewrites the escapes of string literals that protobuf Python
@@ -445,7 +535,9 @@ func pyStringEscapes(text string) string {
 
 var (
 	textNamedField = regexp.MustCompile(`(?:unknown field: |non-repeated field ")([\w.]+)`)
-	textPosition   = regexp.MustCompile(`\(line (\d+):(\d+)\)`)
+	// protobuf Python's identifier token: "elastic_co.fig" is the field elastic_co, then a stray ".".
+	textInvalidName = regexp.MustCompile(`invalid field name: ([A-Za-z_][0-9A-Za-z_+-]*)`)
+	textPosition    = regexp.MustCompile(`\(line (\d+):(\d+)\)`)
 )
 
 // textprotoField is the field a textproto error points at, found as the
@@ -455,6 +547,9 @@ var (
 // input, a string it cannot decode), the position is moved to Python's.
 func textprotoField(text, errText string) string {
 	if m := textNamedField.FindStringSubmatch(errText); m != nil {
+		return m[1]
+	}
+	if m := textInvalidName.FindStringSubmatch(errText); m != nil {
 		return m[1]
 	}
 	lines := strings.Split(text, "\n")
