@@ -44,9 +44,10 @@ const (
 // Decode reads a task of the shape taskTypeVersion names (0 legacy, 1 kubeflow).
 // The text formats are UTF-8 (a leading byte order mark is dropped); JSON is the
 // TaskTemplate.custom dict as JSON text, an object of task fields, nested at most
-// maxNesting deep and with no key given twice.
+// MaxNesting deep, with no key given twice and integers of at most
+// MaxIntegerDigits digits (also given as strings).
 //
-// Errors, in this order: *DecodeError for input larger than maxTaskBytes,
+// Errors, in this order: *DecodeError wrapping ErrTooLarge for input larger than MaxTaskBytes,
 // *UnsupportedVersionError for a version other than 0 and 1, else *DecodeError
 // naming the field at fault ("" for the input as a whole). Messages are one line.
 func Decode(data []byte, format Format, taskTypeVersion int32) (*Task, error) {

@@ -5,16 +5,18 @@
 //
 // The path through it:
 //
-//	task, err := elasticidl.FromStruct(taskTemplate.GetCustom(), int64(taskTemplate.GetTaskTypeVersion()))
+//	task, err := elasticidl.FromStruct(taskTemplate.GetCustom(), taskTemplate.GetTaskTypeVersion())
 //	err = task.Validate()                        // *ValidationError: every Violation{Field, Rule}
 //	job, err := task.RenderPyTorchJob(options)   // *RenderError{Field} for a bad option
 //	env, err := elasticidl.PodEnv(job, elasticidl.ReplicaWorker, 0)
 //
 // Decode reads the three forms of the conformance protocol (binary, the custom
-// dict as JSON, textproto). Every error is one of DecodeError,
-// UnsupportedVersionError, ValidationError, RenderError or EncodeError, and
-// carries the field path (and the rule id) the reference reports. No input
-// makes the package panic.
+// dict as JSON, textproto), at most MaxTaskBytes. Every error is a pointer to one
+// of DecodeError, UnsupportedVersionError, ValidationError, RenderError or
+// EncodeError (use errors.As; errors.Is(err, ErrTooLarge) for an input over the
+// limit), and carries the field path (and the rule id) the reference reports. No
+// input makes the package panic, and every input costs time and memory linear
+// in its size.
 //
 // The generated messages live in the gen/ packages of this module
 // (eidlpluginsv1, eidlkubeflowv1, eidlcorev1). The reference's tables (rule
