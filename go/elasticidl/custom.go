@@ -165,7 +165,7 @@ func plain(v jsonValue) any {
 	case *jsonObject:
 		out := make(map[string]any, len(x.keys))
 		for _, k := range x.keys {
-			out[k] = plain(x.vals[k])
+			out[k] = plain(x.value(k))
 		}
 		return out
 	}
@@ -187,7 +187,7 @@ func plainFloat(v jsonValue) any {
 	case *jsonObject:
 		out := make(map[string]any, len(x.keys))
 		for _, k := range x.keys {
-			out[k] = plainFloat(x.vals[k])
+			out[k] = plainFloat(x.value(k))
 		}
 		return out
 	}

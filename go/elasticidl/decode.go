@@ -18,6 +18,7 @@ package elasticidl
 // pytext.go Python's rules for text they share.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -136,7 +137,7 @@ var byteOrderMarks = []struct{ bom, name string }{
 // (by its BOM, or ASCII with every other byte NUL), else "".
 func otherEncoding(data []byte) string {
 	for _, b := range byteOrderMarks {
-		if strings.HasPrefix(string(data), b.bom) {
+		if bytes.HasPrefix(data, []byte(b.bom)) {
 			return b.name
 		}
 	}
@@ -145,43 +146,40 @@ func otherEncoding(data []byte) string {
 		sample = sample[:512]
 	}
 	half := len(sample) / 2
-	nuls := func(start int) (int, []byte) {
-		n, rest := 0, []byte{}
+	nuls := func(start int) int {
+		n := 0
 		for i := start; i < len(sample); i += 2 {
 			if sample[i] == 0 {
 				n++
 			}
-			rest = append(rest, sample[i])
 		}
-		return n, rest
+		return n
 	}
-	oddNULs, odd := nuls(1)
-	evenNULs, even := nuls(0)
+	oddNULs, evenNULs := nuls(1), nuls(0)
 	if half >= 2 && (oddNULs == half || evenNULs == half) {
-		other := odd
-		if oddNULs == half {
-			other = even
+		start := 0 // the bytes that are not the NULs
+		if oddNULs != half {
+			start = 1
 		}
-		if looksLikeText(other) {
+		if looksLikeText(sample, start) {
 			return "UTF-16"
 		}
 	}
 	return ""
 }
 
-// looksLikeText: mostly printable ASCII and no NUL.
-func looksLikeText(data []byte) bool {
-	if len(data) > 4096 {
-		data = data[:4096]
-	}
-	printable := 0
-	for _, b := range data {
+// looksLikeText: every other byte of data from start is mostly printable ASCII, and no NUL.
+func looksLikeText(data []byte, start int) bool {
+	printable, n := 0, 0
+	for i := start; i < len(data); i += 2 {
+		b := data[i]
 		if b == 0 {
 			return false
 		}
 		if (b >= 32 && b < 127) || b == 9 || b == 10 || b == 13 {
 			printable++
 		}
+		n++
 	}
-	return len(data) > 0 && float64(printable) >= 0.9*float64(len(data))
+	return n > 0 && float64(printable) >= 0.9*float64(n)
 }

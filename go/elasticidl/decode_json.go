@@ -162,10 +162,9 @@ func under(err error, step string) error {
 // checkObject walks an object against a message descriptor so that errors name
 // the exact field; it returns a copy whose integer and enum numbers are int64.
 func checkObject(obj *jsonObject, desc protoreflect.MessageDescriptor, format string) (*jsonObject, error) {
-	out := &jsonObject{keys: obj.keys, vals: make(map[string]jsonValue, len(obj.keys))}
-	given := map[protoreflect.Name]string{} // field -> the key that set it
-	for _, key := range obj.keys {
-		value := obj.vals[key]
+	out := &jsonObject{keys: obj.keys, values: make([]jsonValue, len(obj.keys)), index: obj.index}
+	for k, key := range obj.keys {
+		value := obj.values[k]
 		fd := fieldByKey(desc, key)
 		if fd == nil {
 			return nil, &DecodeError{
@@ -174,17 +173,19 @@ func checkObject(obj *jsonObject, desc protoreflect.MessageDescriptor, format st
 				Format: format,
 			}
 		}
-		if first, ok := given[fd.Name()]; ok { // both names of one field
-			return nil, &DecodeError{
-				Field:  string(fd.Name()),
-				Reason: fmt.Sprintf("given twice, as %s and %s", pyStrRepr(first), pyStrRepr(key)),
-				Format: format,
+		// Both names of one field. The keys before are known fields, each once: a short scan.
+		for _, first := range obj.keys[:k] {
+			if fieldByKey(desc, first) == fd {
+				return nil, &DecodeError{
+					Field:  string(fd.Name()),
+					Reason: fmt.Sprintf("given twice, as %s and %s", pyStrRepr(first), pyStrRepr(key)),
+					Format: format,
+				}
 			}
 		}
-		given[fd.Name()] = key
 		switch {
 		case value == nil:
-			out.vals[key] = nil // null means unset in proto3 JSON
+			out.values[k] = nil // null means unset in proto3 JSON
 		case fd.IsList():
 			items, ok := value.([]jsonValue)
 			if !ok {
@@ -200,13 +201,13 @@ func checkObject(obj *jsonObject, desc protoreflect.MessageDescriptor, format st
 				}
 				checked[i] = c
 			}
-			out.vals[key] = checked
+			out.values[k] = checked
 		default:
 			c, err := checkValue(fd, value, format)
 			if err != nil {
 				return nil, under(err, string(fd.Name()))
 			}
-			out.vals[key] = c
+			out.values[k] = c
 		}
 	}
 	return out, nil
@@ -337,7 +338,7 @@ func buildMessage(m protoreflect.Message, obj *jsonObject, format string) error 
 	desc := m.Descriptor()
 	for _, key := range obj.keys {
 		fd := fieldByKey(desc, key)
-		if err := buildField(m, fd, obj.vals[key], format); err != nil {
+		if err := buildField(m, fd, obj.value(key), format); err != nil {
 			return under(err, string(fd.Name()))
 		}
 	}

@@ -38,24 +38,66 @@ type jsonNumber struct {
 
 func jsonInt(n int64) jsonNumber { return jsonNumber{lit: strconv.FormatInt(n, 10)} }
 
-// jsonObject is a JSON object with its keys in order.
+// jsonObject is a JSON object with its keys in order. A small one (most of a
+// task's) is looked up by a scan; from smallObject keys on, through an index.
 type jsonObject struct {
-	keys []string
-	vals map[string]jsonValue
+	keys   []string
+	values []jsonValue    // values[i] is the value of keys[i]
+	index  map[string]int // nil while the object is small
 }
 
-func newObject() *jsonObject { return &jsonObject{vals: map[string]jsonValue{}} }
+const smallObject = 16
+
+func newObject() *jsonObject { return &jsonObject{} }
+
+// find is the place of key, or -1.
+func (o *jsonObject) find(key string) int {
+	if o.index != nil {
+		if i, ok := o.index[key]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, k := range o.keys {
+		if k == key {
+			return i
+		}
+	}
+	return -1
+}
 
 func (o *jsonObject) set(key string, v jsonValue) {
-	if _, ok := o.vals[key]; !ok {
-		o.keys = append(o.keys, key)
+	if i := o.find(key); i >= 0 {
+		o.values[i] = v
+		return
 	}
-	o.vals[key] = v
+	if o.keys == nil { // room for a task message's fields at once
+		o.keys, o.values = make([]string, 0, 8), make([]jsonValue, 0, 8)
+	}
+	o.keys = append(o.keys, key)
+	o.values = append(o.values, v)
+	switch {
+	case o.index != nil:
+		o.index[key] = len(o.keys) - 1
+	case len(o.keys) > smallObject:
+		o.index = make(map[string]int, 2*len(o.keys))
+		for i, k := range o.keys {
+			o.index[k] = i
+		}
+	}
 }
 
 func (o *jsonObject) get(key string) (jsonValue, bool) {
-	v, ok := o.vals[key]
-	return v, ok
+	if i := o.find(key); i >= 0 {
+		return o.values[i], true
+	}
+	return nil, false
+}
+
+// value is the value of key (nil when absent).
+func (o *jsonObject) value(key string) jsonValue {
+	v, _ := o.get(key)
+	return v
 }
 
 // ------------------------------------------------------------------ parse
@@ -223,7 +265,7 @@ func (p *jsonParser) object(depth int) (jsonValue, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, seen := obj.vals[key]; seen && p.unique && duplicate == "" {
+		if obj.find(key) >= 0 && p.unique && duplicate == "" {
 			duplicate = key
 		}
 		obj.set(key, v)
@@ -467,7 +509,7 @@ func writePy(b *strings.Builder, v jsonValue) {
 			}
 			writePyString(b, k)
 			b.WriteByte(':')
-			writePy(b, x.vals[k])
+			writePy(b, x.value(k))
 		}
 		b.WriteByte('}')
 	}

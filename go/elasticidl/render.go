@@ -127,12 +127,12 @@ func optionsOf(obj *jsonObject) (RenderOptions, error) {
 		}
 		out := make(map[string]string, len(m.keys))
 		for _, k := range m.keys {
-			s, ok := m.vals[k].(string)
+			s, ok := m.value(k).(string)
 			if strings.HasPrefix(key, "resources.") { // a quantity may be a number
-				s, ok = quantityText(m.vals[k])
+				s, ok = quantityText(m.value(k))
 			}
 			if !ok {
-				return nil, renderErr(key+"."+k, "expected a string, got %s", pyTypeName(m.vals[k]))
+				return nil, renderErr(key+"."+k, "expected a string, got %s", pyTypeName(m.value(k)))
 			}
 			out[k] = s
 		}
@@ -155,7 +155,7 @@ func optionsOf(obj *jsonObject) (RenderOptions, error) {
 		}
 		o.Resources = &ResourceRequirements{}
 		for _, k := range res.keys {
-			m, err := mapping("resources."+k, res.vals[k])
+			m, err := mapping("resources."+k, res.value(k))
 			switch {
 			case k != keyRequests && k != keyLimits:
 				return RenderOptions{}, renderErr("resources."+k, "only 'requests' and 'limits' are allowed")
@@ -248,7 +248,7 @@ func checkOptionText(opts *jsonObject) error {
 			}
 		case *jsonObject:
 			for _, k := range x.keys {
-				if !utf8.ValidString(k) || !valid(x.vals[k]) {
+				if !utf8.ValidString(k) || !valid(x.value(k)) {
 					return false
 				}
 			}
@@ -378,9 +378,9 @@ func optLabels(field string, v jsonValue, isLabel bool) (map[string]string, erro
 		if err := qualifiedKey(field, key); err != nil {
 			return nil, err
 		}
-		value, ok := obj.vals[key].(string)
+		value, ok := obj.value(key).(string)
 		if !ok {
-			return nil, renderErr(field+"."+key, "value must be a string, got %s", pyTypeName(obj.vals[key]))
+			return nil, renderErr(field+"."+key, "value must be a string, got %s", pyTypeName(obj.value(key)))
 		}
 		if isLabel && (pyLen(value) > 63 || !labelValueRe.MatchString(value)) {
 			return nil, renderErr(field+"."+key, "%q is not a valid label value (at most 63 characters)", value)
@@ -406,9 +406,9 @@ func userEnv(v jsonValue) ([]EnvVar, error) {
 		if contains(reservedEnv, key) {
 			return nil, renderErr("env."+key, "is set by the operator or the renderer; it cannot be given")
 		}
-		value, ok := obj.vals[key].(string)
+		value, ok := obj.value(key).(string)
 		if !ok {
-			return nil, renderErr("env."+key, "value must be a string, got %s", pyTypeName(obj.vals[key]))
+			return nil, renderErr("env."+key, "value must be a string, got %s", pyTypeName(obj.value(key)))
 		}
 		out = append(out, EnvVar{Name: key, Value: value})
 	}
@@ -439,10 +439,10 @@ func k8sResources(field string, v jsonValue) (*ResourceRequirements, error) {
 			if err := qualifiedKey(field+"."+kind, name); err != nil { // a resource name is a qualified name
 				return nil, err
 			}
-			qty, ok := quantityText(m.vals[name])
+			qty, ok := quantityText(m.value(name))
 			if !ok {
 				return nil, renderErr(field+"."+kind+"."+name, "expected a quantity such as '2' or '4Gi', got %s",
-					pyRepr(m.vals[name]))
+					pyRepr(m.value(name)))
 			}
 			block[name] = qty
 		}

@@ -311,7 +311,7 @@ func replicaChecks(v *taskView, rv *replicaView, isMaster bool, r *report) {
 		if strings.IndexFunc(rv.image, isPySpace) >= 0 {
 			r.add(rv.specPath+".image", "replicas.image.format", "%s is not an image reference", brief(rv.image))
 		}
-		enumValue(r, rv.specPath+".restart_policy", restartPolicyEnum, rv.restart)
+		enumValue(r, rv.specPath, "restart_policy", restartPolicyEnum, rv.restart)
 		resourceChecks(rv.specPath+".resources", rv.resources, r)
 	}
 	switch {
@@ -366,13 +366,15 @@ func enumFields(r *report, path string, msg proto.Message, names ...string) {
 	m := msg.ProtoReflect()
 	for _, name := range names {
 		fd := m.Descriptor().Fields().ByName(protoreflect.Name(name))
-		enumValue(r, path+"."+name, fd.Enum(), int32(m.Get(fd).Enum()))
+		enumValue(r, path, name, fd.Enum(), int32(m.Get(fd).Enum()))
 	}
 }
 
-func enumValue(r *report, field string, ed protoreflect.EnumDescriptor, n int32) {
+// enumValue reports an enum number the schema does not define, at path.leaf
+// (the path joined only then: validation of a valid task allocates little).
+func enumValue(r *report, path, leaf string, ed protoreflect.EnumDescriptor, n int32) {
 	if ed.Values().ByNumber(protoreflect.EnumNumber(n)) == nil {
-		r.add(field, ruleEnumKnown, "%d is not a value of %s", n, ed.Name())
+		r.add(path+"."+leaf, ruleEnumKnown, "%d is not a value of %s", n, ed.Name())
 	}
 }
 
