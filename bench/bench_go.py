@@ -9,7 +9,10 @@ vector, both decode the custom JSON, list the violations and render the
 PyTorchJob (an invalid task's render is its ValidationError). The rounds
 alternate Go and Python so that load from other jobs hits both alike; medians.
 
-Usage: .venv/bin/python bench/bench_go.py [--rounds N] [--json]
+Go's allocations per vector come from ``-benchmem``. ``--write`` also stores the
+results as JSON in bench/results/bench_go.json (committed; charts draw from it).
+
+Usage: .venv/bin/python bench/bench_go.py [--rounds N] [--json] [--write]
 """
 
 from __future__ import annotations
@@ -73,19 +76,33 @@ def go_test_binary(tmp: Path) -> Path:
     return binary
 
 
-def go_per_vector(binary: Path, request: Path, benchtime: str) -> float:
+def go_per_vector(binary: Path, request: Path, benchtime: str) -> tuple[float, float, float]:
+    """Seconds, allocations and bytes allocated per vector, from one benchmark run."""
     proc = subprocess.run(
-        [str(binary), "-test.run", "^$", "-test.bench", "^BenchmarkContract$", "-test.benchtime", benchtime],
+        [
+            str(binary),
+            "-test.run",
+            "^$",
+            "-test.bench",
+            "^BenchmarkContract$",
+            "-test.benchtime",
+            benchtime,
+            "-test.benchmem",
+        ],
         cwd=ROOT / "go" / "elasticidl",
         env={**os.environ, "ELASTIC_IDL_BENCH_REQUEST": str(request), "GOMAXPROCS": "1"},
         capture_output=True,
         text=True,
         check=True,
     )
-    m = re.search(r"([0-9.]+) ns/vector", proc.stdout)
-    if not m:
-        raise RuntimeError(f"no ns/vector in the benchmark output:\n{proc.stdout}")
-    return float(m.group(1)) / 1e9
+    found = {
+        unit: re.search(rf"([0-9.]+) {unit}", proc.stdout) for unit in ("ns/vector", "vectors", "B/op", "allocs/op")
+    }
+    if not all(found.values()):
+        raise RuntimeError(f"no ns/vector, vectors, B/op or allocs/op in the benchmark output:\n{proc.stdout}")
+    value = {unit: float(m.group(1)) for unit, m in found.items() if m}
+    vectors = value["vectors"]
+    return value["ns/vector"] / 1e9, value["allocs/op"] / vectors, value["B/op"] / vectors
 
 
 def main() -> int:
@@ -94,6 +111,7 @@ def main() -> int:
     parser.add_argument("--number", type=int, default=20, help="Python passes over every vector per round")
     parser.add_argument("--benchtime", default="1s", help="go test -benchtime per round")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--write", action="store_true", help="also write them to bench/results/bench_go.json")
     args = parser.parse_args()
 
     cases = entries()
@@ -101,9 +119,12 @@ def main() -> int:
         request = Path(tmp) / "request.json"
         request.write_text(json.dumps({"version": conf.CONTRACT_VERSION, "cases": cases}))
         binary = go_test_binary(Path(tmp))
-        go, py = [], []
+        go, py, allocs, alloc_bytes = [], [], [], []
         for _ in range(args.rounds):
-            go.append(go_per_vector(binary, request, args.benchtime))
+            seconds, n, size = go_per_vector(binary, request, args.benchtime)
+            go.append(seconds)
+            allocs.append(n)
+            alloc_bytes.append(size)
             py.append(python_per_vector(cases, args.number))
     go_us, py_us = statistics.median(go) * 1e6, statistics.median(py) * 1e6
     result = {
@@ -112,8 +133,17 @@ def main() -> int:
         "go_us_per_vector": round(go_us, 1),
         "python_us_per_vector": round(py_us, 1),
         "python_over_go": round(py_us / go_us, 1),
+        "go_allocs_per_vector": round(statistics.median(allocs), 1),
+        "go_bytes_per_vector": round(statistics.median(alloc_bytes)),
+        "go_us_rounds": [round(x * 1e6, 1) for x in go],
+        "python_us_rounds": [round(x * 1e6, 1) for x in py],
+        "load_average": round(os.getloadavg()[0], 2),
         "python": platform.python_version(),
     }
+    if args.write:
+        out = ROOT / "bench" / "results" / "bench_go.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -122,6 +152,7 @@ def main() -> int:
     print("| --- | ---: | ---: |")
     print(f"| Go (`testing.B`, GOMAXPROCS=1) | {go_us:.1f} | 1.0 |")
     print(f"| Python {platform.python_version()} (`timeit`) | {py_us:.1f} | {py_us / go_us:.1f} |")
+    print(f"\nGo allocations per vector: {result['go_allocs_per_vector']} ({result['go_bytes_per_vector']} bytes)")
     return 0
 
 

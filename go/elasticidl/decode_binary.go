@@ -36,7 +36,7 @@ func decodeBinary(raw []byte, taskTypeVersion int32) (*Task, error) {
 	if restore {
 		restoreUnknown(raw, msg.ProtoReflect())
 	}
-	if err := checkWireTypes(raw, msg.ProtoReflect().Descriptor(), nil, taskTypeVersion); err != nil {
+	if err := checkWireTypes(raw, msg.ProtoReflect().Descriptor(), make([]string, 0, 8), taskTypeVersion); err != nil {
 		return nil, err
 	}
 	return taskOf(msg), nil
