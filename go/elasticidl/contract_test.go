@@ -3,6 +3,7 @@ package elasticidl
 import (
 	"encoding/hex"
 	"encoding/json"
+	"google.golang.org/protobuf/proto"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -167,6 +168,7 @@ func TestContractVectors(t *testing.T) {
 }
 
 func TestStructRoundTrip(t *testing.T) {
+	checked := 0
 	for _, v := range loadVectors(t) {
 		m, ok := v.custom.(map[string]any)
 		if !ok || m["error"] != nil || v.binary == nil {
@@ -184,10 +186,17 @@ func TestStructRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: FromStruct: %v", v.name, err)
 		}
-		a, _ := task.CustomJSON()
-		b, _ := back.CustomJSON()
-		if a != b {
-			t.Errorf("%s: through a Struct %s, want %s", v.name, b, a)
+		a, errA := task.CustomJSON()
+		b, errB := back.CustomJSON()
+		if errA != nil || errB != nil || a != b {
+			t.Errorf("%s: through a Struct %s (%v), want %s (%v)", v.name, b, errB, a, errA)
 		}
+		if !proto.Equal(task.Message(), back.Message()) {
+			t.Errorf("%s: through a Struct the message differs", v.name)
+		}
+		checked++
+	}
+	if checked < 40 {
+		t.Errorf("only %d vectors went through a Struct", checked)
 	}
 }

@@ -89,7 +89,7 @@ type ValidationError struct {
 	Violations []Violation
 }
 
-// Error lists at most maxViolationsShown violations, one a line, then how many more there are.
+// Error lists at most 20 violations (the reference's limit), one a line, then how many more there are.
 func (e *ValidationError) Error() string {
 	var b strings.Builder
 	n := len(e.Violations)
