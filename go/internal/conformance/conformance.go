@@ -24,15 +24,25 @@ func Register(f func(request []byte) ([]byte, error)) { respond = f }
 
 // Read reads a whole request from r, refusing one larger than MaxRequestBytes
 // after reading at most one byte more.
+// The buffer doubles as it fills, so what it allocates is at most about twice
+// what it read.
 func Read(r io.Reader) ([]byte, error) {
-	request, err := io.ReadAll(io.LimitReader(r, MaxRequestBytes+1))
-	if err != nil {
-		return nil, err
+	request := make([]byte, 0, 64<<10)
+	for {
+		if len(request) == cap(request) {
+			request = append(request, make([]byte, min(cap(request), MaxRequestBytes+1-len(request)))...)[:len(request)]
+		}
+		n, err := r.Read(request[len(request):min(cap(request), MaxRequestBytes+1)])
+		request = request[:len(request)+n]
+		switch {
+		case len(request) > MaxRequestBytes:
+			return nil, ErrTooLarge
+		case err == io.EOF:
+			return request, nil
+		case err != nil:
+			return nil, err
+		}
 	}
-	if len(request) > MaxRequestBytes {
-		return nil, ErrTooLarge
-	}
-	return request, nil
 }
 
 // Respond answers a conformance request (JSON, UTF-8). A per-case failure is part
