@@ -16,12 +16,14 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
-import subprocess
 
 ROOT = Path(__file__).resolve().parent.parent
-LINE = re.compile(r"^BenchmarkHostile/(.+)/(hostile|normal)\S*\s+\d+\s+(\d+) ns/op\s+(\d+) B/op\s+(\d+) allocs/op", re.M)
+LINE = re.compile(
+    r"^BenchmarkHostile/(.+)/(hostile|normal)\S*\s+\d+\s+(\d+) ns/op\s+(\d+) B/op\s+(\d+) allocs/op", re.M
+)
 
 
 def main() -> int:

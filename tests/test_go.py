@@ -630,12 +630,17 @@ def _fuzz_seeds() -> list[tuple[str, bytes, str, int]]:
         fmt = re.fullmatch(r"uint8\((\d+)\)", lines[2])
         version = re.fullmatch(r"int32\((-?\d+)\)", lines[3])
         assert data and fmt and version, path
-        out.append((path.name, _go_quoted_bytes(data.group(1)), FUZZ_FORMATS[int(fmt.group(1)) % 3], int(version.group(1))))
+        out.append(
+            (path.name, _go_quoted_bytes(data.group(1)), FUZZ_FORMATS[int(fmt.group(1)) % 3], int(version.group(1)))
+        )
     return out
 
 
 def test_go_quoted_bytes() -> None:
-    assert _go_quoted_bytes(r'"a\x00\xff\n\"\\\u00e9\U0001f600\101é"') == b'a\x00\xff\n"\\' + "\u00e9\U0001f600".encode() + b"A" + "é".encode()
+    assert (
+        _go_quoted_bytes(r'"a\x00\xff\n\"\\\u00e9\U0001f600\101é"')
+        == b'a\x00\xff\n"\\' + "\u00e9\U0001f600".encode() + b"A" + "é".encode()
+    )
 
 
 def test_go_and_python_agree_on_the_fuzz_corpus(go_conformance: Path) -> None:
