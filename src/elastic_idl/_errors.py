@@ -49,6 +49,7 @@ MAX_FIELD_CHARS = 120
 #: How many violations a ValidationError's message (and the CLI) lists; the rest are counted.
 MAX_VIOLATIONS_SHOWN = 20
 
+
 class _Repr(reprlib.Repr):
     def repr_int(self, x: int, level: int) -> str:
         # repr() refuses an int of more digits than Python converts (4300): say how large it is instead.

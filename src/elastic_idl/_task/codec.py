@@ -38,8 +38,8 @@ __all__ = [
     "from_custom",
     "is_repeated",
     "load_document",
-    "lone_surrogate",
     "load_yaml",
+    "lone_surrogate",
     "read_task_bytes",
 ]
 
