@@ -540,7 +540,7 @@ def _serialized(data: object, caller: str) -> bytes | str:
 
 def _check_size(data: bytes | str) -> None:
     size = len(data)
-    if isinstance(data, str) and size <= MAX_TASK_BYTES:
+    if isinstance(data, str) and size <= MAX_TASK_BYTES and not data.isascii():  # ASCII: 1 byte a character
         size = len(data.encode("utf-8", "surrogatepass"))
     if size > MAX_TASK_BYTES:
         raise _too_large()
