@@ -331,8 +331,8 @@ def test_long_quantities_are_not_kept_after_use() -> None:
 # --------------------------------------------------------------------------- the conformance command
 
 
-class _Endless(io.RawIOBase):
-    """A stdin that never ends; counts what was read from it."""
+class _Large(io.RawIOBase):
+    """A stdin of 64 MiB of spaces; counts what was read from it."""
 
     def __init__(self) -> None:
         self.read_bytes = 0
@@ -341,7 +341,7 @@ class _Endless(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        n = len(buffer)
+        n = min(len(buffer), 64 * 2**20 - self.read_bytes)
         buffer[:n] = b" " * n
         self.read_bytes += n
         return n
@@ -355,7 +355,7 @@ class _Stdin:
 def test_conformance_command_reads_at_most_the_limit_of_stdin(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    raw = _Endless()
+    raw = _Large()
     monkeypatch.setattr("sys.stdin", _Stdin(raw))
     assert conformance_main([]) == 2
     assert raw.read_bytes == MAX_TASK_BYTES + 1
