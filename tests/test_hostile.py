@@ -22,6 +22,7 @@ import pytest
 import elastic_idl as ei
 from elastic_idl import DecodeError, RenderError
 from elastic_idl._backend.pytorchjob import JobOptions, render_pytorchjob
+from elastic_idl._conformance import MAX_REQUEST_BYTES
 from elastic_idl._conformance import main as conformance_main
 from elastic_idl._task.codec import MAX_INT_DIGITS, MAX_TASK_BYTES
 from elastic_idl._task.resources import parse_quantity
@@ -358,9 +359,9 @@ def test_conformance_command_reads_at_most_the_limit_of_stdin(
     raw = _Large()
     monkeypatch.setattr("sys.stdin", _Stdin(raw))
     assert conformance_main([]) == 2
-    assert raw.read_bytes == MAX_TASK_BYTES + 1
+    assert raw.read_bytes == MAX_REQUEST_BYTES + 1
     err = capsys.readouterr().err
-    assert err.startswith("conformance: bad request: the input is larger than 1,048,576 bytes")
+    assert err.startswith("conformance: bad request: the input is larger than 33,554,432 bytes")
 
 
 def test_conformance_command_answers_lone_surrogates_in_ascii(

@@ -12,6 +12,7 @@ Every Kubernetes key is a constant below, defined once; env var names live in
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -20,7 +21,7 @@ from typing import Any, NamedTuple, overload
 
 from google.protobuf.message import Message
 
-from elastic_idl._errors import RenderError, deprecated
+from elastic_idl._errors import RenderError, brief, deprecated
 from elastic_idl._task.codec import lone_surrogate
 from elastic_idl._task.encoding import to_custom
 from elastic_idl._task.enums import CLEAN_POD_POLICY, K8S_RESOURCE, NPROC_POLICY, RESTART_POLICY
@@ -236,28 +237,37 @@ def _check_namespace(namespace: Any) -> None:
 _WHITESPACE = re.compile(r"\s")
 
 
-def _text(field: str, value: str) -> None:
-    """Refuse a str that is no text: a lone surrogate (a JSON ``"\\ud800"``) has no UTF-8 form."""
-    at = lone_surrogate(value)
-    if at is not None:
-        raise RenderError(
-            field, f"holds a lone surrogate (U+{ord(value[at]):04X} at index {at}), which is no text (not UTF-8)"
-        )
+def _no_text(value: Any) -> str | None:
+    """The first str in an option value (a str, list items, mapping keys and values) that is no
+    text: it holds a lone surrogate (JSON's ``"\\ud800"``, an undecodable byte of an env var), which
+    has no UTF-8 form; None when there is none. Other types are left to the option's own check."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if lone_surrogate(item) is not None:
+                return item
+        elif isinstance(item, Mapping):
+            stack.extend(reversed([x for pair in item.items() for x in pair]))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+    return None
 
 
-def _key_text(field: str, key: str) -> None:
-    """Refuse a key that is no text; the error names the mapping (the key cannot be written)."""
-    at = lone_surrogate(key)
-    if at is not None:
-        raise RenderError(
-            field, f"a key holds a lone surrogate (U+{ord(key[at]):04X} at index {at}), which is no text (not UTF-8)"
-        )
+def _check_option_text(options: JobOptions) -> None:
+    """Refuse an option holding a str that is no text, naming the option (the str cannot be written)."""
+    for f in dataclasses.fields(options):
+        found = _no_text(getattr(options, f.name))
+        if found is not None:
+            at = lone_surrogate(found) or 0
+            raise RenderError(
+                f.name, f"holds a lone surrogate (U+{ord(found[at]):04X}), which is no text (not UTF-8): {brief(found)}"
+            )
 
 
 def _check_image(field: str, image: Any) -> None:
     if not isinstance(image, str) or not image:
         raise RenderError(field, "a container image is required")
-    _text(field, image)
     if _WHITESPACE.search(image):
         raise RenderError(field, f"{image!r} is not an image reference (no whitespace)")
 
@@ -265,7 +275,6 @@ def _check_image(field: str, image: Any) -> None:
 def _qualified_key(field: str, key: Any) -> None:
     if not isinstance(key, str) or not key:
         raise RenderError(field, f"key {key!r} must be a non-empty string")
-    _key_text(field, key)
     prefix, sep, name = key.rpartition("/")
     if sep and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
         raise RenderError(f"{field}.{key}", f"prefix {prefix!r} is not a DNS-1123 subdomain")
@@ -296,7 +305,6 @@ def _labels(field: str, labels: Mapping[str, str] | None, *, is_label: bool) -> 
         value = labels[key]
         if not isinstance(value, str):
             raise RenderError(f"{field}.{key}", f"value must be a string, got {type(value).__name__}")
-        _text(f"{field}.{key}", value)
         if is_label and (len(value) > 63 or not _LABEL_VALUE.match(value)):
             raise RenderError(f"{field}.{key}", f"{value!r} is not a valid label value (at most 63 characters)")
         out[key] = value
@@ -311,7 +319,6 @@ def _strings(field: str, value: Sequence[str] | None) -> list[str] | None:
     for i, item in enumerate(value):
         if not isinstance(item, str):
             raise RenderError(f"{field}[{i}]", f"expected a string, got {type(item).__name__}")
-        _text(f"{field}[{i}]", item)
     return list(value)
 
 
@@ -322,7 +329,6 @@ def _user_env(env: Mapping[str, str] | None) -> list[dict[str, str]]:
         raise RenderError("env", f"expected a mapping of strings, got {type(env).__name__}")
     out = []
     for key in _sorted_keys("env", env):
-        _key_text("env", key)
         if not _ENV_NAME.match(key):
             raise RenderError(f"env.{key}", "not a valid environment variable name")
         if key in RESERVED_ENV:
@@ -330,7 +336,6 @@ def _user_env(env: Mapping[str, str] | None) -> list[dict[str, str]]:
         value = env[key]
         if not isinstance(value, str):
             raise RenderError(f"env.{key}", f"value must be a string, got {type(value).__name__}")
-        _text(f"env.{key}", value)
         out.append({K.NAME: key, K.VALUE: value})
     return out
 
@@ -360,7 +365,6 @@ def _k8s_resources(field: str, res: Mapping[str, Any] | None) -> dict[str, dict[
             out[kind] = block
     unknown = [key for key in _sorted_keys(field, res) if key not in (K.REQUESTS, K.LIMITS)]
     if unknown:
-        _key_text(field, unknown[0])
         raise RenderError(f"{field}.{unknown[0]}", "only 'requests' and 'limits' are allowed")
     requests, limits = (list(out.get(kind, {}).items()) for kind in (K.REQUESTS, K.LIMITS))
     problems = quantity_problems(requests, limits)
@@ -704,6 +708,7 @@ def render_pytorchjob(
     opts = _options_of(options, legacy)
     t = _task_for_render(task, task_type_version)
     validate(t)
+    _check_option_text(opts)
     counts = _replica_counts(t)
     _check_name(opts.name, counts)
     _check_namespace(opts.namespace)

@@ -104,26 +104,27 @@ def format_of_path(path: str) -> Format | None:
     return FORMAT_BY_EXTENSION.get(path[dot:].lower())
 
 
-def _too_large() -> DecodeError:
-    return DecodeError("", f"the input is larger than {MAX_TASK_BYTES:,} bytes, the largest task elastic-idl reads")
+def _too_large(limit: int = MAX_TASK_BYTES) -> DecodeError:
+    what = ", the largest task elastic-idl reads" if limit == MAX_TASK_BYTES else ""
+    return DecodeError("", f"the input is larger than {limit:,} bytes{what}")
 
 
-def read_task_bytes(stream: BinaryIO) -> bytes:
-    """Read a task from an open binary stream: at most :data:`MAX_TASK_BYTES`, else DecodeError.
+def read_task_bytes(stream: BinaryIO, limit: int = MAX_TASK_BYTES) -> bytes:
+    """Read a task from an open binary stream: at most ``limit`` bytes (:data:`MAX_TASK_BYTES`), else DecodeError.
 
     Stops reading one byte past the limit, so an endless source (``/dev/zero``, a
     pipe that keeps writing) cannot fill the memory.
     """
     chunks: list[bytes] = []
     size = 0
-    while size <= MAX_TASK_BYTES:
-        chunk = stream.read(MAX_TASK_BYTES + 1 - size)
+    while size <= limit:
+        chunk = stream.read(limit + 1 - size)
         if not chunk:
             break
         chunks.append(chunk)
         size += len(chunk)
-    if size > MAX_TASK_BYTES:
-        raise _too_large()
+    if size > limit:
+        raise _too_large(limit)
     return b"".join(chunks)
 
 
