@@ -597,6 +597,49 @@ def test_bad_options_name_the_field(opts: dict[str, Any], field: str) -> None:
     assert info.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("opts", "field"),
+    [
+        ({"name": "job\ud800"}, "name"),
+        ({"image": "example.com/train:\udcff"}, "image"),
+        ({"namespace": "ns\ud800"}, "namespace"),
+        ({"entrypoint": ["train.py", "--tag", "caf\udcff"]}, "entrypoint"),
+        ({"pod_args": ["\udc80"]}, "pod_args"),
+        ({"command": ["python", "\ud800"]}, "command"),
+        ({"entrypoint": None, "args": ["\udfff"]}, "args"),
+        ({"labels": {"app": "\ud800"}}, "labels"),
+        ({"labels": {"app\ud800": "x"}}, "labels"),
+        ({"annotations": {"note": "caf\udcff"}}, "annotations"),
+        ({"annotations": {"example.com/\udcff": "x"}}, "annotations"),
+        ({"env": {"NOTE": "caf\udcff"}}, "env"),
+        ({"env": {"N\udcffTE": "x"}}, "env"),
+        ({"resources": {"requests": {"cpu": "1\ud800"}}}, "resources"),
+        ({"resources": {"requests": {"\ud800": "1"}}}, "resources"),
+        ({"resources": {"limits\ud800": {"cpu": "1"}}}, "resources"),
+        # Checked before any other option check, in the order of JobOptions' fields (as in Go).
+        ({"name": "Bad_Name", "env": {"A": "\udcff"}}, "env"),
+        ({"image": "\udcff", "env": {"A": "\udcff"}}, "image"),
+    ],
+)
+def test_a_lone_surrogate_in_any_option_is_a_render_error_naming_it(opts: dict[str, Any], field: str) -> None:
+    """A str that is no text (JSON's "\\ud800", an undecodable byte of an env var): refused, never written.
+
+    Before, the image, list items and env or annotation values were written into the job (which then
+    cannot be encoded: the conformance command crashed), and a bad key was echoed in the field.
+    """
+    with pytest.raises(RenderError) as info:
+        render(kf(), **opts)
+    assert info.value.field == field
+    str(info.value).encode("utf-8")  # the error itself is text: the value is never echoed raw
+
+
+def test_an_invalid_task_with_a_lone_surrogate_option_is_a_validation_error() -> None:
+    t = kf()
+    t.elastic_config.min_replicas = 0
+    with pytest.raises(ei.ValidationError):
+        render(t, image="\ud800")
+
+
 # --------------------------------------------------------------------------- pod_env
 
 

@@ -34,7 +34,7 @@ from elastic_idl._errors import (
     Violation,
 )
 from elastic_idl._launch.spec import to_launch_spec
-from elastic_idl._task.codec import decode
+from elastic_idl._task.codec import MAX_TASK_BYTES, decode, read_task_bytes
 from elastic_idl._task.encoding import encode, to_custom
 from elastic_idl._task.validate import violations
 
@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_RENDER",
     "INPUT_FILE",
     "KINDS",
+    "MAX_REQUEST_BYTES",
     "OUTPUTS",
     "OUTPUT_FILES",
     "Case",
@@ -88,6 +89,10 @@ OUTPUT_FILES: dict[str, str] = {
 OUTPUTS: tuple[str, ...] = tuple(OUTPUT_FILES)
 #: Expectation written by the runner, not by an implementation: what flytekit emits.
 SDK_FILE = "sdk.json"
+
+#: The largest request the entry point reads (32 MiB, as the Go command): room for every contract
+#: vector at once, each case's input at most MAX_TASK_BYTES. Read up to one byte more, then refused.
+MAX_REQUEST_BYTES = 32 * MAX_TASK_BYTES
 
 #: Render options used when a case gives none (merged under the case's ``render``).
 DEFAULT_RENDER: dict[str, Any] = {
@@ -542,14 +547,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
         else:
             # The bytes, strictly UTF-8: a text stdin in the C locale would turn bad bytes into surrogates.
-            stream = getattr(sys.stdin, "buffer", sys.stdin)
-            raw = stream.read()
-            request = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
+            # At most MAX_REQUEST_BYTES + 1 of them are read: a larger request is refused before any copy.
+            raw = read_task_bytes(sys.stdin.buffer, MAX_REQUEST_BYTES)
+            request = json.loads(raw.decode("utf-8"))
         if not isinstance(request, dict):
             raise ValueError("the request must be a JSON object")
         response = respond(request)
+    except DecodeError as exc:  # larger than MAX_REQUEST_BYTES
+        sys.stderr.write(f"conformance: bad request: {exc.reason}\n")
+        return 2
     except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         sys.stderr.write(f"conformance: bad request: {type(exc).__name__}: {exc}\n")
         return 2
-    sys.stdout.write(json.dumps(response, sort_keys=True, ensure_ascii=False) + "\n")
+    # ASCII JSON (\uXXXX escapes): whatever the request echoes (a case name, an env value) is written,
+    # a lone surrogate included, and stdout's encoding does not matter.
+    sys.stdout.write(json.dumps(response, sort_keys=True) + "\n")
     return 0

@@ -49,7 +49,20 @@ MAX_FIELD_CHARS = 120
 #: How many violations a ValidationError's message (and the CLI) lists; the rest are counted.
 MAX_VIOLATIONS_SHOWN = 20
 
-_repr = reprlib.Repr()
+
+class _Repr(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        # repr() refuses an int of more digits than Python converts (4300): say how large it is instead.
+        if x.bit_length() > _INT_BITS_SHOWN:
+            return f"<an integer of {x.bit_length():,} bits>"
+        return super().repr_int(x, level)
+
+
+#: Ints up to this many bits are written out (and cut like any long number); larger ones by their size.
+_INT_BITS_SHOWN = 4096
+
+
+_repr = _Repr()
 _repr.maxlevel = 2
 _repr.maxstring = 60
 _repr.maxother = 60
@@ -68,7 +81,7 @@ def deprecated(old: str, new: str) -> None:
 
 
 def brief(value: object) -> str:
-    """A bounded ``repr`` for messages: long strings, deep or large containers are cut."""
+    """A bounded ``repr`` for messages: long strings, deep or large containers, huge ints are cut."""
     return _repr.repr(value)
 
 

@@ -12,6 +12,7 @@ Every Kubernetes key is a constant below, defined once; env var names live in
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -20,7 +21,8 @@ from typing import Any, NamedTuple, overload
 
 from google.protobuf.message import Message
 
-from elastic_idl._errors import RenderError, deprecated
+from elastic_idl._errors import RenderError, brief, deprecated
+from elastic_idl._task.codec import lone_surrogate
 from elastic_idl._task.encoding import to_custom
 from elastic_idl._task.enums import CLEAN_POD_POLICY, K8S_RESOURCE, NPROC_POLICY, RESTART_POLICY
 from elastic_idl._task.messages import TASK_CLASSES, Resources, task_class
@@ -233,6 +235,34 @@ def _check_namespace(namespace: Any) -> None:
 
 
 _WHITESPACE = re.compile(r"\s")
+
+
+def _no_text(value: Any) -> str | None:
+    """The first str in an option value (a str, list items, mapping keys and values) that is no
+    text: it holds a lone surrogate (JSON's ``"\\ud800"``, an undecodable byte of an env var), which
+    has no UTF-8 form; None when there is none. Other types are left to the option's own check."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if lone_surrogate(item) is not None:
+                return item
+        elif isinstance(item, Mapping):
+            stack.extend(reversed([x for pair in item.items() for x in pair]))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+    return None
+
+
+def _check_option_text(options: JobOptions) -> None:
+    """Refuse an option holding a str that is no text, naming the option (the str cannot be written)."""
+    for f in dataclasses.fields(options):
+        found = _no_text(getattr(options, f.name))
+        if found is not None:
+            at = lone_surrogate(found) or 0
+            raise RenderError(
+                f.name, f"holds a lone surrogate (U+{ord(found[at]):04X}), which is no text (not UTF-8): {brief(found)}"
+            )
 
 
 def _check_image(field: str, image: Any) -> None:
@@ -678,6 +708,7 @@ def render_pytorchjob(
     opts = _options_of(options, legacy)
     t = _task_for_render(task, task_type_version)
     validate(t)
+    _check_option_text(opts)
     counts = _replica_counts(t)
     _check_name(opts.name, counts)
     _check_namespace(opts.namespace)

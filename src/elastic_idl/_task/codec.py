@@ -27,6 +27,7 @@ __all__ = [
     "EXTENSION_FIELD_MIN",
     "FORMATS",
     "FORMAT_BY_EXTENSION",
+    "MAX_INT_DIGITS",
     "MAX_NESTING",
     "MAX_TASK_BYTES",
     "MAX_YAML_ALIAS_NODES",
@@ -38,6 +39,7 @@ __all__ = [
     "is_repeated",
     "load_document",
     "load_yaml",
+    "lone_surrogate",
     "read_task_bytes",
 ]
 
@@ -76,6 +78,9 @@ MAX_TASK_BYTES = 1024 * 1024
 MAX_YAML_ALIAS_NODES = 1000
 #: The deepest nesting of lists and objects a JSON or YAML input may have (a task needs 6).
 MAX_NESTING = 100
+#: The most digits an integer in a JSON or YAML input may have: Python's default limit of
+#: int <-> str conversion (``json.loads`` refuses longer integers; YAML is held to the same).
+MAX_INT_DIGITS = 4300
 
 #: File extension -> format: the CLI and the pod read a file in the format its name says.
 FORMAT_BY_EXTENSION: dict[str, Format] = {
@@ -99,26 +104,27 @@ def format_of_path(path: str) -> Format | None:
     return FORMAT_BY_EXTENSION.get(path[dot:].lower())
 
 
-def _too_large() -> DecodeError:
-    return DecodeError("", f"the input is larger than {MAX_TASK_BYTES:,} bytes, the largest task elastic-idl reads")
+def _too_large(limit: int = MAX_TASK_BYTES) -> DecodeError:
+    what = ", the largest task elastic-idl reads" if limit == MAX_TASK_BYTES else ""
+    return DecodeError("", f"the input is larger than {limit:,} bytes{what}")
 
 
-def read_task_bytes(stream: BinaryIO) -> bytes:
-    """Read a task from an open binary stream: at most :data:`MAX_TASK_BYTES`, else DecodeError.
+def read_task_bytes(stream: BinaryIO, limit: int = MAX_TASK_BYTES) -> bytes:
+    """Read a task from an open binary stream: at most ``limit`` bytes (:data:`MAX_TASK_BYTES`), else DecodeError.
 
     Stops reading one byte past the limit, so an endless source (``/dev/zero``, a
     pipe that keeps writing) cannot fill the memory.
     """
     chunks: list[bytes] = []
     size = 0
-    while size <= MAX_TASK_BYTES:
-        chunk = stream.read(MAX_TASK_BYTES + 1 - size)
+    while size <= limit:
+        chunk = stream.read(limit + 1 - size)
         if not chunk:
             break
         chunks.append(chunk)
         size += len(chunk)
-    if size > MAX_TASK_BYTES:
-        raise _too_large()
+    if size > limit:
+        raise _too_large(limit)
     return b"".join(chunks)
 
 
@@ -188,14 +194,25 @@ def _utf8_error(data: bytes, exc: UnicodeDecodeError, fmt: str) -> DecodeError:
     )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(text: str) -> int | None:
+    """Index of the first lone surrogate in ``text`` (a str that is no Unicode text: UTF-8 cannot
+    encode it, e.g. an undecodable byte of an env var or a JSON ``"\\ud800"``), or None."""
+    if text.isascii():
+        return None
+    found = _SURROGATE.search(text)
+    return None if found is None else found.start()
+
+
 def _as_text(data: bytes | str, fmt: str) -> str:
     """The text of a text-format input: UTF-8, a leading BOM dropped; DecodeError otherwise."""
     if isinstance(data, str):
-        try:
-            data.encode("utf-8")
-        except UnicodeEncodeError as exc:  # lone surrogates, e.g. undecodable bytes of an env var
-            line, column = _line_col(data, exc.start)
-            raise DecodeError("", "not valid UTF-8 (a lone surrogate)", format=fmt, line=line, column=column) from None
+        at = lone_surrogate(data)
+        if at is not None:
+            line, column = _line_col(data, at)
+            raise DecodeError("", "not valid UTF-8 (a lone surrogate)", format=fmt, line=line, column=column)
         return data.removeprefix("\ufeff")
     other = _other_encoding(data)
     if other is not None:
@@ -317,6 +334,18 @@ class _BoundedLoader(yaml.SafeLoader):
         self._expanded[id(node)] = 1 + sum(self._expanded.get(id(c), 1) for c in children)
         return node
 
+    def construct_yaml_int(self, node: Any) -> Any:
+        # YAML 1.1 integers are also hexadecimal, octal, binary and base 60 ("1:30"): PyYAML
+        # converts base 60 digit by digit (quadratic in the length) and the others without
+        # Python's limit on digits; so no integer may be longer than that limit, as in JSON.
+        text = str(node.value)
+        if len(text) > MAX_INT_DIGITS:
+            raise _YamlLimit(
+                problem=f"an integer of {len(text):,} characters (at most {MAX_INT_DIGITS:,} digits are read)",
+                problem_mark=node.start_mark,
+            )
+        return super().construct_yaml_int(node)
+
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: set[str] = set()
         for key, _ in node.value:
@@ -328,6 +357,9 @@ class _BoundedLoader(yaml.SafeLoader):
                     )
                 seen.add(key.value)
         return super().construct_mapping(node, deep)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
 
 
 def _yaml_error(exc: Exception, text: str) -> DecodeError:
@@ -509,7 +541,7 @@ def _serialized(data: object, caller: str) -> bytes | str:
 
 def _check_size(data: bytes | str) -> None:
     size = len(data)
-    if isinstance(data, str) and size <= MAX_TASK_BYTES:
+    if isinstance(data, str) and size <= MAX_TASK_BYTES and not data.isascii():  # ASCII: 1 byte a character
         size = len(data.encode("utf-8", "surrogatepass"))
     if size > MAX_TASK_BYTES:
         raise _too_large()
@@ -921,7 +953,11 @@ def _integer(value: Any, path: str, fmt: str, lo: int, hi: int) -> int:
     if isinstance(number, bool) or not isinstance(number, int):
         raise DecodeError(path, f"expected an integer, got {brief(value)}", format=fmt)
     if not lo <= number <= hi:
-        raise DecodeError(path, f"{number} is out of range {lo}..{hi}", format=fmt)
+        try:
+            shown = str(number)
+        except ValueError:  # more digits than Python writes (a YAML 0x..., a Python int in a custom dict)
+            shown = brief(number)
+        raise DecodeError(path, f"{shown} is out of range {lo}..{hi}", format=fmt)
     return number
 
 

@@ -75,15 +75,30 @@ _QUANTITY = re.compile(QUANTITY_PATTERN)
 _EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 
 
-@functools.lru_cache(maxsize=1024)
+#: Quantities up to this long are kept per text (tasks repeat the same few: "8", "64Gi"); a
+#: longer one is parsed each time, so the cache holds at most 1024 x 64 characters, whatever the input.
+_CACHED_CHARS = 64
+
+
 def parse_quantity(text: str) -> Decimal:
     """The exact value of a Kubernetes quantity string, as the API server reads it.
 
-    Kept per text (a Decimal is immutable; tasks repeat the same few quantities: "8", "64Gi").
+    Linear in the length of ``text`` (a million digits are a million-digit Decimal, no worse).
 
     Raises:
         ValueError: ``text`` is not a quantity (the message says why).
     """
+    if len(text) <= _CACHED_CHARS:
+        return _parse_short(text)
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_short(text: str) -> Decimal:
+    return _parse(text)  # a Decimal is immutable: the cached one can be shared
+
+
+def _parse(text: str) -> Decimal:
     m = _QUANTITY.fullmatch(text)
     if m is None:
         raise ValueError(f"{text!r} is not a Kubernetes quantity (such as '2', '500m', '4Gi' or '1e3'; no spaces)")
