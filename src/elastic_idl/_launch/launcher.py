@@ -596,5 +596,5 @@ def _prepare_start(method: str, main: WorkerMain, stack: contextlib.ExitStack) -
         return main, "fork"
     if method == "spawn":
         _check_picklable(main, "spawn", "spawned workers receive it by pickle")
-        return main, "spawn"
+        return main.spawned(), "spawn"
     raise ValueError(f"unknown start method {method!r}: use forkserver, spawn or fork")
