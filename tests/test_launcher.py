@@ -215,6 +215,55 @@ def test_spawned_script_workers_end_without_finalizer_tracebacks(
     assert sorted(p.name for p in tmp_path.glob("*.exit")) == ["0.exit", "1.exit"]
 
 
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_ctrl_c_lets_the_workers_exit_handlers_finish(tmp_path: Path, start_method: str) -> None:
+    """Issue 18 item 3: Ctrl-C sends SIGINT to the whole process group, and the agent sends the
+    workers a second one when it stops them. That one used to land in the script's atexit
+    handlers: ``Exception ignored in atexit callback ... KeyboardInterrupt``, the handler cut short.
+    """
+    import subprocess
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import atexit, os, sys, time\n"
+        "import torch.distributed as dist\n"
+        "out = sys.argv[1]\n"
+        "def slow_exit():\n"
+        "    time.sleep(1.0)  # the agent's SIGINT arrives in here\n"
+        "    open(os.path.join(out, os.environ['RANK'] + '.exit'), 'w').close()\n"
+        "atexit.register(slow_exit)\n"
+        "dist.init_process_group('gloo')\n"
+        "dist.barrier()\n"
+        "open(os.path.join(out, os.environ['RANK'] + '.ready'), 'w').write(str(os.getpid()))\n"
+        "while True:\n"
+        "    time.sleep(0.05)\n"
+    )
+    command = [sys.executable, "-m", "elastic_idl.cli", "torchrun", "--standalone", "--nproc-per-node=2"]
+    proc = subprocess.Popen(
+        [*command, f"--start-method={start_method}", str(script), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal gives it
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while len(list(tmp_path.glob("*.ready"))) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, out[-3000:]
+    assert "Exception ignored" not in out, out[-3000:]
+    assert "launch interrupted by SIGINT" in out
+    assert sorted(p.name for p in tmp_path.glob("*.exit")) == ["0.exit", "1.exit"]  # the handlers finished
+    workers = [int(p.read_text()) for p in tmp_path.glob("*.ready")]
+    assert len(workers) == 2 and not any(_alive(pid) for pid in workers)
+
+
 def test_script_exit_code_is_kept_and_explained(tmp_path: Path) -> None:
     with pytest.raises(LaunchFailedError) as info:
         launch(task(), WORKERS / "allreduce_script.py", str(tmp_path), "7")
