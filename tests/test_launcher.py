@@ -264,6 +264,40 @@ def test_ctrl_c_lets_the_workers_exit_handlers_finish(tmp_path: Path, start_meth
     assert len(workers) == 2 and not any(_alive(pid) for pid in workers)
 
 
+def test_workers_get_the_thread_count_torchrun_gives_them(tmp_path: Path) -> None:
+    """Issue 18 item 10: torch fixes its thread count at import, and an MKL build caps
+    OMP_NUM_THREADS at the physical cores. torchrun's workers are fresh interpreters; ours,
+    forked with torch loaded, must end up with the same count, not OMP_NUM_THREADS as given."""
+    import subprocess
+
+    wanted = str((os.cpu_count() or 1) + 1)  # more than the machine has: where a cap shows
+    env = {**os.environ, "OMP_NUM_THREADS": wanted}
+    fresh = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", "import torch; print(torch.get_num_threads())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    script = tmp_path / "threads.py"
+    script.write_text(
+        "import os, sys, torch\n"
+        "open(os.path.join(sys.argv[1], os.environ['RANK']), 'w').write(str(torch.get_num_threads()))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "elastic_idl.cli", "torchrun", "--nproc-per-node=2", str(script), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert {p.name: p.read_text() for p in tmp_path.iterdir() if p.name in ("0", "1")} == {
+        "0": fresh.stdout.strip(),
+        "1": fresh.stdout.strip(),
+    }
+
+
 def test_script_exit_code_is_kept_and_explained(tmp_path: Path) -> None:
     with pytest.raises(LaunchFailedError) as info:
         launch(task(), WORKERS / "allreduce_script.py", str(tmp_path), "7")

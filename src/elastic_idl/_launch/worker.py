@@ -35,6 +35,7 @@ __all__ = [
     "KIND_SCRIPT",
     "WorkerMain",
     "cwd_first_on_path",
+    "note_launcher_threads",
     "set_parent_death_signal",
     "stash",
     "unstash",
@@ -143,15 +144,33 @@ def _forget_fork_server() -> None:
     fs._forkserver_pid = None
 
 
-def _apply_thread_count() -> None:
-    """Honour OMP_NUM_THREADS in a worker that did not import torch itself.
+#: OMP_NUM_THREADS of the launcher before a launch changed it (None: unset); _NOT_NOTED in a
+#: process that is no copy of a launcher (a spawned worker, a cold fork server).
+_NOT_NOTED = "<not noted>"
+_LAUNCHER_THREADS: str | None = _NOT_NOTED
 
-    OpenMP reads the variable once, when torch is first imported; a worker forked
-    from a process that had torch loaded needs the value applied explicitly.
+
+def note_launcher_threads(value: str | None) -> None:
+    """Remember the launcher's own OMP_NUM_THREADS (call before a launch changes it); forked workers inherit it."""
+    global _LAUNCHER_THREADS
+    _LAUNCHER_THREADS = value
+
+
+def _apply_thread_count() -> None:
+    """Give the worker the intra-op thread count a fresh interpreter would have, as under torchrun.
+
+    torch fixes its thread count when it is imported, from OMP_NUM_THREADS, which an MKL
+    build of torch caps at the physical cores (MKL's dynamic mode): OMP_NUM_THREADS=3 on
+    2 cores gives 2. A worker that imported torch itself (spawn, the cold fork server)
+    already has that count. A forked one inherits the launcher's, which torch computed
+    from the same variable, unless the launch changed it (``OMP_NUM_THREADS=1`` for
+    several workers, torchrun's default): only then is the value applied.
     """
     torch = sys.modules.get("torch")
     value = os.environ.get("OMP_NUM_THREADS", "")
-    if torch is None or not value.isdigit() or int(value) < 1:
+    if torch is None or _LAUNCHER_THREADS == _NOT_NOTED or value == _LAUNCHER_THREADS:
+        return
+    if not value.isdigit() or int(value) < 1:
         return
     torch.set_num_threads(int(value))
 
