@@ -156,6 +156,38 @@ def test_torchrun_drop_in(tmp_path: Path) -> None:
     assert bad.returncode == 1 and b"--logs-specs" in bad.stderr
 
 
+def test_torchrun_drop_in_writes_a_failure_report_with_its_own_option(tmp_path: Path) -> None:
+    """Issue 18 item 9: ``--elastic-idl-failure-file PATH`` right after ``torchrun``; torchrun's
+    flags follow, and everything after the script stays the script's."""
+    script = tmp_path / "fail.py"
+    script.write_text(
+        "import os, sys\n"
+        "import torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "if dist.get_rank() == 1:\n"
+        "    raise ValueError(f'rank 1 fails with {sys.argv[1:]}')\n"
+        "dist.barrier()\n"
+    )
+    report = tmp_path / "out" / "report.json"
+    line = ("--nproc-per-node=2", str(script), "--elastic-idl-failure-file", "mine")
+    out = cli("torchrun", "--elastic-idl-failure-file", str(report), *line)
+    assert out.returncode == 3, out.stderr.decode()[-2000:]
+    first = json.loads(report.read_text())["failures"][0]
+    assert first["rank"] == 1
+    assert first["message"] == "ValueError: rank 1 fails with ['--elastic-idl-failure-file', 'mine']"
+    # the same option among torchrun's flags, torchrun's own spelling, or an unknown one: usage, with the way
+    for argv in (
+        ("--nproc-per-node=2", "--elastic-idl-failure-file", str(report), str(script)),
+        ("--failure-file", str(report), str(script)),
+        ("--elastic-idl-failure", str(report), str(script)),
+        ("--elastic-idl-failure-file=", str(script)),
+    ):
+        bad = cli("torchrun", *argv)
+        assert bad.returncode == 2, (argv, bad.stderr)
+        assert b"--elastic-idl-failure-file PATH" in bad.stderr, (argv, bad.stderr)
+    assert b"--elastic-idl-failure-file PATH" in cli("torchrun", "--help").stdout
+
+
 # --------------------------------------------------------------------------- hostile and malformed input (issue #9)
 
 

@@ -189,6 +189,115 @@ def test_script_entrypoint_runs_as_main_with_argv(tmp_path: Path) -> None:
         assert data["local"] == [f"--local={rank}"]
 
 
+def test_spawned_script_workers_end_without_finalizer_tracebacks(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18 item 2: a spawned worker is a fresh interpreter; its atexit handlers are its own.
+
+    Dropping them (as a forked copy of the launcher must) dropped weakref.finalize's hook:
+    torch.library's finalizers then ran during module teardown and printed
+    ``Exception ignored in: <finalize ...> TypeError`` blocks on a run that succeeded.
+    The script's own atexit handler still runs.
+    """
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import atexit, os, sys\n"
+        "import torch.distributed as dist\n"
+        "atexit.register(lambda: open(os.path.join(sys.argv[1], os.environ['RANK'] + '.exit'), 'w').close())\n"
+        "dist.init_process_group('gloo')\n"
+        "dist.barrier()\n"
+        "dist.destroy_process_group()\n"
+    )
+    capfd.readouterr()
+    assert launch(task(), str(script), str(tmp_path), start_method="spawn") is None
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err, err[-2000:]
+    assert sorted(p.name for p in tmp_path.glob("*.exit")) == ["0.exit", "1.exit"]
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_ctrl_c_lets_the_workers_exit_handlers_finish(tmp_path: Path, start_method: str) -> None:
+    """Issue 18 item 3: Ctrl-C sends SIGINT to the whole process group, and the agent sends the
+    workers a second one when it stops them. That one used to land in the script's atexit
+    handlers: ``Exception ignored in atexit callback ... KeyboardInterrupt``, the handler cut short.
+    """
+    import subprocess
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import atexit, os, sys, time\n"
+        "import torch.distributed as dist\n"
+        "out = sys.argv[1]\n"
+        "def slow_exit():\n"
+        "    time.sleep(1.0)  # the agent's SIGINT arrives in here\n"
+        "    open(os.path.join(out, os.environ['RANK'] + '.exit'), 'w').close()\n"
+        "atexit.register(slow_exit)\n"
+        "dist.init_process_group('gloo')\n"
+        "dist.barrier()\n"
+        "open(os.path.join(out, os.environ['RANK'] + '.ready'), 'w').write(str(os.getpid()))\n"
+        "while True:\n"
+        "    time.sleep(0.05)\n"
+    )
+    command = [sys.executable, "-m", "elastic_idl.cli", "torchrun", "--standalone", "--nproc-per-node=2"]
+    proc = subprocess.Popen(
+        [*command, f"--start-method={start_method}", str(script), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal gives it
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while len(list(tmp_path.glob("*.ready"))) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, out[-3000:]
+    assert "Exception ignored" not in out, out[-3000:]
+    assert "launch interrupted by SIGINT" in out
+    assert sorted(p.name for p in tmp_path.glob("*.exit")) == ["0.exit", "1.exit"]  # the handlers finished
+    workers = [int(p.read_text()) for p in tmp_path.glob("*.ready")]
+    assert len(workers) == 2 and not any(_alive(pid) for pid in workers)
+
+
+def test_workers_get_the_thread_count_torchrun_gives_them(tmp_path: Path) -> None:
+    """Issue 18 item 10: torch fixes its thread count at import, and an MKL build caps
+    OMP_NUM_THREADS at the physical cores. torchrun's workers are fresh interpreters; ours,
+    forked with torch loaded, must end up with the same count, not OMP_NUM_THREADS as given."""
+    import subprocess
+
+    wanted = str((os.cpu_count() or 1) + 1)  # more than the machine has: where a cap shows
+    env = {**os.environ, "OMP_NUM_THREADS": wanted}
+    fresh = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", "import torch; print(torch.get_num_threads())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    script = tmp_path / "threads.py"
+    script.write_text(
+        "import os, sys, torch\n"
+        "open(os.path.join(sys.argv[1], os.environ['RANK']), 'w').write(str(torch.get_num_threads()))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "elastic_idl.cli", "torchrun", "--nproc-per-node=2", str(script), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert {p.name: p.read_text() for p in tmp_path.iterdir() if p.name in ("0", "1")} == {
+        "0": fresh.stdout.strip(),
+        "1": fresh.stdout.strip(),
+    }
+
+
 def test_script_exit_code_is_kept_and_explained(tmp_path: Path) -> None:
     with pytest.raises(LaunchFailedError) as info:
         launch(task(), WORKERS / "allreduce_script.py", str(tmp_path), "7")
@@ -259,6 +368,48 @@ def test_worker_killed_by_exit_code_without_exception() -> None:
     root = info.value.failures[0]
     assert (root.rank, root.exit_code) == (0, 3)
     assert "exited with code 3" in root.message
+
+
+@pytest.mark.parametrize(
+    ("nproc", "step", "how"),
+    [
+        pytest.param(2, -1, "SIGKILL", id="2-workers-SIGKILL-before-the-first-collective"),
+        pytest.param(3, 50, "SIGKILL", id="3-workers-SIGKILL-in-an-all_reduce-loop"),
+        pytest.param(3, -1, "SIGKILL", id="3-workers-SIGKILL-before-the-first-collective"),
+        pytest.param(2, 50, "SIGKILL", id="2-workers-SIGKILL-in-an-all_reduce-loop"),
+        pytest.param(3, 50, "SIGSEGV", id="3-workers-SIGSEGV-in-a-loop"),
+        pytest.param(2, -1, "os._exit", id="2-workers-os._exit"),
+    ],
+)
+def test_a_worker_that_dies_without_an_exception_is_the_root_cause(
+    tmp_path: Path, nproc: int, step: int, how: str
+) -> None:
+    """Issue 18 item 1: the last rank dies hard (the OOM killer's SIGKILL, a crash, os._exit) and the
+    peers' collectives fail with "Connection closed by peer". With a poll every 2 s the peers
+    have ended too when the agent looks, and torch names the lowest failed rank, a peer; the
+    report must still hold the dead rank, first, with its signal."""
+    t = task(nproc=nproc)
+    t.elastic_config.monitor_interval.CopyFrom(Duration(seconds=2))
+    report_path = tmp_path / "report.json"
+    with pytest.raises(LaunchFailedError) as info:
+        launch(t, launch_fns.die_hard_at, how, step, failure_path=report_path)
+    err = info.value
+    victim = nproc - 1
+    root = err.failures[0]
+    if how == "os._exit":
+        assert (root.rank, root.WhichOneof("termination"), root.exit_code) == (victim, "exit_code", 7)
+        assert root.message == "exited with code 7 (no Python exception recorded)"
+    else:
+        assert (root.rank, root.WhichOneof("termination"), root.signal) == (victim, "signal", getattr(signal, how))
+        assert root.message == f"killed by {how}"
+    assert [r.rank for r in err.failures].count(victim) == 1  # the peers follow, each once at most
+    assert f"root cause: rank {victim} " in str(err)
+    first = json.loads(report_path.read_text())["failures"][0]
+    assert (first["rank"], first.get("signal", 0), first.get("exitCode", 0)) == (
+        victim,
+        root.signal,
+        root.exit_code,
+    )
 
 
 def test_rendezvous_that_cannot_fill_says_how_many_joined(tmp_path: Path) -> None:

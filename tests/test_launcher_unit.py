@@ -65,6 +65,23 @@ def test_records_are_root_cause_first_then_by_attempt_and_time(tmp_path: Path) -
     assert (rep.run_id, rep.attempts, rep.summary, len(rep.failures)) == ("r1", 2, "why", 3)
 
 
+def test_at_the_same_time_a_hard_exit_comes_before_a_recorded_error(tmp_path: Path) -> None:
+    """Issue 18 item 1: a file's mtime comes from the kernel's coarse clock, so a peer's error can
+    carry the very time of the last healthy poll the hard exit is dated at: the hard exit is first."""
+    from elastic_idl._launch.failures import describe_attempt, file_clock_ns
+
+    before = file_clock_ns()
+    probe = tmp_path / "probe"
+    probe.write_text("")
+    assert before <= probe.stat().st_mtime_ns  # never later than a file written afterwards
+    t = 1_700_000_000 * 10**9
+    log = FailureLog(run_id="r", role="default", node="n")
+    peer = _error_file(tmp_path / "0.json", "RuntimeError: Connection closed by peer", "tb", t)
+    records = log.add(0, [WorkerExit(0, 0, 10, 1, peer, t), WorkerExit(1, 1, 11, -9, "", t)])
+    assert [(r.rank, r.signal) for r in log.records] == [(1, 9), (0, 0)]
+    assert describe_attempt(records).startswith("rank 1 (local rank 1, pid 11) in attempt 0, signal SIGKILL")
+
+
 def test_a_signal_without_error_file_says_which_signal(tmp_path: Path) -> None:
     log = FailureLog(run_id="r", role="default", node="n")
     (rec,) = log.add(0, [WorkerExit(0, 0, 5, -15, "", 1)])

@@ -176,16 +176,49 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_torchrun(args: argparse.Namespace) -> int:
-    from elastic_idl._sdk.torchrun import parse_torchrun, torchrun_help
+def _drop_in_options(tail: list[str]) -> tuple[str | None, list[str]]:
+    """The drop-in's own options, which come right after ``torchrun``, and the torchrun line after them.
 
+    Their names start with ``--elastic-idl-``, which no torchrun flag does: nothing a torchrun
+    line says can be read as one, and no future torchrun flag can collide with them.
+    """
+    from elastic_idl._sdk.torchrun import DROP_IN_FAILURE_FILE, DROP_IN_PREFIX
+
+    failure_file: str | None = None
+    rest = list(tail)
+    while rest and rest[0].startswith(DROP_IN_PREFIX):
+        name, eq, value = rest.pop(0).partition("=")
+        if name != DROP_IN_FAILURE_FILE:
+            raise TorchrunUsageError(
+                name, f"not an option of the drop-in (its own options: {DROP_IN_FAILURE_FILE} PATH)"
+            )
+        if not eq:
+            if not rest:
+                raise TorchrunUsageError(name, "expected a path")
+            value = rest.pop(0)
+        if not value:
+            raise TorchrunUsageError(name, "expected a path, got an empty string")
+        failure_file = value
+    return failure_file, rest
+
+
+def _cmd_torchrun(args: argparse.Namespace) -> int:
+    from elastic_idl._sdk.torchrun import DROP_IN_FAILURE_FILE, DROP_IN_PREFIX, parse_torchrun, torchrun_help
+
+    failure_file, line = _drop_in_options(list(args.tail))
     try:
         # torchrun's own env fallbacks (PET_*) are applied here; the command line wins.
-        task, entry, node = parse_torchrun(list(args.tail), dict(os.environ))
+        task, entry, node = parse_torchrun(line, dict(os.environ))
     except TorchrunUsageError as exc:
         if exc.flag == "--help":
             sys.stdout.write(torchrun_help())
             return EXIT_OK
+        if exc.flag.startswith(DROP_IN_PREFIX) or exc.flag.split("=", 1)[0] == "--failure-file":
+            raise TorchrunUsageError(
+                exc.flag,
+                f"{exc.reason}; the drop-in writes a FailureReport with {DROP_IN_FAILURE_FILE} PATH, "
+                "given right after `torchrun`, before the torchrun flags",
+            ) from None
         raise
     if entry.no_python:
         raise UnsupportedFlagError(
@@ -201,6 +234,7 @@ def _cmd_torchrun(args: argparse.Namespace) -> int:
         node_rank=node.node_rank,
         local_addr=node.local_addr,
         log_dir=node.log_dir,
+        failure_path=failure_file,
     )
     return EXIT_OK
 
@@ -358,7 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INVALID
     except (ElasticIdlError, ValueError) as exc:
         if isinstance(exc, TorchrunUsageError):
-            print("usage: elastic-idl torchrun [torchrun flags] SCRIPT [ARGS...] (see --help)", file=sys.stderr)
+            print(
+                "usage: elastic-idl torchrun [--elastic-idl-failure-file PATH] [torchrun flags] SCRIPT [ARGS...] "
+                "(see --help)",
+                file=sys.stderr,
+            )
             print(f"elastic-idl torchrun: error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         if isinstance(exc, LaunchInterruptedError):

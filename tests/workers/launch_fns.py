@@ -159,3 +159,28 @@ def closure_factory(value: int) -> Any:
         return value * 10 + int(os.environ["LOCAL_RANK"])
 
     return inner
+
+
+def die_hard_at(how: str, step: int) -> str:
+    """The last rank ends without a Python exception: ``how`` is a signal name ("SIGKILL") or
+    "os._exit"; ``step`` -1 before the first collective (the others then wait in a barrier),
+    else at that step of an all_reduce loop. Never returns on any rank: the peers fail too."""
+    import torch
+
+    dist = _pg(60.0)
+    victim = dist.get_rank() == dist.get_world_size() - 1
+
+    def die() -> None:
+        if how == "os._exit":
+            os._exit(7)
+        os.kill(os.getpid(), getattr(signal, how))
+
+    if step < 0:
+        if victim:
+            die()
+        dist.barrier()
+    for i in range(10**6):
+        if victim and i == step:
+            die()
+        dist.all_reduce(torch.ones(1))
+    return "unreachable"

@@ -80,6 +80,7 @@ from elastic_idl._launch.failures import (
     FailureLog,
     WorkerExit,
     describe_attempt,
+    file_clock_ns,
     user_traceback,
 )
 from elastic_idl._launch.spec import LaunchSpec
@@ -479,6 +480,10 @@ def _make_handler(params: RendezvousParameters, *, loopback: bool) -> tuple[Rend
     return handler, endpoint
 
 
+#: Exit codes of a worker still running when torch stopped its group (SIGTERM, then SIGKILL), or of one that ended well.
+_STOPPED_BY_AGENT = (None, 0, -int(signal.SIGTERM), -int(signal.SIGKILL))
+
+
 class _Agent(LocalElasticAgent):
     """torch's LocalElasticAgent, reporting every failed worker of every attempt."""
 
@@ -501,7 +506,7 @@ class _Agent(LocalElasticAgent):
         )
         self._failure_log = failure_log
         self.current_pids: dict[int, int] = {}
-        self._last_healthy_ns = time.time_ns()
+        self._last_healthy_ns = file_clock_ns()
         self.all_pids: set[int] = set()
         self.rounds = 0
 
@@ -515,7 +520,7 @@ class _Agent(LocalElasticAgent):
         self.rounds += 1
         self._failure_log.attempt_started(self.attempt())
         self.current_pids = {int(k): int(v) for k, v in pids.items()}
-        self._last_healthy_ns = time.time_ns()
+        self._last_healthy_ns = file_clock_ns()
         self.all_pids.update(self.current_pids.values())
         _log.info(
             "elastic-idl: attempt %d: started %d workers (pids %s), world size %s",
@@ -569,22 +574,39 @@ class _Agent(LocalElasticAgent):
         self._shutdown(timeout=self._shutdown_timeout)
 
     def _monitor_workers(self, worker_group: WorkerGroup) -> RunResult:
-        polled_ns = time.time_ns()
+        polled_ns = file_clock_ns()
+        # Which workers had ended before torch looks: torch names one failed worker and then
+        # stops the others, so afterwards a worker killed by SIGKILL (the OOM killer) cannot
+        # be told from one torch stopped.
+        ended = self._ended_workers()
         result: RunResult = super()._monitor_workers(worker_group)
         if result.state == WorkerState.HEALTHY:
             self._last_healthy_ns = polled_ns
         elif result.state in (WorkerState.FAILED, WorkerState.UNHEALTHY):
-            self._capture(worker_group, result)
+            self._capture(worker_group, result, ended)
         return result
 
-    def _capture(self, worker_group: WorkerGroup, result: RunResult) -> None:
+    def _processes(self) -> list[Any]:
+        """The worker processes of the running attempt (torch's multiprocessing context), by local rank."""
+        return list(getattr(getattr(self._pcontext, "_pc", None), "processes", None) or [])
+
+    def _ended_workers(self) -> dict[int, int]:
+        """Exit codes of the workers that have ended, by local rank (a poll: reaps, never waits)."""
+        ended: dict[int, int] = {}
+        for lr, proc in enumerate(self._processes()):
+            code = proc.exitcode
+            if code is not None:
+                ended[lr] = int(code)
+        return ended
+
+    def _capture(self, worker_group: WorkerGroup, result: RunResult, ended: Mapping[int, int]) -> None:
         # A worker that recorded no error died some time after the last healthy poll: date it
         # then, the earliest it can have happened. A peer's "connection closed" error, caused
         # by that death, is always later, so the root cause sorts first.
         now = self._last_healthy_ns
         pc = self._pcontext
         error_files: Mapping[int, str] = getattr(pc, "error_files", None) or {}
-        procs = getattr(getattr(pc, "_pc", None), "processes", None) or []
+        procs = self._processes()
         exits: list[WorkerExit] = []
         seen: set[int] = set()
         for global_rank, failure in result.failures.items():
@@ -599,15 +621,22 @@ class _Agent(LocalElasticAgent):
                     detected_ns=now,
                 )
             )
-        # torch names only the first failed worker of a function launch; the others that
-        # raised too (e.g. a peer's collective failing) left an error file behind.
+        # torch names only the first failed worker of a function launch. The others that
+        # failed on their own count too: those that raised (e.g. a peer's collective failing)
+        # left an error file; those that ended without one (a signal, os._exit) had ended
+        # before torch stopped the rest, or ended with a code torch's stop cannot give.
         for worker in worker_group.workers:
             lr = worker.local_rank
+            if lr in seen:
+                continue
             path = error_files.get(lr, "")
             unhealthy = result.state == WorkerState.UNHEALTHY
-            if lr in seen or not (unhealthy or (path and os.path.isfile(path))):
-                continue
             exitcode = procs[lr].exitcode if lr < len(procs) else None
+            if ended.get(lr, 0) != 0:
+                exitcode = ended[lr]
+            own_end = ended.get(lr, 0) != 0 or exitcode not in _STOPPED_BY_AGENT
+            if not (unhealthy or own_end or (path and os.path.isfile(path))):
+                continue
             exits.append(
                 WorkerExit(
                     rank=worker.global_rank,

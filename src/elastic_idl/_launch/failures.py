@@ -8,6 +8,7 @@ into ``FailureRecord`` messages, root cause first.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import logging
@@ -15,6 +16,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -52,9 +54,10 @@ class WorkerExit:
         exitcode: Exit code, negative for a signal (Python's convention); None when
             the worker was found unhealthy while still running.
         error_file: torch's error file of the worker (may not exist).
-        detected_ns: Fallback time (time.time_ns()) when the worker recorded no error:
-            the last time the agent saw the worker group healthy, i.e. the earliest
-            the failure can have happened.
+        detected_ns: Fallback time when the worker recorded no error: the last time the
+            agent saw the worker group healthy, i.e. the earliest the failure can have
+            happened, read with :func:`file_clock_ns` so that it compares with the
+            error files' times of its peers.
         note: Message when there is neither an error file nor an exit code.
     """
 
@@ -84,6 +87,24 @@ def _read_error_file(path: str) -> tuple[str, str, int] | None:
     return str(msg), "", mtime_ns
 
 
+#: Linux's CLOCK_REALTIME_COARSE (CPython does not name it): the clock file times are stamped from.
+_CLOCK_REALTIME_COARSE = 5
+
+
+def file_clock_ns() -> int:
+    """Now, on the clock the kernel stamps a file's mtime from.
+
+    Linux dates a write with the coarse real-time clock, which lags ``time.time_ns()`` by
+    up to a scheduler tick (1-10 ms): a peer's error file written 2 ms after a reading of
+    ``time.time_ns()`` can carry an earlier mtime. A time read here is never later than
+    the mtime of a file written afterwards.
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            return time.clock_gettime_ns(_CLOCK_REALTIME_COARSE)
+    return time.time_ns()  # pragma: no cover - not Linux
+
+
 def _signal_name(num: int) -> str:
     try:
         return signal.Signals(num).name
@@ -98,14 +119,15 @@ class FailureLog:
         self.run_id = run_id
         self.role = role
         self.node = node or socket.gethostname()
-        self._records: list[tuple[int, int, int, Any]] = []  # (attempt, time_ns, seq, record)
+        # (attempt, time_ns, recorded, seq, record): recorded is 1 when the worker left an error file
+        self._records: list[tuple[int, int, int, int, Any]] = []
         self.attempts_seen = 0
 
     def attempt_started(self, attempt: int) -> None:
         self.attempts_seen = max(self.attempts_seen, attempt + 1)
 
     def add(self, attempt: int, exits: Iterable[WorkerExit]) -> list[Any]:
-        """Record the failed workers of one attempt; returns the new records."""
+        """Record the failed workers of one attempt; returns the new records, the first failure first."""
         self.attempt_started(attempt)
         new = []
         for w in exits:
@@ -126,14 +148,20 @@ class FailureLog:
             if not rec.message:
                 rec.message = w.note or "failed"
             rec.time.FromNanoseconds(when)
-            self._records.append((attempt, when, len(self._records), rec))
-            new.append(rec)
-        return new
+            entry = (attempt, when, int(found is not None), len(self._records), rec)
+            self._records.append(entry)
+            new.append(entry)
+        return [r for *_, r in sorted(new, key=_order)]
 
     @property
     def records(self) -> list[Any]:
-        """Root cause first: the earliest failure of the first failed attempt, then by attempt and time."""
-        return [r for *_, r in sorted(self._records, key=lambda t: (t[0], t[1], t[2]))]
+        """Root cause first: the earliest failure of the first failed attempt, then by attempt and time.
+
+        At the same time a worker that recorded no error (a hard exit, dated when it was
+        last seen running) comes before one that did: the hard exit is what broke the
+        peer's collective, never the other way round within one poll.
+        """
+        return [r for *_, r in sorted(self._records, key=_order)]
 
     def report(self, summary: str, *, attempts: int | None = None) -> Any:
         rep = FailureReport(run_id=self.run_id, attempts=attempts if attempts is not None else self.attempts_seen)
@@ -145,6 +173,11 @@ class FailureLog:
         """One line about the root cause, or "" when there is no record."""
         recs = self.records
         return describe_record(recs[0]) if recs else ""
+
+
+def _order(entry: tuple[int, int, int, int, Any]) -> tuple[int, int, int, int]:
+    attempt, when, recorded, seq, _ = entry
+    return (attempt, when, recorded, seq)
 
 
 def _zero_fields_option() -> dict[str, bool]:

@@ -60,6 +60,7 @@ from elastic_idl._launch.worker import (
     KIND_SCRIPT,
     WorkerMain,
     cwd_first_on_path,
+    note_launcher_threads,
     stash,
     unstash,
 )
@@ -491,6 +492,7 @@ def run_spec(
     spec = _standalone_run_id(spec)
     nproc = agent.resolve_nproc(spec)
     log = FailureLog(run_id=spec.run_id, role=spec.role)
+    note_launcher_threads(os.environ.get("OMP_NUM_THREADS"))  # before the launch env changes it
     try:
         with contextlib.ExitStack() as stack:
             root = (
@@ -596,5 +598,5 @@ def _prepare_start(method: str, main: WorkerMain, stack: contextlib.ExitStack) -
         return main, "fork"
     if method == "spawn":
         _check_picklable(main, "spawn", "spawned workers receive it by pickle")
-        return main, "spawn"
+        return main.spawned(), "spawn"
     raise ValueError(f"unknown start method {method!r}: use forkserver, spawn or fork")

@@ -35,6 +35,7 @@ __all__ = [
     "KIND_SCRIPT",
     "WorkerMain",
     "cwd_first_on_path",
+    "note_launcher_threads",
     "set_parent_death_signal",
     "stash",
     "unstash",
@@ -143,15 +144,33 @@ def _forget_fork_server() -> None:
     fs._forkserver_pid = None
 
 
-def _apply_thread_count() -> None:
-    """Honour OMP_NUM_THREADS in a worker that did not import torch itself.
+#: OMP_NUM_THREADS of the launcher before a launch changed it (None: unset); _NOT_NOTED in a
+#: process that is no copy of a launcher (a spawned worker, a cold fork server).
+_NOT_NOTED = "<not noted>"
+_LAUNCHER_THREADS: str | None = _NOT_NOTED
 
-    OpenMP reads the variable once, when torch is first imported; a worker forked
-    from a process that had torch loaded needs the value applied explicitly.
+
+def note_launcher_threads(value: str | None) -> None:
+    """Remember the launcher's own OMP_NUM_THREADS (call before a launch changes it); forked workers inherit it."""
+    global _LAUNCHER_THREADS
+    _LAUNCHER_THREADS = value
+
+
+def _apply_thread_count() -> None:
+    """Give the worker the intra-op thread count a fresh interpreter would have, as under torchrun.
+
+    torch fixes its thread count when it is imported, from OMP_NUM_THREADS, which an MKL
+    build of torch caps at the physical cores (MKL's dynamic mode): OMP_NUM_THREADS=3 on
+    2 cores gives 2. A worker that imported torch itself (spawn, the cold fork server)
+    already has that count. A forked one inherits the launcher's, which torch computed
+    from the same variable, unless the launch changed it (``OMP_NUM_THREADS=1`` for
+    several workers, torchrun's default): only then is the value applied.
     """
     torch = sys.modules.get("torch")
     value = os.environ.get("OMP_NUM_THREADS", "")
-    if torch is None or not value.isdigit() or int(value) < 1:
+    if torch is None or _LAUNCHER_THREADS == _NOT_NOTED or value == _LAUNCHER_THREADS:
+        return
+    if not value.isdigit() or int(value) < 1:
         return
     torch.set_num_threads(int(value))
 
@@ -175,12 +194,32 @@ def _write_error_file(message: str, tb: str) -> None:
         pass
 
 
-def _run_as_main(kind: str, target: str, argv: tuple[str, ...]) -> None:
-    """Run a script or module as ``__main__`` with ``sys.argv`` set, like ``python`` does."""
-    # The worker is a copy of the launcher: its atexit handlers are not the script's.
-    atexit._clear()
-    if "logging" in sys.modules:
-        atexit.register(logging.shutdown)
+def _ignore_interrupts() -> None:
+    """The user's code has ended: from here on the worker only exits, and SIGINT must not stop that.
+
+    Ctrl-C sends SIGINT to the whole process group: the worker's script gets its
+    KeyboardInterrupt, and the agent, on its own SIGINT, sends the workers another one
+    (torch stops workers with the signal the agent got). Arriving in an atexit handler,
+    that second one printed ``Exception ignored in atexit callback ... KeyboardInterrupt``.
+    A worker that hangs while exiting is still ended by the agent's SIGKILL after
+    ``shutdown_timeout``.
+    """
+    with contextlib.suppress(OSError, ValueError):  # ValueError: not the main thread
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_as_main(kind: str, target: str, argv: tuple[str, ...], *, fresh: bool) -> None:
+    """Run a script or module as ``__main__`` with ``sys.argv`` set, like ``python`` does.
+
+    ``fresh``: this process is a fresh interpreter (spawn), not a copy of the launcher.
+    """
+    if not fresh:
+        # A forked worker is a copy of the launcher: its atexit handlers are not the script's.
+        # A spawned worker's are its own (torch's among them: weakref.finalize's hook, which
+        # runs torch.library's finalizers before the interpreter tears its modules down).
+        atexit._clear()
+        if "logging" in sys.modules:
+            atexit.register(logging.shutdown)
     # python puts the script's directory (or, for -m, the working directory) first on
     # sys.path. The launcher's own entries stay behind it: it found the module with them.
     sys.path.insert(0, os.path.dirname(os.path.abspath(target)) if kind == KIND_SCRIPT else os.getcwd())
@@ -199,6 +238,7 @@ def _run_as_main(kind: str, target: str, argv: tuple[str, ...]) -> None:
         _write_error_file(f"SystemExit: {target} exited with {what}", traceback.format_exc())
         raise
     finally:
+        _ignore_interrupts()
         atexit._run_exitfuncs()
 
 
@@ -215,15 +255,25 @@ class WorkerMain:
         stash_key: When set, the function and its arguments are looked up in this
             process's stash (workers forked from a warm copy of the launcher);
             nothing about them is pickled.
+        fresh: The workers are fresh interpreters (spawn), not copies of the launcher:
+            the atexit handlers they have when the script starts are their own.
     """
 
     def __init__(
-        self, kind: str, target: Any, args: tuple[Any, ...] = (), *, stash_key: str = "", name: str = ""
+        self,
+        kind: str,
+        target: Any,
+        args: tuple[Any, ...] = (),
+        *,
+        stash_key: str = "",
+        name: str = "",
+        fresh: bool = False,
     ) -> None:
         self.kind = kind
         self.target = target
         self.args = args
         self.stash_key = stash_key
+        self.fresh = fresh
         # torch names the entrypoint in its logs and failures by these two.
         self.__name__ = name or getattr(target, "__qualname__", None) or str(target)
         self.__qualname__ = self.__name__
@@ -231,16 +281,23 @@ class WorkerMain:
     def __repr__(self) -> str:
         return f"WorkerMain({self.kind}, {self.__name__!r})"
 
+    def spawned(self) -> WorkerMain:
+        """The same entrypoint, for workers that are fresh interpreters (the spawn start method)."""
+        return WorkerMain(self.kind, self.target, self.args, stash_key=self.stash_key, name=self.__name__, fresh=True)
+
     def __call__(self) -> Any:
         _reset_signals()
         _die_with_parent()
         _forget_fork_server()
         _apply_thread_count()
-        if self.kind == KIND_CALLABLE:
-            if self.stash_key:
-                fn, args = _STASH[self.stash_key]
-            else:
-                fn, args = self.target, self.args
-            return fn(*_substitute(args))
-        _run_as_main(self.kind, str(self.target), tuple(str(a) for a in _substitute(self.args)))
-        return None
+        try:
+            if self.kind == KIND_CALLABLE:
+                if self.stash_key:
+                    fn, args = _STASH[self.stash_key]
+                else:
+                    fn, args = self.target, self.args
+                return fn(*_substitute(args))
+            _run_as_main(self.kind, str(self.target), tuple(str(a) for a in _substitute(self.args)), fresh=self.fresh)
+            return None
+        finally:
+            _ignore_interrupts()

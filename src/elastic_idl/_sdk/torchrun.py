@@ -50,6 +50,8 @@ from elastic_idl._task.view import view
 from elastic_idl.exit_codes import EXIT_CODES_TEXT
 
 __all__ = [
+    "DROP_IN_FAILURE_FILE",
+    "DROP_IN_PREFIX",
     "FLAGS",
     "NodeSettings",
     "TorchrunEntrypoint",
@@ -951,15 +953,25 @@ _HELP_SECTIONS = (
 )
 
 
+#: What the names of the drop-in's own options start with (no torchrun flag does).
+DROP_IN_PREFIX = "--elastic-idl-"
+#: The drop-in's option that writes the FailureReport JSON when the job fails.
+DROP_IN_FAILURE_FILE = DROP_IN_PREFIX + "failure-file"
+
+
 def torchrun_help(prog: str = "elastic-idl torchrun") -> str:
     """The help of the torchrun drop-in: every torchrun 2.13 flag, and what becomes of it (from :data:`FLAGS`)."""
     lines = [
-        f"usage: {prog} [torchrun flags] SCRIPT [ARGS...]",
-        f"       {prog} [torchrun flags] -m MODULE [ARGS...]",
+        f"usage: {prog} [{DROP_IN_FAILURE_FILE} PATH] [torchrun flags] SCRIPT [ARGS...]",
+        f"       {prog} [{DROP_IN_FAILURE_FILE} PATH] [torchrun flags] -m MODULE [ARGS...]",
         "",
         "A drop-in for torch 2.13's torchrun: the same flags, spellings and PET_<FLAG> env fallbacks",
         "(the command line wins). The command line becomes a task, which is validated and launched",
         "through elastic-idl's launcher. Everything after the script is the script's.",
+        "",
+        f"The drop-in's own options (named {DROP_IN_PREFIX}*, which no torchrun flag is; right after",
+        "`torchrun`, before the torchrun flags):",
+        f"  {DROP_IN_FAILURE_FILE + ' PATH':<34} when the job fails, write the FailureReport JSON here",
     ]
     for status, title in _HELP_SECTIONS:
         lines += ["", f"{title}:"]
