@@ -141,6 +141,7 @@ class Pki:
             .not_valid_after(now + dt.timedelta(days=30))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.ca_key.public_key()), critical=False)
             .sign(self.ca_key, hashes.SHA256())
         )
         self.ca = folder / "ca.crt"
@@ -162,6 +163,8 @@ class Pki:
             .not_valid_after(now + dt.timedelta(days=30))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()), critical=False)
         )
         if server:
             dns = ["localhost"]
@@ -664,8 +667,10 @@ def up(c: Cluster) -> None:
     c.wait(
         "CRDs Established",
         None,
-        lambda: c.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=5s", check=False).returncode
-        == 0,
+        lambda: (
+            c.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=5s", check=False).returncode
+            == 0
+        ),
         60,
     )
 
@@ -752,8 +757,10 @@ def webhook_answers(c: Cluster) -> bool:
     probe = c.dir / "webhook-probe.json"
     probe.write_text(json.dumps(WEBHOOK_PROBE))
     r = c.kubectl("create", "--dry-run=server", "-f", str(probe), check=False, timeout=30)
-    return r.returncode != 0 and "validator.pytorchjob.training-operator.kubeflow.org" in r.stderr and (
-        "must not be used with" in r.stderr
+    return (
+        r.returncode != 0
+        and "validator.pytorchjob.training-operator.kubeflow.org" in r.stderr
+        and ("must not be used with" in r.stderr)
     )
 
 

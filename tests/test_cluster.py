@@ -150,7 +150,14 @@ def operator_pods(cluster: Kube) -> dict[str, dict[str, Any]]:
         job = copy.deepcopy(job)
         job["metadata"] |= {"name": _job_name(case), "namespace": JOBS_NS}
         jobs.append(job)
-    cluster.run("apply", "--server-side", "--validate=strict", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": jobs}))
+    cluster.run(
+        "apply",
+        "--server-side",
+        "--validate=strict",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": jobs}),
+    )
 
     def collect() -> dict[str, dict[str, Any]]:
         pods = json.loads(cluster.run("get", "pods", "-n", JOBS_NS, "-o", "json").stdout)["items"]
