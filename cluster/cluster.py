@@ -43,7 +43,7 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -54,8 +54,8 @@ OPERATOR_MODULE = "github.com/kubeflow/training-operator"
 # the host side of the pod bridge. Services get ClusterIPs from the next /24, never routed.
 POD_CIDR = ipaddress.ip_network("10.237.0.0/24")
 SERVICE_CIDR = ipaddress.ip_network("10.237.1.0/24")
-BRIDGE_IP = next(POD_CIDR.hosts())  # 10.237.0.1
-API_SERVICE_IP = next(SERVICE_CIDR.hosts())  # 10.237.1.1, the `kubernetes` Service
+BRIDGE_IP = ipaddress.IPv4Address("10.237.0.1")  # the first address of POD_CIDR
+API_SERVICE_IP = ipaddress.IPv4Address("10.237.1.1")  # the first of SERVICE_CIDR: the `kubernetes` Service
 POD_BRIDGE = "eidl0"
 CLUSTER_DOMAIN = "cluster.local"
 OPERATOR_NAMESPACE = "kubeflow"
@@ -152,7 +152,7 @@ class Pki:
         address (and, for the API server, its Service names)."""
         key = _key()
         now = dt.datetime.now(dt.timezone.utc)
-        usage = x509.ExtendedKeyUsageOID.SERVER_AUTH if server else x509.ExtendedKeyUsageOID.CLIENT_AUTH
+        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
         builder = (
             x509.CertificateBuilder()
             .subject_name(_name(cn, orgs))
@@ -171,8 +171,8 @@ class Pki:
             if cn == "kube-apiserver":
                 svc = "kubernetes.default.svc"
                 dns += ["kubernetes", "kubernetes.default", svc, f"{svc}.{CLUSTER_DOMAIN}"]
-            ips = [ipaddress.ip_address("127.0.0.1"), API_SERVICE_IP]
-            sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns] + [x509.IPAddress(i) for i in ips]
+            sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
+            sans += [x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")), x509.IPAddress(API_SERVICE_IP)]
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         cert = builder.sign(self.ca_key, hashes.SHA256())
         crt, keyfile = self.folder / f"{name}.crt", self.folder / f"{name}.key"

@@ -230,18 +230,22 @@ def test_operator_makes_every_pod_and_each_passes_strict_dry_run(
     assert not result["refused"], result["refused"]
     expected = _expected_pods({**JOBS[case], "metadata": {"name": _job_name(case)}})
     assert sorted(result["pods"]) == expected
+    again = []
     for name, pod in result["pods"].items():
         meta = pod["metadata"]
-        again = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": PODS_NS,
-                "labels": meta.get("labels", {}),
-                "annotations": meta.get("annotations", {}),
-            },
-            "spec": {k: v for k, v in pod["spec"].items() if k != "nodeName"},
-        }
-        r = cluster.dry_run(again)
-        assert r.returncode == 0, f"{name}: {r.stderr}"
+        again.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "namespace": PODS_NS,
+                    "labels": meta.get("labels", {}),
+                    "annotations": meta.get("annotations", {}),
+                },
+                "spec": {k: v for k, v in pod["spec"].items() if k != "nodeName"},
+            }
+        )
+    r = cluster.dry_run({"apiVersion": "v1", "kind": "List", "items": again})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("serverside-applied (server dry run)") == len(again), r.stdout
