@@ -19,14 +19,14 @@ PY := $(VENV)/bin/python
 BUF := $(GEN_VENV)/bin/buf
 # The committed image of the released schema that `buf breaking` compares against.
 BASELINE := buf/baseline.binpb
-LINT_PATHS := src tests bench scripts
+LINT_PATHS := src tests bench scripts cluster
 
 hash = $(shell sha256sum $(1) | cut -c1-16)
 DEV_STAMP := $(VENV)/.stamp-dev-$(call hash,requirements/dev.txt)
 GEN_STAMP := $(GEN_VENV)/.stamp-gen-$(call hash,requirements/gen.txt)
 
 .PHONY: test checks venv venv-dev venv-gen devtree gen check-gen lint fmt typecheck buf-lint buf-breaking \
-	pytest go-toolchain go-check baseline bench chaos demo clean
+	pytest go-toolchain go-check baseline bench chaos demo clean cluster-build cluster-up cluster-down cluster-test
 
 # ---------------------------------------------------------------- setup
 
@@ -166,6 +166,25 @@ chaos: devtree
 demo: venv devtree
 	@if [ -x scripts/demo.sh ]; then scripts/demo.sh $(ARGS); \
 	else echo "scripts/demo.sh is not there yet"; exit 1; fi
+
+# ---------------------------------------------------------------- the one-machine cluster
+
+# A real control plane on this machine (README, "A cluster on one machine"): binaries built once
+# per version into ~/.cache/elastic-idl (cluster/build.sh), state in CLUSTER_DIR (build/cluster).
+# `cluster-up` ends with `export KUBECTL=...` and `export KUBECONFIG=...`. Root only.
+cluster-build:
+	cluster/build.sh >/dev/null
+
+cluster-up: venv-dev
+	$(PY) cluster/cluster.py up
+
+cluster-down: venv-dev
+	$(PY) cluster/cluster.py down
+
+# The end-to-end checks on a cluster of their own (tests/test_cluster.py; not in `make test` yet:
+# the cold build is too long for CI, README "A cluster on one machine").
+cluster-test: devtree
+	$(PY) -m pytest -m cluster tests/test_cluster.py
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -44,6 +44,9 @@ EXEMPT_LINES: dict[str, str] = {
     "CONFORMANCE_CMD=/tmp/ec CONFORMANCE_NAME=go .venv/bin/pytest tests/test_contract.py -k conformance": (
         "the second line of the Go command above (tests/test_go.py runs it)"
     ),
+    "make cluster-up": "starts a Kubernetes control plane as root (minutes); tests/test_cluster.py starts one",
+    "make cluster-down": "stops the cluster make cluster-up started; tests/test_cluster.py does so",
+    "make cluster-test": "runs tests/test_cluster.py, which starts a cluster of its own",
     "pip install 'elastic-idl[flytekit,torch]'": (
         "installs from PyPI; tests/test_flytekit_install.py installs the built wheel with these extras in a fresh venv"
     ),
@@ -53,6 +56,7 @@ EXEMPT_BLOCKS: dict[tuple[str, str], str] = {
     ("What is in the box", ""): "a listing of the repository's folders, not code",
     ("Architecture", ""): "a listing of the runtime's packages, not code",
     ("The Go backend (`go/`)", ""): "a listing of the Go module's folders, not code",
+    ("A cluster on one machine", ""): "a drawing of which process talks to which, not code",
     ("The Go backend (`go/`)", "go"): "Go for a propeller plugin; the package's Example (go test) runs that path",
 }
 #: What makes a shell line one that runs.

@@ -1,0 +1,811 @@
+"""The one-machine cluster: start and stop it (test equipment, not product).
+
+    python cluster/cluster.py up      build what is missing, start everything, wait until healthy;
+                                      the last two lines are `export KUBECTL=...` / `export KUBECONFIG=...`
+    python cluster/cluster.py down    stop everything this cluster started, remove its pod bridge
+
+`make cluster-up` / `make cluster-down` run these. State lives in one folder, CLUSTER_DIR
+(default build/cluster in the checkout; not under /tmp: the operator gets a private /tmp).
+The binaries come from cluster/build.sh (one wrapper module, Kubernetes 1.36.3, cached outside
+the repository). README.md, "A cluster on one machine", says what is real and what is not.
+
+What runs, all on this machine as root, each talking to 127.0.0.1 only:
+etcd, kube-apiserver (Node,RBAC, NodeRestriction, an audit log), kube-controller-manager,
+kube-scheduler, the Kubeflow training operator (its own webhook, reached by the API server
+through a selector-less Service and an EndpointSlice naming the pod bridge's host address), and
+CoreDNS on the pod bridge's host address, port 53, answering cluster.local and the pod range's
+reverse zone only. The pod bridge (POD_BRIDGE, POD_CIDR) carries no route out: no forwarding,
+no masquerading, no ClusterIP routing. Nodes and pods come with the node agent (phase 2).
+
+Failure: one line `cluster up: <what>` on stderr, everything started so far is stopped, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+K8S_VERSION = "v1.36.3"
+OPERATOR_MODULE = "github.com/kubeflow/training-operator"
+
+# The pod range: a /24 no route of this machine covers (checked at start); its first address is
+# the host side of the pod bridge. Services get ClusterIPs from the next /24, never routed.
+POD_CIDR = ipaddress.ip_network("10.237.0.0/24")
+SERVICE_CIDR = ipaddress.ip_network("10.237.1.0/24")
+BRIDGE_IP = ipaddress.IPv4Address("10.237.0.1")  # the first address of POD_CIDR
+API_SERVICE_IP = ipaddress.IPv4Address("10.237.1.1")  # the first of SERVICE_CIDR: the `kubernetes` Service
+POD_BRIDGE = "eidl0"
+CLUSTER_DOMAIN = "cluster.local"
+OPERATOR_NAMESPACE = "kubeflow"
+
+# kube-controller-manager's controllers: what a cluster of pods, Services and Nodes needs.
+CONTROLLERS = [
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "namespace-controller",
+    "garbage-collector-controller",
+    "endpointslice-controller",
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
+    "pod-garbage-collector-controller",
+    "clusterrole-aggregation-controller",
+    "root-ca-certificate-publisher-controller",
+    "service-cidr-controller",
+]
+
+# Start order; `down` stops in the reverse order.
+COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "training-operator", "coredns"]
+BINARIES = [*COMPONENTS, "kubectl"]
+
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    # Every write, with who made it; reads are left out (they are most of the traffic).
+    "rules": [{"level": "None", "verbs": ["get", "list", "watch"]}, {"level": "Metadata"}],
+}
+
+
+class ClusterError(Exception):
+    """Why the cluster did not come up; one line."""
+
+
+def timeout_scale() -> float:
+    """CLUSTER_TIMEOUT_SCALE stretches every wait (a loaded machine starts slowly)."""
+    return float(os.environ.get("CLUSTER_TIMEOUT_SCALE", "1"))
+
+
+def cluster_dir() -> Path:
+    d = Path(os.environ.get("CLUSTER_DIR", REPO / "build" / "cluster")).resolve()
+    if d == Path("/tmp") or Path("/tmp") in d.parents:
+        raise ClusterError(f"CLUSTER_DIR must not be under /tmp ({d}): the operator runs with a private /tmp")
+    return d
+
+
+# ---------------------------------------------------------------- certificates
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    path.chmod(0o600)
+
+
+def _name(cn: str, orgs: Sequence[str] = ()) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
+    return x509.Name([*attrs, x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+class Pki:
+    """A CA and the certificates signed by it, as files in one folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.ca_key = _key()
+        now = dt.datetime.now(dt.timezone.utc)
+        self.ca_cert = (
+            x509.CertificateBuilder()
+            .subject_name(_name("elastic-idl-cluster-ca"))
+            .issuer_name(_name("elastic-idl-cluster-ca"))
+            .public_key(self.ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.ca_key.public_key()), critical=False)
+            .sign(self.ca_key, hashes.SHA256())
+        )
+        self.ca = folder / "ca.crt"
+        self.ca.write_bytes(self.ca_cert.public_bytes(serialization.Encoding.PEM))
+
+    def issue(self, name: str, cn: str, orgs: Sequence[str] = (), *, server: bool = False) -> tuple[Path, Path]:
+        """A client certificate (CN = user, O = groups) or a server certificate for the loopback
+        address (and, for the API server, its Service names)."""
+        key = _key()
+        now = dt.datetime.now(dt.timezone.utc)
+        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(_name(cn, orgs))
+            .issuer_name(self.ca_cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()), critical=False)
+        )
+        if server:
+            dns = ["localhost"]
+            if cn == "kube-apiserver":
+                svc = "kubernetes.default.svc"
+                dns += ["kubernetes", "kubernetes.default", svc, f"{svc}.{CLUSTER_DOMAIN}"]
+            sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
+            sans += [x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")), x509.IPAddress(API_SERVICE_IP)]
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(self.ca_key, hashes.SHA256())
+        crt, keyfile = self.folder / f"{name}.crt", self.folder / f"{name}.key"
+        crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        _write_key(keyfile, key)
+        return crt, keyfile
+
+
+def write_kubeconfig(path: Path, server: str, ca: Path, crt: Path, key: Path) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "elastic-idl", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": "user", "user": {"client-certificate": str(crt), "client-key": str(key)}}],
+        "contexts": [{"name": "default", "context": {"cluster": "elastic-idl", "user": "user"}}],
+        "current-context": "default",
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+# ---------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot), or None when it is gone: a pid and its
+    start time name one process, even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+class Cluster:
+    def __init__(self, folder: Path) -> None:
+        self.dir = folder
+        self.pids = folder / "pids"
+        self.logs = folder / "logs"
+        self.state_file = folder / "cluster.json"
+        self.state: dict[str, object] = {}
+        if self.state_file.exists():
+            self.state = json.loads(self.state_file.read_text())
+        self.started = time.monotonic()
+        self.timings: dict[str, float] = {}
+        self.began = False  # set once `up` starts changing anything; a failure before that stops nothing
+
+    def save(self) -> None:
+        self.state_file.write_text(json.dumps(self.state, indent=2, sort_keys=True) + "\n")
+
+    # -- processes
+
+    def spawn(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.pids.mkdir(parents=True, exist_ok=True)
+        with (self.logs / f"{name}.log").open("ab") as log:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **(env or {})},
+            )
+        (self.pids / f"{name}.pid").write_text(f"{proc.pid} {_start_time(proc.pid)}\n")
+        return proc
+
+    def wait(self, name: str, proc: subprocess.Popen[bytes] | None, ready: Callable[[], bool], seconds: float) -> None:
+        deadline = time.monotonic() + seconds * timeout_scale()
+        t0 = time.monotonic()
+        while True:
+            if proc is not None and proc.poll() is not None:
+                raise ClusterError(f"{name} exited with code {proc.returncode}: {self.last_log_line(name)}")
+            try:
+                if ready():
+                    break
+            except (OSError, ssl.SSLError, subprocess.SubprocessError):
+                pass
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"{name} not up in {seconds * timeout_scale():.0f}s (log: {self.logs / (name + '.log')})"
+                )
+            time.sleep(0.3)
+        self.timings[name] = round(time.monotonic() - t0, 1)
+        print(f"== {name} up ({self.timings[name]}s)", flush=True)
+
+    def last_log_line(self, name: str) -> str:
+        log = self.logs / f"{name}.log"
+        lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+        return lines[-1][:300] if lines else f"no output (log: {log})"
+
+    def stop(self) -> list[str]:
+        """Stop every process this cluster started, newest first; return what was stopped."""
+        stopped = []
+        for name in reversed(COMPONENTS):
+            pidfile = self.pids / f"{name}.pid"
+            if not pidfile.exists():
+                continue
+            pid_s, start = pidfile.read_text().split()
+            pid = int(pid_s)
+            if _start_time(pid) == start:
+                _terminate(pid)
+                stopped.append(name)
+            pidfile.unlink()
+        # Anything left from a lost pid file: a process running one of our binaries on this folder.
+        bindir = self.state.get("bin")
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                exe = os.readlink(proc / "exe")
+                cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if bindir and exe.startswith(f"{bindir}/") and str(self.dir) in cmdline:
+                _terminate(int(proc.name))
+                stopped.append(f"{Path(exe).name} (pid {proc.name}, no pid file)")
+        return stopped
+
+    # -- the API server
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        bindir = Path(str(self.state["bin"]))
+        argv = [str(bindir / "kubectl"), "--kubeconfig", str(self.dir / "admin.kubeconfig"), *args]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout * timeout_scale(), check=False)
+        if check and result.returncode != 0:
+            msg = (result.stderr.strip() or result.stdout.strip()).splitlines()
+            raise ClusterError(f"kubectl {' '.join(args[:3])}: {msg[-1] if msg else result.returncode}")
+        return result
+
+    def https_ok(self, url: str, *, client: str | None = None) -> bool:
+        ctx = ssl.create_default_context(cafile=str(self.dir / "pki" / "ca.crt"))
+        if client:
+            ctx.load_cert_chain(self.dir / "pki" / f"{client}.crt", self.dir / "pki" / f"{client}.key")
+        with urllib.request.urlopen(url, context=ctx, timeout=5) as r:
+            return bool(r.status == 200)
+
+
+def _terminate(pid: int, grace: float = 10.0) -> None:
+    """SIGTERM the process (and its process group), SIGKILL after the grace period."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            if _start_time(pid) is None or _zombie(pid):
+                return
+            time.sleep(0.1)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return bool(r.status == 200)
+
+
+# ---------------------------------------------------------------- DNS
+
+
+def dns_query_a(server: str, name: str, port: int = 53, timeout: float = 2.0) -> list[str]:
+    """The A records `server` gives for `name` (one UDP query, no recursion asked)."""
+    qid = os.getpid() & 0xFFFF
+    question = b"".join(bytes([len(p)]) + p.encode() for p in name.rstrip(".").split(".")) + b"\0"
+    packet = struct.pack(">HHHHHH", qid, 0, 1, 0, 0, 0) + question + struct.pack(">HH", 1, 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(timeout)
+        s.sendto(packet, (server, port))
+        reply, _ = s.recvfrom(4096)
+    rid, flags, _qd, ancount = struct.unpack(">HHHH", reply[:8])
+    if rid != qid or flags & 0xF:
+        return []
+    pos = 12 + len(question) + 4
+    answers = []
+    for _ in range(ancount):
+        while reply[pos] and reply[pos] & 0xC0 != 0xC0:  # the owner name: labels, or a pointer
+            pos += reply[pos] + 1
+        pos += 2 if reply[pos] & 0xC0 == 0xC0 else 1
+        rtype, _cls, _ttl, rdlen = struct.unpack(">HHIH", reply[pos : pos + 10])
+        pos += 10
+        if rtype == 1 and rdlen == 4:
+            answers.append(socket.inet_ntoa(reply[pos : pos + 4]))
+        pos += rdlen
+    return answers
+
+
+# ---------------------------------------------------------------- up
+
+
+def preflight() -> None:
+    if os.geteuid() != 0:
+        raise ClusterError("needs root (the pod bridge, the operator's private /tmp)")
+    go_command()
+    for cmd in ("ip", "unshare", "sh", "mount"):
+        if shutil.which(cmd) is None:
+            raise ClusterError(f"missing command: {cmd}")
+    if Path(f"/sys/class/net/{POD_BRIDGE}").exists():
+        raise ClusterError(f"the pod bridge {POD_BRIDGE} exists already (another cluster is up: make cluster-down)")
+    routes = subprocess.run(["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True, check=True)
+    for line in routes.stdout.splitlines():
+        dest = line.split()[0] if line.split() else ""
+        if dest in ("default", "local", "broadcast", "unreachable", "prohibit", "blackhole"):
+            dest = line.split()[1] if len(line.split()) > 1 else ""
+        try:
+            net = ipaddress.ip_network(dest, strict=False)
+        except ValueError:
+            continue
+        for ours in (POD_CIDR, SERVICE_CIDR):
+            if net.version == 4 and net.overlaps(ours) and net.prefixlen > 0:
+                raise ClusterError(f"the range {ours} is in use on this machine (route: {line.strip()})")
+
+
+def build() -> Path:
+    """cluster/build.sh: builds what is missing (once per version), prints the bin folder."""
+    result = subprocess.run([str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True, check=False)
+    if result.returncode != 0:
+        raise ClusterError("cluster/build.sh failed (its output is above)")
+    bindir = Path(result.stdout.strip().splitlines()[-1])
+    for b in BINARIES:
+        if not (bindir / b).is_file():
+            raise ClusterError(f"missing binary after the build: {bindir / b}")
+    return bindir
+
+
+def go_command() -> str:
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    if not Path(go).is_file():
+        raise ClusterError("missing command: go (Go 1.26 or newer; or /usr/local/go/bin/go)")
+    return go
+
+
+def operator_dir() -> Path:
+    """The training operator's module folder (its manifests), from Go's module cache."""
+    out = subprocess.run(
+        [go_command(), "list", "-m", "-f", "{{.Dir}}", OPERATOR_MODULE],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GOWORK": "off", "GOFLAGS": "-mod=readonly"},
+    )
+    d = Path(out.stdout.strip())
+    if out.returncode != 0 or not (d / "manifests").is_dir():
+        raise ClusterError(f"no source of {OPERATOR_MODULE} in Go's module cache: {out.stderr.strip()}")
+    return d
+
+
+def check_port_free(host: str, port: int, what: str) -> None:
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        with socket.socket(socket.AF_INET, kind) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                raise ClusterError(f"port in use: {host}:{port} ({what})") from None
+
+
+def up(c: Cluster) -> None:
+    if c.pids.exists() and any(c.pids.iterdir()):
+        raise ClusterError(f"a cluster is already running from {c.dir} (make cluster-down)")
+    preflight()
+    bindir = build()
+    opdir = operator_dir()
+    # From here on, a failure stops what was started. A fresh state folder: a previous run's
+    # data, logs and certificates go.
+    c.began = True
+    if c.dir.exists():
+        shutil.rmtree(c.dir)
+    c.dir.mkdir(parents=True)
+    c.state = {"bin": str(bindir), "k8s": K8S_VERSION}
+    c.save()
+    t0 = time.monotonic()
+
+    # The pod bridge: its host address is where the API server reaches the operator's webhook and
+    # where pods (phase 2) reach CoreDNS. No forwarding on it, no IPv6.
+    subprocess.run(["ip", "link", "add", POD_BRIDGE, "type", "bridge"], check=True)
+    c.state["bridge"] = POD_BRIDGE
+    c.save()
+    Path(f"/proc/sys/net/ipv6/conf/{POD_BRIDGE}/disable_ipv6").write_text("1\n")
+    Path(f"/proc/sys/net/ipv4/conf/{POD_BRIDGE}/forwarding").write_text("0\n")
+    subprocess.run(["ip", "addr", "add", f"{BRIDGE_IP}/{POD_CIDR.prefixlen}", "dev", POD_BRIDGE], check=True)
+    subprocess.run(["ip", "link", "set", POD_BRIDGE, "up"], check=True)
+    check_port_free(str(BRIDGE_IP), 53, "CoreDNS")
+
+    ports = {
+        name: free_port()
+        for name in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "op-metrics", "op-probe", "op-webhook")
+    }
+    ports |= {"dns-health": free_port(), "dns-ready": free_port()}
+    c.state["ports"] = ports
+    c.save()
+
+    pki = Pki(c.dir / "pki")
+    api = f"https://127.0.0.1:{ports['apiserver']}"
+    kubeconfigs = {}
+    for name, cn, orgs in [
+        ("admin", "elastic-idl-admin", ["system:masters"]),
+        ("kube-controller-manager", "system:kube-controller-manager", []),
+        ("kube-scheduler", "system:kube-scheduler", []),
+        (
+            "training-operator",
+            f"system:serviceaccount:{OPERATOR_NAMESPACE}:training-operator",
+            ["system:serviceaccounts", f"system:serviceaccounts:{OPERATOR_NAMESPACE}"],
+        ),
+        ("coredns", "system:serviceaccount:kube-system:coredns", ["system:serviceaccounts"]),
+    ]:
+        crt, key = pki.issue(name, cn, orgs)
+        kubeconfigs[name] = write_kubeconfig(c.dir / f"{name}.kubeconfig", api, pki.ca, crt, key)
+    serving = {name: pki.issue(f"{name}-serving", name, server=True) for name in ("kube-apiserver", "kcm", "scheduler")}
+    sa_key = ec.generate_private_key(ec.SECP256R1())
+    _write_key(c.dir / "pki" / "sa.key", sa_key)
+    (c.dir / "pki" / "sa.pub").write_bytes(
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    (c.dir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
+    print(f"== state in {c.dir}; binaries in {bindir}", flush=True)
+
+    # etcd
+    etcd_url, peer_url = f"http://127.0.0.1:{ports['etcd']}", f"http://127.0.0.1:{ports['etcd-peer']}"
+    proc = c.spawn(
+        "etcd",
+        [
+            str(bindir / "etcd"),
+            "--name=default",
+            f"--data-dir={c.dir / 'etcd'}",
+            f"--listen-client-urls={etcd_url}",
+            f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=default={peer_url}",
+            "--log-level=warn",
+            # Test equipment: the data is thrown away with the cluster; no fsync spares the shared disk.
+            "--unsafe-no-fsync",
+        ],
+    )
+    c.wait("etcd", proc, lambda: http_ok(f"{etcd_url}/health"), 60)
+
+    # kube-apiserver
+    crt, key = serving["kube-apiserver"]
+    proc = c.spawn(
+        "kube-apiserver",
+        [
+            str(bindir / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={ports['apiserver']}",
+            f"--advertise-address={BRIDGE_IP}",
+            f"--tls-cert-file={crt}",
+            f"--tls-private-key-file={key}",
+            f"--client-ca-file={pki.ca}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--service-account-issuer=https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
+            f"--service-account-key-file={c.dir / 'pki' / 'sa.pub'}",
+            f"--service-account-signing-key-file={c.dir / 'pki' / 'sa.key'}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            f"--audit-policy-file={c.dir / 'audit-policy.yaml'}",
+            f"--audit-log-path={c.dir / 'audit.log'}",
+            # Webhook Services resolve to their EndpointSlices (no kube-proxy, no ClusterIP route).
+            "--enable-aggregator-routing=true",
+            "--profiling=false",
+        ],
+    )
+    c.wait("kube-apiserver", proc, lambda: c.https_ok(f"{api}/readyz", client="admin"), 180)
+
+    # kube-controller-manager and kube-scheduler
+    crt, key = serving["kcm"]
+    kcm = kubeconfigs["kube-controller-manager"]
+    proc_kcm = c.spawn(
+        "kube-controller-manager",
+        [
+            str(bindir / "kube-controller-manager"),
+            f"--kubeconfig={kcm}",
+            f"--authentication-kubeconfig={kcm}",
+            f"--authorization-kubeconfig={kcm}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={ports['kcm']}",
+            f"--tls-cert-file={crt}",
+            f"--tls-private-key-file={key}",
+            "--leader-elect=false",
+            f"--controllers={','.join(CONTROLLERS)}",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={c.dir / 'pki' / 'sa.key'}",
+            f"--root-ca-file={pki.ca}",
+            "--allocate-node-cidrs=false",
+            "--profiling=false",
+        ],
+    )
+    crt, key = serving["scheduler"]
+    sched = kubeconfigs["kube-scheduler"]
+    proc_sched = c.spawn(
+        "kube-scheduler",
+        [
+            str(bindir / "kube-scheduler"),
+            f"--kubeconfig={sched}",
+            f"--authentication-kubeconfig={sched}",
+            f"--authorization-kubeconfig={sched}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={ports['scheduler']}",
+            f"--tls-cert-file={crt}",
+            f"--tls-private-key-file={key}",
+            "--leader-elect=false",
+            "--profiling=false",
+        ],
+    )
+    c.wait(
+        "kube-controller-manager",
+        proc_kcm,
+        lambda: c.https_ok(f"https://127.0.0.1:{ports['kcm']}/healthz"),
+        120,
+    )
+    c.wait("kube-scheduler", proc_sched, lambda: c.https_ok(f"https://127.0.0.1:{ports['scheduler']}/healthz"), 120)
+
+    # The operator's manifests (its CRDs, RBAC, webhook configuration, empty cert Secret), from
+    # its module, through kustomize (kubectl -k): upstream's standalone overlay without its
+    # Deployment, its Service without a selector, and an EndpointSlice to the bridge's address.
+    manifests = c.dir / "manifests"
+    manifests.mkdir()
+    (manifests / "webhook-route.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": "training-operator-host",
+                    "namespace": OPERATOR_NAMESPACE,
+                    "labels": {
+                        "kubernetes.io/service-name": "training-operator",
+                        "endpointslice.kubernetes.io/managed-by": "cluster.elastic-idl",
+                    },
+                },
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [str(BRIDGE_IP)], "conditions": {"ready": True}}],
+                "ports": [{"name": "webhook-server", "port": ports["op-webhook"], "protocol": "TCP"}],
+            },
+            sort_keys=False,
+        )
+    )
+    shutil.copy(HERE / "manifests" / "coredns-rbac.yaml", manifests / "coredns-rbac.yaml")
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [str(opdir / "manifests" / "overlays" / "standalone"), "webhook-route.yaml", "coredns-rbac.yaml"],
+        "patches": [
+            {
+                "patch": yaml.safe_dump(
+                    {
+                        "$patch": "delete",
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "metadata": {"name": "training-operator", "namespace": OPERATOR_NAMESPACE},
+                    }
+                )
+            },
+            {
+                "patch": yaml.safe_dump(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Service",
+                        "metadata": {"name": "training-operator", "namespace": OPERATOR_NAMESPACE},
+                        "spec": {"selector": None},
+                    }
+                )
+            },
+        ],
+    }
+    (manifests / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    rendered = c.kubectl("kustomize", str(manifests)).stdout
+    (c.dir / "manifests.yaml").write_text(rendered)
+    c.kubectl("apply", "--server-side", "--field-manager=cluster-up", "-f", str(c.dir / "manifests.yaml"))
+    c.wait(
+        "CRDs Established",
+        None,
+        lambda: (
+            c.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=5s", check=False).returncode
+            == 0
+        ),
+        60,
+    )
+
+    # The training operator, as its Deployment runs it (MY_POD_NAMESPACE, the probe and metrics
+    # addresses); its certificate folder is /tmp/k8s-webhook-server, so it gets a private /tmp.
+    op = [
+        str(bindir / "training-operator"),
+        f"--metrics-bind-address=127.0.0.1:{ports['op-metrics']}",
+        f"--health-probe-bind-address=127.0.0.1:{ports['op-probe']}",
+        f"--webhook-server-port={ports['op-webhook']}",
+        f"--kubeconfig={kubeconfigs['training-operator']}",
+    ]
+    proc = c.spawn(
+        "training-operator",
+        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+         'mount -t tmpfs -o size=4m,mode=1777 private-tmp /tmp && exec "$@"', "sh", *op],
+        env={"MY_POD_NAMESPACE": OPERATOR_NAMESPACE, "MY_POD_NAME": "training-operator-host"},
+    )  # fmt: skip
+    c.wait("training-operator", proc, lambda: http_ok(f"http://127.0.0.1:{ports['op-probe']}/readyz"), 120)
+    c.wait("training-operator webhook", proc, lambda: webhook_answers(c), 60)
+
+    # CoreDNS
+    zones = f"{CLUSTER_DOMAIN} {reverse_zone()}"
+    (c.dir / "Corefile").write_text(
+        f"{CLUSTER_DOMAIN}:53 {reverse_zone()}:53 {{\n"
+        f"    bind {BRIDGE_IP}\n"
+        "    errors\n"
+        "    log\n"
+        f"    health 127.0.0.1:{ports['dns-health']}\n"
+        f"    ready 127.0.0.1:{ports['dns-ready']}\n"
+        "    cache 5\n"
+        f"    kubernetes {zones} {{\n"
+        f"        kubeconfig {kubeconfigs['coredns']} default\n"
+        "    }\n"
+        "}\n"
+    )
+    proc = c.spawn("coredns", [str(bindir / "coredns"), "-conf", str(c.dir / "Corefile")])
+    c.wait("coredns", proc, lambda: http_ok(f"http://127.0.0.1:{ports['dns-ready']}/ready"), 60)
+    want = str(API_SERVICE_IP)
+    c.wait(
+        "coredns answers",
+        proc,
+        lambda: dns_query_a(str(BRIDGE_IP), f"kubernetes.default.svc.{CLUSTER_DOMAIN}") == [want],
+        30,
+    )
+
+    c.timings["total"] = round(time.monotonic() - t0, 1)
+    c.state["timings"] = c.timings
+    c.save()
+    env = c.dir / "env"
+    env.write_text(
+        f"export KUBECTL={bindir / 'kubectl'}\nexport KUBECONFIG={c.dir / 'admin.kubeconfig'}\n",
+    )
+    print(f"== cluster up in {c.timings['total']}s (Kubernetes {K8S_VERSION}); stop it with: make cluster-down")
+    print(env.read_text(), end="", flush=True)
+
+
+def reverse_zone() -> str:
+    """The pod range's reverse zone (a /24: three octets)."""
+    octets = str(POD_CIDR.network_address).split(".")[:3]
+    return ".".join(reversed(octets)) + ".in-addr.arpa"
+
+
+# A PyTorchJob the operator's webhook refuses (nprocPerNode given twice): the API server
+# answering with the webhook's message shows the whole route works.
+WEBHOOK_PROBE = {
+    "apiVersion": "kubeflow.org/v1",
+    "kind": "PyTorchJob",
+    "metadata": {"name": "webhook-probe", "namespace": "default"},
+    "spec": {
+        "nprocPerNode": "1",
+        "elasticPolicy": {"nProcPerNode": 1, "minReplicas": 1, "maxReplicas": 1},
+        "pytorchReplicaSpecs": {
+            "Worker": {
+                "replicas": 1,
+                "template": {"spec": {"containers": [{"name": "pytorch", "image": "example.com/x:1"}]}},
+            }
+        },
+    },
+}
+
+
+def webhook_answers(c: Cluster) -> bool:
+    probe = c.dir / "webhook-probe.json"
+    probe.write_text(json.dumps(WEBHOOK_PROBE))
+    r = c.kubectl("create", "--dry-run=server", "-f", str(probe), check=False, timeout=30)
+    return (
+        r.returncode != 0
+        and "validator.pytorchjob.training-operator.kubeflow.org" in r.stderr
+        and ("must not be used with" in r.stderr)
+    )
+
+
+# ---------------------------------------------------------------- down
+
+
+def down(c: Cluster) -> list[str]:
+    """Stop every process, remove the bridge; return what was done. The folder (logs, audit log)
+    stays for reading; the next `up` clears it."""
+    done = [f"stopped {n}" for n in c.stop()]
+    bridge = c.state.get("bridge")
+    if bridge and Path(f"/sys/class/net/{bridge}").exists():
+        subprocess.run(["ip", "link", "del", str(bridge)], check=True)
+        done.append(f"removed the bridge {bridge}")
+    c.state.pop("bridge", None)
+    if c.state_file.exists():
+        c.save()
+    return done
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("command", choices=["up", "down"])
+    args = parser.parse_args(argv)
+    try:
+        c = Cluster(cluster_dir())
+    except ClusterError as e:
+        print(f"cluster {args.command}: {e}", file=sys.stderr)
+        return 1
+    if args.command == "down":
+        for line in down(c):
+            print(f"== {line}")
+        print(f"== cluster down ({c.dir})")
+        return 0
+    try:
+        up(c)
+    except (ClusterError, KeyboardInterrupt, subprocess.CalledProcessError) as e:
+        if isinstance(e, subprocess.CalledProcessError):
+            e = ClusterError(f"{' '.join(map(str, e.cmd))} failed (exit {e.returncode})")
+        print(f"cluster up: {e or 'interrupted'}", file=sys.stderr)
+        if c.began:
+            down(c)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
