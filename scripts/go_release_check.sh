@@ -50,7 +50,7 @@ import json, sys
 for r in json.load(sys.stdin).get("Replace") or []:
     new = r["New"]
     if not new["Path"].startswith("."):
-        print(f"-replace={r[\"Old\"][\"Path\"]}={new[\"Path\"]}@{new[\"Version\"]}")
+        print("-replace=" + r["Old"]["Path"] + "=" + new["Path"] + "@" + new["Version"])
 ' | xargs -r go mod edit
 cat "$repo/go/go.sum" "$repo/go/kubeflow/go.sum" "$repo/go/flyteplugin/go.sum" | sort -u > go.sum
 cat > main.go <<'GO'
