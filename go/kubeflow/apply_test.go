@@ -11,7 +11,7 @@ import (
 	"github.com/elastic-idl/elastic-idl/go/elasticidl"
 )
 
-func decode(t *testing.T, custom string) *elasticidl.Task {
+func decode(t testing.TB, custom string) *elasticidl.Task {
 	t.Helper()
 	task, err := elasticidl.Decode([]byte(custom), elasticidl.FormatJSON, 1)
 	if err != nil {
