@@ -2,7 +2,6 @@ package flyteplugin
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/mock"
@@ -145,12 +144,4 @@ func upstreamPlugin(t testing.TB) k8s.Plugin {
 func build(t testing.TB, p k8s.Plugin, tmpl *core.TaskTemplate) (client.Object, error) {
 	t.Helper()
 	return p.BuildResource(context.Background(), taskContext(tmpl))
-}
-
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
 }
