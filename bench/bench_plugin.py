@@ -57,7 +57,18 @@ def main() -> None:
                 key = (m["template"], m["plugin"])
                 samples.setdefault(key, []).append((float(m["ns"]), int(m["bytes"]), int(m["allocs"])))
         # What the plugin adds per task: kubeflow.Fields alone (no mocks, no pod machinery).
-        out = go("test", "-run", "^$", "-bench", "BenchmarkFields", "-benchmem", "-benchtime", ns.benchtime, ".", cwd=KUBEFLOW)
+        out = go(
+            "test",
+            "-run",
+            "^$",
+            "-bench",
+            "BenchmarkFields",
+            "-benchmem",
+            "-benchtime",
+            ns.benchtime,
+            ".",
+            cwd=KUBEFLOW,
+        )
         for line in out.splitlines():
             if m := FIELDS.match(line):
                 key = (m["template"], "fields")
@@ -65,6 +76,7 @@ def main() -> None:
     load_after = os.getloadavg()
 
     rows: list[dict[str, Any]] = []
+
     def median_of(runs: list[tuple[float, int, int]]) -> dict[str, Any]:
         return {
             "ns_per_op": statistics.median(r[0] for r in runs),
