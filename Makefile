@@ -117,9 +117,18 @@ buf-breaking: venv-gen
 pytest: devtree venv-gen
 	$(PY) -m pytest
 
-# gofmt, go vet, staticcheck and go test -race of the Go module (tests/test_go.py
-# runs the contract suite against its conformance command). Skipped when
-# ELASTIC_IDL_GO=skip (set by `make test` after go-toolchain said so); CI=true never skips.
+# gofmt, go mod verify, go vet, staticcheck and go test of the three Go modules
+# (GO_MODULES; go/go.work joins them for development; tests/test_go.py runs the
+# contract suite against the conformance command), then a consumer's build of
+# the submodules without the workspace (scripts/go_release_check.sh). -race on
+# the core only (GO_RACE_MODULES): the submodules' race build of flyteplugins'
+# dependency graph costs minutes and they run no goroutines of their own. The
+# core is checked outside the workspace (GOWORK=off), on its own build list
+# (protobuf v1.34.2), as a program that imports only the core builds it.
+# Skipped when ELASTIC_IDL_GO=skip (set by `make test` after go-toolchain said
+# so); CI=true never skips.
+GO_MODULES := go go/kubeflow go/flyteplugin
+GO_RACE_MODULES := go
 go-check:
 	@if [[ "$${ELASTIC_IDL_GO:-}" == skip && "$${CI:-}" != true ]]; then exit 0; fi; \
 	$(GO_TOOL) present || { echo "go-check: Go is missing (make go-toolchain)"; exit 1; }; \
@@ -127,7 +136,13 @@ go-check:
 	if [[ -n "$$unformatted" ]]; then echo "gofmt -l go: not formatted:"; echo "$$unformatted"; exit 1; fi; \
 	echo "gofmt -l go: clean"; \
 	staticcheck=$$($(GO_TOOL) path staticcheck); \
-	cd go; set -x; go mod verify; go vet ./...; "$$staticcheck" ./...; go test -race ./...
+	for m in $(GO_MODULES); do \
+		race=; [[ " $(GO_RACE_MODULES) " == *" $$m "* ]] && race=-race; \
+		work=; [[ $$m == go ]] && work=off; \
+		(cd $$m && export GOWORK=$$work && set -x && go mod verify && go vet ./... && "$$staticcheck" ./... && \
+			go test $$race ./...) || exit 1; \
+	done; \
+	scripts/go_release_check.sh
 
 # Setup stops at the first error; the checks all run (-k) so that one report
 # shows every failing gate.

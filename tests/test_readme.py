@@ -58,6 +58,9 @@ EXEMPT_BLOCKS: dict[tuple[str, str], str] = {
     ("The Go backend (`go/`)", ""): "a listing of the Go module's folders, not code",
     ("A cluster on one machine", ""): "a drawing of which process talks to which, not code",
     ("The Go backend (`go/`)", "go"): "Go for a propeller plugin; the package's Example (go test) runs that path",
+    ("For propeller", "go"): "a propeller build's import; go/flyteplugin's tests register and run the plugin",
+    ("For propeller", ""): "a propeller build's go get; scripts/go_release_check.sh builds such a consumer",
+    ("For propeller", "yaml"): "propeller's configuration, read by a propeller deployment",
 }
 #: What makes a shell line one that runs.
 RUNS = re.compile(r"^(elastic-idl|python -m elastic_idl)\b")

@@ -1,0 +1,147 @@
+package flyteplugin
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/mock"
+	"google.golang.org/protobuf/types/known/structpb"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery"
+	pluginsCore "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/core"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/core/mocks"
+	pluginIOMocks "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/io/mocks"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/k8s"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/plugins/k8s/kfoperators/common"
+
+	// flyteplugins' own pytorch plugin, registered under the id "pytorch": the
+	// tests and benchmarks run it beside ours on the same TaskTemplates.
+	_ "github.com/flyteorg/flyte/flyteplugins/go/tasks/plugins/k8s/kfoperators/pytorch"
+)
+
+// The test fixtures of flyteplugins v1.16.8's pytorch plugin tests
+// (go/tasks/plugins/k8s/kfoperators/pytorch/pytorch_test.go), rebuilt here:
+// that file's package cannot be imported. Values mirror its constants (lines
+// 37-70: the container image, args, env, annotations, labels, the override
+// resources, the service account); the TaskExecutionContext answers what its
+// dummyPytorchTaskContext (lines 129-197) answers, through flyteplugins'
+// exported mocks.
+
+const (
+	fixtureImage       = "image://"
+	fixtureImageMaster = "image://master"
+)
+
+var (
+	fixtureArgs        = []string{"cmd", "--", "task-args"}
+	fixtureAnnotations = map[string]string{"annotation-1": "val1"}
+	fixtureLabels      = map[string]string{"label-1": "val1"}
+	// The task's resource overrides (pytorch_test.go lines 55-67).
+	fixtureResources = &corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("1000m"), corev1.ResourceMemory: resource.MustParse("1Gi"),
+			"nvidia.com/gpu": resource.MustParse("1"),
+		},
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("512Mi"),
+			"nvidia.com/gpu": resource.MustParse("1"),
+		},
+	}
+)
+
+// taskTemplate is a container TaskTemplate whose custom is the given JSON, as
+// pytorch_test.go's dummyPytorchTaskTemplate (lines 86-127) builds it from a
+// flyteidl message.
+func taskTemplate(t testing.TB, name string, version int32, custom string) *core.TaskTemplate {
+	t.Helper()
+	var s structpb.Struct
+	if err := s.UnmarshalJSON([]byte(custom)); err != nil {
+		t.Fatalf("custom %s: %v", custom, err)
+	}
+	return &core.TaskTemplate{
+		Id:              &core.Identifier{Name: name},
+		Type:            "container",
+		TaskTypeVersion: version,
+		Target: &core.TaskTemplate_Container{Container: &core.Container{
+			Image: fixtureImage, Args: fixtureArgs, Env: []*core.KeyValuePair{{Key: "Env_Var", Value: "Env_Val"}},
+		}},
+		Custom: &s,
+	}
+}
+
+// taskContext is a mocked TaskExecutionContext for a template.
+func taskContext(tmpl *core.TaskTemplate) pluginsCore.TaskExecutionContext {
+	inputs := &pluginIOMocks.InputReader{}
+	inputs.EXPECT().GetInputPrefixPath().Return("/input/prefix")
+	inputs.EXPECT().GetInputPath().Return("/input")
+	inputs.EXPECT().Get(mock.Anything).Return(&core.LiteralMap{}, nil)
+
+	outputs := &pluginIOMocks.OutputWriter{}
+	outputs.EXPECT().GetOutputPath().Return("/data/outputs.pb")
+	outputs.EXPECT().GetOutputPrefixPath().Return("/data/")
+	outputs.EXPECT().GetRawOutputPrefix().Return("")
+	outputs.EXPECT().GetCheckpointPrefix().Return("/checkpoint")
+	outputs.EXPECT().GetPreviousCheckpointsPrefix().Return("/prev")
+
+	reader := &mocks.TaskReader{}
+	reader.EXPECT().Read(mock.Anything).Return(tmpl, nil)
+
+	id := &mocks.TaskExecutionID{}
+	id.EXPECT().GetID().Return(core.TaskExecutionIdentifier{NodeExecutionId: &core.NodeExecutionIdentifier{
+		ExecutionId: &core.WorkflowExecutionIdentifier{Name: "my_name", Project: "my_project", Domain: "my_domain"},
+	}})
+	id.EXPECT().GetGeneratedName().Return("some-acceptable-name")
+	id.EXPECT().GetUniqueNodeID().Return("an-unique-id")
+
+	overrides := &mocks.TaskOverrides{}
+	overrides.EXPECT().GetResources().Return(fixtureResources)
+	overrides.EXPECT().GetExtendedResources().Return(nil)
+	overrides.EXPECT().GetContainerImage().Return("")
+	overrides.EXPECT().GetPodTemplate().Return(nil)
+
+	meta := &mocks.TaskExecutionMetadata{}
+	meta.EXPECT().GetTaskExecutionID().Return(id)
+	meta.EXPECT().GetNamespace().Return("test-namespace")
+	meta.EXPECT().GetAnnotations().Return(fixtureAnnotations)
+	meta.EXPECT().GetLabels().Return(fixtureLabels)
+	meta.EXPECT().GetOwnerReference().Return(metav1.OwnerReference{Kind: "node", Name: "blah"})
+	meta.EXPECT().IsInterruptible().Return(true)
+	meta.EXPECT().GetOverrides().Return(overrides)
+	meta.EXPECT().GetK8sServiceAccount().Return("pytorch_sa")
+	meta.EXPECT().GetPlatformResources().Return(&corev1.ResourceRequirements{})
+	meta.EXPECT().GetEnvironmentVariables().Return(nil)
+	meta.EXPECT().GetConsoleURL().Return("")
+
+	state := &mocks.PluginStateReader{}
+	state.On("Get", mock.Anything).Return(uint8(0), nil)
+
+	ctx := &mocks.TaskExecutionContext{}
+	ctx.EXPECT().InputReader().Return(inputs)
+	ctx.EXPECT().OutputWriter().Return(outputs)
+	ctx.EXPECT().TaskReader().Return(reader)
+	ctx.EXPECT().TaskExecutionMetadata().Return(meta)
+	ctx.EXPECT().PluginStateReader().Return(state)
+	return ctx
+}
+
+// upstreamPlugin is flyteplugins' own pytorch plugin, from the registry its init filled.
+func upstreamPlugin(t testing.TB) k8s.Plugin {
+	t.Helper()
+	for _, e := range pluginmachinery.PluginRegistry().GetK8sPlugins() {
+		if e.ID == common.PytorchTaskType {
+			return e.Plugin
+		}
+	}
+	t.Fatal("flyteplugins' pytorch plugin is not registered")
+	return nil
+}
+
+func build(t testing.TB, p k8s.Plugin, tmpl *core.TaskTemplate) (client.Object, error) {
+	t.Helper()
+	return p.BuildResource(context.Background(), taskContext(tmpl))
+}

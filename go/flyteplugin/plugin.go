@@ -1,0 +1,222 @@
+// Package flyteplugin is a flytepropeller k8s plugin for the task type
+// "pytorch" (task_type_version 0 and 1) built on elastic-idl: the pods come from
+// flyteplugins' own pod machinery (flytek8s.ToK8sPodSpec through kfoperators'
+// common.ToReplicaSpec and common.ToReplicaSpecWithOverrides: pod templates,
+// overrides, platform defaults, Flyte's labels, annotations and env), the
+// job-level fields from elastic-idl (kubeflow.Apply: elastic policy, nproc per
+// node, replica counts, restart and run policy, the rendezvous port), and phase,
+// logs and identity from flyteplugins' kfoperators common code.
+//
+// Importing the package registers the plugin under the id PluginID for the task
+// type "pytorch"; a deployment chooses it in propeller's configuration
+// (tasks.task-plugins.enabled-plugins and default-for-task-types), instead of
+// flyteplugins' own "pytorch" plugin.
+package flyteplugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"google.golang.org/protobuf/proto"
+
+	kfplugins "github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/plugins/kubeflow"
+	flyteerr "github.com/flyteorg/flyte/flyteplugins/go/tasks/errors"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery"
+	pluginsCore "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/core"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/flytek8s"
+	k8sConfig "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/flytek8s/config"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/k8s"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/plugins/k8s/kfoperators/common"
+	"github.com/flyteorg/flyte/flytestdlib/utils"
+
+	"github.com/elastic-idl/elastic-idl/go/elasticidl"
+	"github.com/elastic-idl/elastic-idl/go/kubeflow"
+)
+
+// PluginID is the id the plugin registers under; flyteplugins' own pytorch
+// plugin registers as "pytorch", so both can be compiled into one propeller.
+const PluginID = "elastic-idl-pytorch"
+
+// TaskType is the task type the plugin handles (flytekit's PyTorch and Elastic tasks).
+const TaskType = common.PytorchTaskType
+
+// Plugin is the k8s.Plugin. The zero value is the plugin that init registers.
+type Plugin struct {
+	// Options are kubeflow.Apply's options.
+	Options kubeflow.Options
+}
+
+var _ k8s.Plugin = Plugin{}
+
+// GetProperties asks for the earliest error across pods when the k8s plugin
+// configuration enables distributed error aggregation, as flyteplugins' pytorch
+// plugin does.
+func (Plugin) GetProperties() k8s.PluginProperties {
+	if k8sConfig.GetK8sPluginConfig().EnableDistributedErrorAggregation {
+		return k8s.PluginProperties{ErrorAggregationStrategy: k8s.EarliestErrorAggregationStrategy}
+	}
+	return k8s.PluginProperties{}
+}
+
+// BuildIdentityResource is an empty PyTorchJob of the operator's kind.
+func (Plugin) BuildIdentityResource(context.Context, pluginsCore.TaskExecutionMetadata) (client.Object, error) {
+	return &kubeflowv1.PyTorchJob{TypeMeta: typeMeta()}, nil
+}
+
+func typeMeta() metav1.TypeMeta {
+	return metav1.TypeMeta{Kind: kubeflowv1.PyTorchJobKind, APIVersion: kubeflowv1.SchemeGroupVersion.String()}
+}
+
+// BuildResource builds the PyTorchJob of a task: its custom is decoded and
+// validated by elastic-idl (a bad task is a BadTaskSpecification naming the
+// field and the rule), the pod templates come from flyteplugins' pod machinery,
+// and kubeflow.Apply sets the job-level fields on them.
+func (p Plugin) BuildResource(ctx context.Context, taskCtx pluginsCore.TaskExecutionContext) (client.Object, error) {
+	tmpl, err := taskCtx.TaskReader().Read(ctx)
+	if err != nil {
+		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "unable to fetch task specification [%v]", err.Error())
+	}
+	if tmpl == nil {
+		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "nil task specification")
+	}
+	task, err := elasticidl.FromStruct(tmpl.GetCustom(), int64(tmpl.GetTaskTypeVersion()))
+	if err != nil {
+		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "invalid task custom: %v", err)
+	}
+	fields, err := kubeflow.Fields(task, p.Options)
+	if err != nil {
+		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "invalid task custom: %v", err)
+	}
+	specs, err := p.podTemplates(ctx, taskCtx, task, fields)
+	if err != nil {
+		return nil, err
+	}
+	spec := kubeflowv1.PyTorchJobSpec{PyTorchReplicaSpecs: specs}
+	if err := fields.ApplyTo(&spec); err != nil {
+		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "%v", err)
+	}
+	return &kubeflowv1.PyTorchJob{TypeMeta: typeMeta(), Spec: spec}, nil
+}
+
+// podTemplates builds one ReplicaSpec per replica type of the job with
+// flyteplugins' pod machinery: the task's container for the legacy shape, with
+// each replica spec's image, resources and command overrides for the kubeflow
+// shape.
+func (p Plugin) podTemplates(ctx context.Context, taskCtx pluginsCore.TaskExecutionContext, task *elasticidl.Task,
+	fields *kubeflow.JobFields,
+) (map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec, error) {
+	out := map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{}
+	if task.Legacy() != nil {
+		spec, err := common.ToReplicaSpec(ctx, taskCtx, kubeflowv1.PyTorchJobDefaultContainerName)
+		if err != nil {
+			return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "unable to create replica spec: [%v]", err.Error())
+		}
+		for rt := range fields.Replicas {
+			out[rt] = spec.DeepCopy()
+		}
+		return out, nil
+	}
+	// flyteplugins reads replica overrides from flyteidl's message, which is
+	// wire-identical to elastic-idl's for every field it knows.
+	b, err := task.Binary()
+	if err != nil {
+		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "%v", err)
+	}
+	var kf kfplugins.DistributedPyTorchTrainingTask
+	if err := proto.Unmarshal(b, &kf); err != nil {
+		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "task as flyteidl's message: %v", err)
+	}
+	for rt := range fields.Replicas {
+		isMaster := rt == kubeflowv1.PyTorchJobReplicaTypeMaster
+		rs := kf.GetWorkerReplicas()
+		if isMaster {
+			rs = kf.GetMasterReplicas()
+		}
+		spec, err := common.ToReplicaSpecWithOverrides(ctx, taskCtx, rs, kubeflowv1.PyTorchJobDefaultContainerName, isMaster)
+		if err != nil {
+			return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "unable to create %s replica spec: [%v]", rt, err.Error())
+		}
+		if !isMaster {
+			p.workerEnv(&spec.Template.Spec.Containers[0])
+		}
+		out[rt] = spec
+	}
+	return out, nil
+}
+
+// workerEnv is the env flyteplugins' pytorch plugin gives a kubeflow-shape
+// Worker: the pod's name, and the error aggregation strategy when enabled.
+func (p Plugin) workerEnv(c *corev1.Container) {
+	c.Env = append(c.Env, corev1.EnvVar{
+		Name:      flytek8s.FlyteInternalWorkerNameEnvVarKey,
+		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}},
+	})
+	if p.GetProperties().ErrorAggregationStrategy == k8s.EarliestErrorAggregationStrategy {
+		c.Env = append(c.Env, corev1.EnvVar{
+			Name: flytek8s.FlyteInternalDistErrorStrategyEnvVarKey, Value: k8s.EarliestErrorAggregationStrategy.String(),
+		})
+	}
+}
+
+// GetTaskPhase is the phase of the job from its current condition, with the
+// replicas' log links, through flyteplugins' kfoperators common code. It reads
+// the job's condition only: a failed pod that the operator recreates (an
+// elastic Worker under the ExitCode restart policy) does not fail the task.
+func (Plugin) GetTaskPhase(ctx context.Context, pluginContext k8s.PluginContext, resource client.Object) (pluginsCore.PhaseInfo, error) {
+	job, ok := resource.(*kubeflowv1.PyTorchJob)
+	if !ok {
+		return pluginsCore.PhaseInfoUndefined, fmt.Errorf("expected a *kubeflowv1.PyTorchJob, got %T", resource)
+	}
+	_, hasMaster := job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeMaster]
+	workers := common.GetReplicaCount(job.Spec.PyTorchReplicaSpecs, kubeflowv1.PyTorchJobReplicaTypeWorker)
+	tmpl, err := pluginContext.TaskReader().Read(ctx)
+	if err != nil {
+		return pluginsCore.PhaseInfoUndefined, err
+	}
+	logs, err := common.GetLogs(pluginContext, common.PytorchTaskType, job.ObjectMeta, tmpl, hasMaster, *workers, 0, 0, 0,
+		kubeflowv1.PyTorchJobDefaultContainerName)
+	if err != nil {
+		return pluginsCore.PhaseInfoUndefined, err
+	}
+	suspended := job.Spec.RunPolicy.Suspend != nil && *job.Spec.RunPolicy.Suspend
+	if !suspended && job.Status.StartTime == nil &&
+		job.CreationTimestamp.Add(common.GetConfig().Timeout.Duration).Before(time.Now()) {
+		return pluginsCore.PhaseInfoUndefined, fmt.Errorf(
+			"kubeflow operator hasn't updated the pytorch custom resource since creation time %v", job.CreationTimestamp)
+	}
+	condition, err := common.ExtractCurrentCondition(job.Status.Conditions)
+	if err != nil {
+		return pluginsCore.PhaseInfoUndefined, err
+	}
+	now := time.Now()
+	status, _ := utils.MarshalObjToStruct(job.Status)
+	phase, err := common.GetPhaseInfo(condition, now, pluginsCore.TaskInfo{Logs: logs, OccurredAt: &now, CustomInfo: status})
+	if verr := k8s.MaybeUpdatePhaseVersionFromPluginContext(&phase, &pluginContext); verr != nil {
+		return phase, verr
+	}
+	return phase, err
+}
+
+// Entry is the plugin's registry entry.
+func Entry() k8s.PluginEntry {
+	return k8s.PluginEntry{
+		ID:                  PluginID,
+		RegisteredTaskTypes: []pluginsCore.TaskType{TaskType},
+		ResourceToWatch:     &kubeflowv1.PyTorchJob{},
+		Plugin:              Plugin{},
+	}
+}
+
+func init() {
+	if err := kubeflowv1.AddToScheme(scheme.Scheme); err != nil {
+		panic(err)
+	}
+	pluginmachinery.PluginRegistry().RegisterK8sPlugin(Entry())
+}
