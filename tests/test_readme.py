@@ -44,8 +44,13 @@ EXEMPT_LINES: dict[str, str] = {
     "CONFORMANCE_CMD=/tmp/ec CONFORMANCE_NAME=go .venv/bin/pytest tests/test_contract.py -k conformance": (
         "the second line of the Go command above (tests/test_go.py runs it)"
     ),
-    "pip install 'elastic-idl[flytekit,torch]'": (
-        "installs from PyPI; tests/test_flytekit_install.py installs the built wheel with these extras in a fresh venv"
+    "make wheel": "builds the wheel; tests/test_packaging.py builds it the same way and checks its contents",
+    'pip install "$(ls dist/elastic_idl-*.whl)[flytekit,torch]"': (
+        "installs into the reader's environment; tests/test_flytekit_install.py installs the built wheel with "
+        "these extras in a fresh venv"
+    ),
+    "pyflyte --pkgs wfmod package --image ghcr.io/acme/train:1 --output flyte-package.tgz": (
+        "needs the reader's module; tests/test_flytekit_install.py runs this command on its own module"
     ),
 }
 #: Blocks in another language than python or sh, by section -> why they do not run.
