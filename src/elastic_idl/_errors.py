@@ -96,7 +96,7 @@ def close_match(name: str, known: Iterable[str]) -> str | None:
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """ "; did you mean 'x'?" when ``name`` looks like a typo of one of ``known``, else "". """
+    """ "; did you mean 'x'?" when ``name`` looks like a typo of one of ``known``, else ""."""
     match = close_match(name, known)
     return f"; did you mean {match!r}?" if match else ""
 
@@ -248,7 +248,7 @@ class UnknownArgumentError(ElasticIdlError, TypeError):
 def reject_unknown_keywords(cls: type) -> None:
     """Make a keyword-only dataclass raise :class:`UnknownArgumentError` (with a "did you mean")
     for a keyword it does not take, where Python's own TypeError names no alternative."""
-    init = cls.__init__
+    init: Any = getattr(cls, "__init__")  # noqa: B009 - mypy: the class's own method, not an instance's
     known = tuple(f.name for f in dataclasses.fields(cls) if f.init)
 
     @functools.wraps(init)

@@ -600,12 +600,13 @@ def _argument_of(path: str, task: KubeflowTask) -> str | None:
     if path.startswith(("run_policy.", "worker_replicas.resources.")):
         head = path.removeprefix("worker_replicas.resources.")
         return head.split("[", 1)[0]  # run_policy.backoff_limit, requests, limits
-    first, _, rest = path.removeprefix("elastic_config.").partition(".")
+    first = path.removeprefix("elastic_config.").partition(".")[0]
     if path == first or not path.startswith("elastic_config."):
         return None
     m = _INDEXED.match(first)
     if m and m["name"] == "rdzv_options":
-        return f"rdzv_configs.{task.elastic_config.rdzv_options[int(m['i'])].key}"
+        key = task.elastic_config.rdzv_options[int(m["i"])].key
+        return f"rdzv_configs.{key}" if key.isidentifier() else f"rdzv_configs[{key!r}]"
     name = m["name"] if m else first
     if name in _ARGUMENT_OF_FIELD:
         return _ARGUMENT_OF_FIELD[name]

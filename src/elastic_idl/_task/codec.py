@@ -176,7 +176,7 @@ def _read_fd(fd: int, name: str) -> bytes:
         os.set_blocking(fd, True)
     try:
         with os.fdopen(fd, "rb", buffering=0, closefd=False) as fh:
-            return read_task_bytes(fh)  # type: ignore[arg-type]
+            return read_task_bytes(fh)
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, name) from None
 
