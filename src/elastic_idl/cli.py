@@ -70,6 +70,13 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
+    # FILE is optional to argparse only so that it may come after "--"; it is required (main() checks).
+    def format_usage(self) -> str:
+        return super().format_usage().replace("[FILE]", "FILE")
+
+    def format_help(self) -> str:
+        return super().format_help().replace("[FILE]", "FILE")
+
 
 def _add_input(p: argparse.ArgumentParser) -> None:
     # Optional here: after "--" it is the first operand (main() checks that it is given once).
