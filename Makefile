@@ -1,15 +1,12 @@
 # elastic-idl: one entry point for setting up, checking and running the project.
-#
-#   make test      set up whatever is missing, then run every check (CI runs this)
-#   make demo      set up whatever is missing, then run the demo
-#   make chaos     the fault-injection matrix (about an hour; bench/README.md, "Chaos")
+# `make` alone (or `make help`) lists the targets: the lines starting with "##" below.
 #
 # Setup is idempotent: each venv carries a stamp named after the hash of its
 # requirements file, so a second run skips it and an edited lock rebuilds it.
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
-.DEFAULT_GOAL := test
+.DEFAULT_GOAL := help
 MAKEFLAGS += --no-builtin-rules
 
 PYTHON ?= python3
@@ -25,8 +22,26 @@ hash = $(shell sha256sum $(1) | cut -c1-16)
 DEV_STAMP := $(VENV)/.stamp-dev-$(call hash,requirements/dev.txt)
 GEN_STAMP := $(GEN_VENV)/.stamp-gen-$(call hash,requirements/gen.txt)
 
-.PHONY: test checks venv venv-dev venv-gen devtree gen check-gen lint fmt typecheck buf-lint buf-breaking \
-	pytest go-toolchain go-check baseline bench chaos demo clean cluster-build cluster-up cluster-down cluster-test
+.PHONY: help test checks venv venv-dev venv-gen devtree gen check-gen lint fmt typecheck buf-lint buf-breaking \
+	pytest go-toolchain go-check baseline bench chaos demo wheel clean \
+	cluster-build cluster-up cluster-down cluster-test
+
+## make help          this list (also what a bare `make` prints)
+## make test          set up whatever is missing, then run every check (CI runs this: .ci/run)
+## make demo          set up whatever is missing, then validate, render and train the demo
+## make wheel         build the wheel into dist/ with the pinned backend (install: README, "Install")
+## make venv          only the setup: .venv (tests, runtime) and .venv-gen (the code generators)
+## make lint / fmt    ruff check and format check / apply ruff fixes and formatting, buf format
+## make typecheck     mypy --strict on src/elastic_idl
+## make gen           regenerate gen/, go/gen/ and the Go tables; make check-gen fails when they are stale
+## make go-check      gofmt -l, go mod verify, go vet, staticcheck, go test -race of go/
+## make bench         the benchmarks, shortened (bench/README.md has the full-length commands)
+## make chaos         the fault-injection matrix, 27.8 minutes measured at CHAOS_JOBS=4 (bench/README.md, "Chaos")
+## make cluster-up    a Kubernetes control plane on this machine (README, "A cluster on one machine"); cluster-down stops it
+## make cluster-test  the end-to-end checks on a cluster of their own (not in make test yet)
+## make clean         remove build/, dist/ and the tool caches
+help:
+	@sed -n 's/^## //p' $(firstword $(MAKEFILE_LIST))
 
 # ---------------------------------------------------------------- setup
 
@@ -172,8 +187,8 @@ bench: devtree
 
 # The chaos matrix (bench/chaos.py): every fault class, 20 runs with our pod entrypoint and 10
 # with stock torchrun as the pod command, the rendered defaults; results in bench/README.md ("Chaos").
-# CHAOS_JOBS runs at a time (2 pods each; the pods mostly wait, so 4 fit on 2 cores): about 45 minutes on the
-# 2-core dev machine, stock torchrun's long runs first (at 2 it took 80).
+# CHAOS_JOBS runs at a time (2 pods each; the pods mostly wait, so 4 fit on 2 cores), stock torchrun's long
+# runs first; its duration is the one bench/README.md measured (also in the help above).
 CHAOS_JOBS ?= 4
 chaos: devtree
 	$(PY) bench/chaos.py --runs 20 --torchrun-runs 10 --jobs $(CHAOS_JOBS) --json build/chaos.json
@@ -200,6 +215,13 @@ cluster-down: venv-dev
 # the cold build is too long for CI, README "A cluster on one machine").
 cluster-test: devtree
 	$(PY) -m pytest -m cluster tests/test_cluster.py
+
+# The wheel users install (README, "Install"): built by the backend pyproject.toml pins
+# (hatchling, in .venv from requirements/dev.txt), without build isolation, so no index is needed.
+wheel: venv-dev
+	rm -f dist/elastic_idl-*.whl
+	$(PY) -m build --wheel --no-isolation --outdir dist .
+	@ls -l dist/elastic_idl-*.whl
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -28,7 +28,9 @@ def cli(*args: str, stdin: bytes | None = None, timeout: float = 120) -> subproc
 
 def test_help_for_every_command() -> None:
     out = cli("--help")
-    assert out.returncode == 0 and b"128+N stopped by signal N (130 SIGINT, 143 SIGTERM)" in out.stdout
+    assert out.returncode == 0 and b"128+N stopped by signal N (130 SIGINT, 143 SIGTERM)" in b" ".join(
+        out.stdout.split()
+    )
     for command in ("validate", "convert", "launch-config", "render", "env", "run"):
         sub = cli(command, "--help")
         assert sub.returncode == 0, command
@@ -78,7 +80,7 @@ def test_convert_upstream_refuses_extensions() -> None:
     lossy = cli("convert", str(DEMO), "--to", "custom", "--upstream", "--allow-loss")
     assert lossy.returncode == 0
     assert "joinTimeout" not in json.loads(lossy.stdout)["elasticConfig"]
-    assert b"SkewWarning" in lossy.stderr
+    assert lossy.stderr.startswith(b"elastic-idl: warning: dropped for upstream readers:")
 
 
 def test_launch_config_with_operator_env() -> None:
@@ -599,3 +601,190 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------- issue #18: reading, operands, one-line errors
+
+
+def _in_thread(capsys: pytest.CaptureFixture[str], *args: str, release: Path | None = None) -> tuple[int, str, str]:
+    """main() in a thread, given 20 s; a FIFO it is stuck opening (the old code) is released, then the test fails."""
+    import threading
+
+    from elastic_idl.cli import main
+
+    result: list[int] = []
+    worker = threading.Thread(target=lambda: result.append(main(list(args))), daemon=True)
+    worker.start()
+    worker.join(20)
+    if worker.is_alive() and release is not None:
+        with open(release, "w"):  # a writer, so the blocked open returns and the thread ends
+            pass
+        worker.join(20)
+        pytest.fail(f"main{args} did not return while {release} had no writer")
+    out = capsys.readouterr()
+    return result[0], out.out, out.err
+
+
+def test_a_fifo_without_a_writer_ends_in_one_bounded_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from elastic_idl._task import codec
+
+    monkeypatch.setattr(codec, "MAX_PIPE_WAIT_S", 0.5)
+    fifo = tmp_path / "task.yaml"
+    os.mkfifo(fifo)
+    err = _one_line_error(_in_thread(capsys, "validate", str(fifo), release=fifo), "nothing was written within 0.5 s")
+    assert err.startswith(f"elastic-idl: error: {fifo}: ")
+    # The pod entrypoint reads its --task-file the same way.
+    from elastic_idl.pod import pod_main
+
+    assert pod_main(["--task-file", str(fifo), "--", "train.py"], environ={}) == 1
+    assert "nothing was written within 0.5 s" in capsys.readouterr().err
+
+
+def test_a_fifo_with_a_writer_is_read_to_its_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import threading
+
+    fifo = tmp_path / "task.yaml"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        time.sleep(0.3)  # after the reader opened it: the reader waits for the writer, then for the end
+        with open(fifo, "w") as fh:
+            fh.write(DEMO.read_text())
+
+    threading.Thread(target=write, daemon=True).start()
+    assert _in_thread(capsys, "validate", str(fifo), release=fifo)[:2] == (0, "valid\n")
+
+
+def test_a_directory_and_a_closed_stdin_are_one_line_naming_the_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _one_line_error(_main(capsys, "validate", str(tmp_path)), "is a directory")
+    assert err.startswith(f"elastic-idl: error: {tmp_path}: ")
+    for command in (f"{CONSOLE} validate - <&-", f"{sys.executable} -m elastic_idl.cli validate - <&-"):
+        out = subprocess.run(["bash", "-c", command], capture_output=True, timeout=60)
+        _one_line_error(out, "elastic-idl: error: stdin: closed: there is no standard input to read")
+
+
+def test_a_file_name_with_a_line_break_stays_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name = str(tmp_path / "a\nb.yaml")
+    _one_line_error(_main(capsys, "validate", name), f"{name!r}: No such file or directory")
+
+
+def test_output_errors_name_stdout() -> None:
+    out = subprocess.run(["bash", "-c", f"{CONSOLE} validate {DEMO} > /dev/full"], capture_output=True, timeout=60)
+    _one_line_error(out, "elastic-idl: error: stdout: No space left on device")
+
+
+def test_a_path_below_a_file_names_the_file(tmp_path: Path) -> None:
+    script = tmp_path / "t.py"
+    script.write_text("print(1)\n")
+    out = cli("run", str(DEMO), "--log-dir", "/dev/null", "--", str(script))
+    _one_line_error(out, "elastic-idl: error: /dev/null: cannot write the log directory: not a directory")
+    out = cli("run", str(DEMO), "--failure-file", "/dev/null/f.json", "--", str(script))
+    _one_line_error(out, "elastic-idl: error: /dev/null: cannot write the failure report: not a directory")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        (
+            "s.json",
+            '{"elasticConfig": {"minReplicas": 1, "maxReplicas": 1, "rdzvId": "\\ud800"}}',
+            "elastic_config.rdzv_id: not valid UTF-8 (a lone surrogate): '\\ud800' (json)",
+        ),
+        (
+            "s.textproto",
+            'elastic_config { min_replicas: 1 rdzv_id: "x\\N{SNOWMAN}" }',
+            "rdzv_id: bad textproto: a string holds an escape protobuf's text format does not have",
+        ),
+        (
+            "inf.json",
+            '{"elasticConfig": {"minReplicas": 1e400}}',
+            "min_replicas: expected an integer, got 1e400 (json)",
+        ),
+        ("inf.yaml", "elastic_config:\n  min_replicas: 1.0e+400\n", "expected an integer, got 1.0e+400 (yaml"),
+        ("half.json", '{"elasticConfig": {"minReplicas": 1.50}}', "expected an integer, got 1.50 (json)"),
+    ],
+    ids=["json-surrogate", "textproto-named-escape", "json-1e400", "yaml-1e400", "json-1.50"],
+)
+def test_errors_say_the_input_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: str, expected: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    err = _one_line_error(_main(capsys, "validate", str(path)), expected)
+    assert "Unpaired" not in err and "latin-1" not in err and "inf" not in err.split(": error: ", 1)[1]
+
+
+def test_double_dash_is_posix_for_every_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dashed = tmp_path / "-x.yaml"
+    dashed.write_text(DEMO.read_text())
+    os.chdir(tmp_path)
+    try:
+        assert _main(capsys, "validate", "--", "-x.yaml")[:2] == (0, "valid\n")
+        code, out, _ = _main(capsys, "convert", "--to", "json", "--", "-x.yaml")
+        assert code == 0 and json.loads(out)["elasticConfig"]["maxReplicas"] == 1
+        code, out, _ = _main(capsys, "render", "--name", "j", "--image", "i:1", "--", "-x.yaml", "train.py", "-v")
+        assert code == 0 and yaml.safe_load(out)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"][
+            "containers"
+        ][0]["args"] == ["--", "train.py", "-v"]
+    finally:
+        os.chdir(ROOT)
+    name_image = ["--name", "j", "--image", "i:1"]
+    for command, options in (
+        ("validate", []),
+        ("convert", ["--to", "json"]),
+        ("launch-config", []),
+        ("env", name_image),
+    ):
+        out = cli(command, str(DEMO), *options, "--", "extra")
+        assert out.returncode == 2, (command, out.stderr)
+        err = out.stderr.decode()
+        assert err.startswith(f"usage: elastic-idl {command}") and "unrecognized arguments: extra" in err, err
+    missing = cli("validate", "--")
+    assert missing.returncode == 2 and b"the following arguments are required: FILE" in missing.stderr
+    assert b"[FILE]" not in missing.stderr  # required, though it may come after --
+
+
+@pytest.mark.parametrize("entry", [[""], ["-m"], ["--epochs", "3"], ["-m", ""], ["-m", "-x"]])
+@pytest.mark.parametrize("command", ["render", "run"])
+def test_one_entrypoint_rule_for_render_and_run(command: str, entry: list[str]) -> None:
+    options = ["--name", "j", "--image", "i:1"] if command == "render" else []
+    out = cli(command, str(DEMO), *options, "--", *entry)
+    err = out.stderr.decode()
+    assert out.returncode == 2 and "Traceback" not in err, err
+    assert err.startswith(f"usage: elastic-idl {command} FILE"), err  # the command's own usage
+    assert f"elastic-idl {command}: error: " in err and "what the workers run" in err
+    if command == "render":  # the library says the same (JobOptions), and so does the pod entrypoint
+        with pytest.raises(ei.RenderError, match=r"^entrypoint: "):
+            ei.render_pytorchjob(ei.decode(DEMO.read_bytes()), ei.JobOptions(name="j", image="i:1", entrypoint=entry))
+        pod = cli("pod", "--", *entry)
+        assert pod.returncode == 2 and b"ENTRYPOINT: " in pod.stderr, pod.stderr
+
+
+def test_render_shows_its_entrypoint_as_required_and_takes_a_module() -> None:
+    help_text = cli("render", "--help").stdout.decode()
+    assert "-- script.py args..." in help_text and "[-- script.py" not in help_text
+    missing = cli("render", str(DEMO), "--name", "j", "--image", "i:1")
+    err = missing.stderr.decode()
+    assert missing.returncode == 2 and err.startswith("usage: elastic-idl render FILE"), err
+    out = cli("render", str(DEMO), "--name", "j", "--image", "i:1", "-m", "pkg.train", "--lr", "1")
+    assert out.returncode == 0, out.stderr
+    container = yaml.safe_load(out.stdout)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["--", "-m", "pkg.train", "--lr", "1"]
+
+
+def test_convert_allow_loss_is_a_flag_of_upstream_and_warns_in_one_line() -> None:
+    lossy = cli("convert", str(DEMO), "--to", "custom", "--upstream", "--allow-loss")
+    assert lossy.returncode == 0, lossy.stderr
+    assert lossy.stderr.decode().splitlines() == [
+        "elastic-idl: warning: dropped for upstream readers: elastic_config.monitor_interval, elastic_config.join_timeout"
+    ]
+    refused = cli("convert", str(DEMO), "--to", "yaml", "--upstream")
+    assert (
+        refused.returncode == 1 and b"add --allow-loss" in refused.stderr and b"allow_loss=True" not in refused.stderr
+    )
+    alone = cli("convert", str(DEMO), "--to", "json", "--allow-loss")
+    assert alone.returncode == 2 and b"--allow-loss applies only with --upstream" in alone.stderr

@@ -629,3 +629,73 @@ def test_the_custom_dict_is_what_message_to_dict_writes_for_every_vector() -> No
         assert yaml.safe_load(ei.encode(task, "yaml")) == snake, case.name
         seen += 1
     assert seen > 50
+
+
+# ---------------------------------------------------------------- issue 18: errors that say what to write
+
+
+@pytest.mark.parametrize(
+    ("data", "fmt", "version", "field", "expected"),
+    [
+        (
+            "elastic_config:\n  rdzv_options: {a: 1}\n",
+            "yaml",
+            1,
+            "elastic_config.rdzv_options",
+            "expected a list of RendezvousOption objects (key, value), got dict; write it as [{'key': 'a', 'value': '1'}]",
+        ),
+        (
+            "elastic_config:\n  join_timeout: 900\n",
+            "yaml",
+            1,
+            "elastic_config.join_timeout",
+            'got 900 (a number of seconds is written with an s, as a string: "900s")',
+        ),
+        (
+            '{"elasticConfig": {"joinTimeout": 1.5}}',
+            "json",
+            1,
+            "elastic_config.join_timeout",
+            'as a string: "1.5s"',
+        ),
+        (
+            "workers: 2\n",
+            "yaml",
+            1,
+            "workers",
+            "read the input as task_type_version 0 (command line: --task-type-version 0)",
+        ),
+        ('{"workers": 2}', "json", 1, "workers", "'workers' is a field of the legacy task shape"),
+        ("workers: 2\n", "textproto", 1, "workers", "legacy task shape: read the input as task_type_version 0"),
+        (
+            "worker_replicas:\n  replicas: 2\n",
+            "yaml",
+            0,
+            "worker_replicas",
+            "'worker_replicas' is a field of the kubeflow task shape: read the input as task_type_version 1",
+        ),
+        (
+            "elastic_config:\n  min_replica: 1\n",
+            "yaml",
+            1,
+            "elastic_config.min_replica",
+            "did you mean 'min_replicas'?",
+        ),
+        ('{"elasticConfig": {"maxReplica": 1}}', "json", 1, "elastic_config.maxReplica", "did you mean 'maxReplicas'?"),
+    ],
+    ids=[
+        "rdzv-options-mapping",
+        "yaml-seconds",
+        "json-seconds",
+        "workers-yaml",
+        "workers-json",
+        "workers-textproto",
+        "kubeflow-in-legacy",
+        "typo-yaml",
+        "typo-json",
+    ],
+)
+def test_errors_say_what_to_write(data: str, fmt: str, version: int, field: str, expected: str) -> None:
+    with pytest.raises(ei.DecodeError) as info:
+        ei.decode(data, format=fmt, task_type_version=version)  # type: ignore[arg-type]
+    assert info.value.field == field and expected in info.value.reason, info.value

@@ -542,7 +542,11 @@ def test_sdk_config_parity(name: str, request: pytest.FixtureRequest) -> None:
     if exp.get("violations"):
         with pytest.raises(ei.ValidationError) as info:
             ei.Elastic(**kwargs)
-        assert conf.violation_list(info.value.violations) == exp["violations"]
+        # The task's violations, each on the argument that set its field, the field named in the message.
+        got = info.value.violations
+        assert [v.rule for v in got] == [e["rule"] for e in exp["violations"]]
+        assert all(v.message.endswith(f"({e['field']})") for v, e in zip(got, exp["violations"], strict=True))
+        assert {v.field for v in got} <= set(kwargs)
         return
     ours = ei.Elastic(**kwargs).to_template()
     assert (ours.task_type, ours.task_type_version) == (exp["sdk"]["task_type"], exp["sdk"]["task_type_version"])

@@ -354,19 +354,39 @@ def fails_on_rank_1(kind: str) -> int:
 # is collected (with a ResourceWarning) here rather than at exit.
 @pytest.mark.filterwarnings("ignore:Implicitly cleaning up <TemporaryDirectory:ResourceWarning")
 def test_worker_failures_become_flytekits_exceptions() -> None:
+    from flytekit.core.context_manager import ExecutionState, FlyteContextManager
+
     elastic_task = task(task_config=ei.Elastic(nnodes=1, nproc_per_node=2))(fails_on_rank_1)
-    with pytest.raises(FlyteUserRuntimeException) as user:
+    # A local run: the LaunchFailedError itself, a RuntimeError, as kfpytorch's own tests expect (issue 18).
+    with pytest.raises(RuntimeError) as local:
         elastic_task(kind="user")
+    assert isinstance(local.value, ei.LaunchFailedError)
+    assert "root cause: rank 1 (local rank 1" in str(local.value)
+    assert "ValueError: bad batch on rank 1" in str(local.value)
+    assert local.value.failures[0].rank == 1
+    # In a pod (pyflyte-execute: TASK_EXECUTION): flytekit's user error, with the root cause's time.
+    ctx = FlyteContextManager.current_context()
+    pod = ctx.with_execution_state(ctx.new_execution_state().with_params(mode=ExecutionState.Mode.TASK_EXECUTION))
+    with FlyteContextManager.with_context(pod), pytest.raises(FlyteUserRuntimeException) as user:
+        elastic_task.execute(kind="user")
     assert isinstance(user.value.value, ei.LaunchFailedError)
     assert "root cause: rank 1 (local rank 1" in str(user.value)
-    assert "ValueError: bad batch on rank 1" in str(user.value)
     assert user.value.timestamp is not None
     with pytest.raises(FlyteRecoverableException) as recoverable:
         elastic_task(kind="recoverable")
     assert "root cause: rank 1 (local rank 1" in str(recoverable.value)
     assert "spot node went away" in str(recoverable.value)
-    del user, recoverable
+    del local, user, recoverable
     gc.collect()
+
+
+def test_the_default_rdzv_configs_are_what_the_wire_holds_unlike_kfpytorch() -> None:
+    """Issue 18, a documented difference: kfpytorch keeps {"join_timeout": 900, "timeout": 900}; c10d ignores
+    "timeout", so ours maps it to join_timeout and rdzv_configs is what the message holds."""
+    kfpytorch = pytest.importorskip("flytekitplugins.kfpytorch")
+    assert kfpytorch.Elastic(nnodes=1).rdzv_configs == {"join_timeout": 900, "timeout": 900}
+    assert ei.Elastic(nnodes=1).rdzv_configs == {"join_timeout": 900}
+    assert ei.Elastic(nnodes=1, rdzv_backend="static").rdzv_configs == {"join_timeout": 900, "timeout": "900"}
 
 
 # --------------------------------------------------------------------------- TaskTemplate -> PyTorchJob

@@ -94,6 +94,31 @@ def test_wheel_contents(wheel: Path, capsys: pytest.CaptureFixture[str]) -> None
         print(f"\n[packaging] {wheel.name}: {size} bytes, {len(files)} files")
 
 
+def test_the_readme_says_the_wheels_size_and_files(wheel: Path) -> None:
+    """The figures README.md gives (issue 18: they were stale): the file count exactly, the sizes within 15 %."""
+    m = re.search(
+        r"one wheel \(`make wheel`; (\d+) KB, (\d+) files, (\d+) KB unpacked", (ROOT / "README.md").read_text()
+    )
+    assert m, "README.md, Packaging: the wheel's size, file count and unpacked size"
+    kb, count, unpacked_kb = (int(g) for g in m.groups())
+    infos = [i for i in zipfile.ZipFile(wheel).infolist() if ".dist-info/" not in i.filename]
+    assert count == len(infos)
+    assert abs(kb * 1024 - wheel.stat().st_size) <= 0.15 * wheel.stat().st_size
+    unpacked = sum(i.file_size for i in infos)
+    assert abs(unpacked_kb * 1024 - unpacked) <= 0.15 * unpacked
+
+
+def test_make_wheel_builds_the_wheel_with_the_pinned_backend() -> None:
+    """`make wheel` (issue 18: the README's install needs it): a .PHONY target writing dist/*.whl, no build isolation."""
+    makefile = (ROOT / "Makefile").read_text()
+    phony = " ".join(re.findall(r"^\.PHONY:((?:.*\\\n)*.*)$", makefile, re.M)).split()
+    assert "wheel" in phony
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    dry = subprocess.run(["make", "-n", "wheel"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert dry.returncode == 0, dry.stderr
+    assert "-m build --wheel --no-isolation --outdir dist ." in dry.stdout
+
+
 def test_wheel_metadata(wheel: Path) -> None:
     zf = zipfile.ZipFile(wheel)
     (meta_name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]

@@ -47,8 +47,13 @@ EXEMPT_LINES: dict[str, str] = {
     "make cluster-up": "starts a Kubernetes control plane as root (minutes); tests/test_cluster.py starts one",
     "make cluster-down": "stops the cluster make cluster-up started; tests/test_cluster.py does so",
     "make cluster-test": "runs tests/test_cluster.py, which starts a cluster of its own",
-    "pip install 'elastic-idl[flytekit,torch]'": (
-        "installs from PyPI; tests/test_flytekit_install.py installs the built wheel with these extras in a fresh venv"
+    "make wheel": "builds the wheel; tests/test_packaging.py builds it the same way and checks its contents",
+    'pip install "$(ls dist/elastic_idl-*.whl)[flytekit,torch]"': (
+        "installs into the reader's environment; tests/test_flytekit_install.py installs the built wheel with "
+        "these extras in a fresh venv"
+    ),
+    "pyflyte --pkgs wfmod package --image ghcr.io/acme/train:1 --output flyte-package.tgz": (
+        "needs the reader's module; tests/test_flytekit_install.py runs this command on its own module"
     ),
 }
 #: Blocks in another language than python or sh, by section -> why they do not run.
@@ -62,6 +67,8 @@ EXEMPT_BLOCKS: dict[tuple[str, str], str] = {
     ("For propeller", ""): "a propeller build's go get; scripts/go_release_check.sh builds such a consumer",
     ("For propeller", "yaml"): "propeller's configuration, read by a propeller deployment",
 }
+#: The message of our DeprecationWarnings (elastic_idl._errors.deprecated), as a warnings filter.
+DEPRECATED = r".* is deprecated and will be removed in 0\.3"
 #: What makes a shell line one that runs.
 RUNS = re.compile(r"^(elastic-idl|python -m elastic_idl)\b")
 
@@ -116,6 +123,8 @@ LINES = [
 @pytest.mark.parametrize("section", SECTIONS)
 def test_python_blocks_run(section: str, tmp_path: Path) -> None:
     code = "\n".join(b.text for b in BLOCKS if b.section == section and b.language == "python")
+    # The README shows no deprecated name of ours (issue 18: it called Elastic.to_custom()).
+    code = f"import warnings\nwarnings.filterwarnings('error', {DEPRECATED!r}, DeprecationWarning)\n{code}"
     # From a file, as a user runs a script (flytekit reads a task function's source), with the
     # repository root as the working directory and first on sys.path, as `python -c` has it.
     script = tmp_path / "readme_section.py"
@@ -164,3 +173,35 @@ def test_names_the_readme_uses_are_public() -> None:
     used = set(re.findall(r"\bei\.([A-Za-z_]\w*)", text))
     used |= {n.strip() for m in re.findall(r"from elastic_idl import ([\w, ]+)", text) for n in m.split(",")}
     assert sorted(used - set(elastic_idl.__all__)) == []
+
+
+def _make(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def test_a_bare_make_prints_the_help_and_runs_nothing() -> None:
+    """Issue 18: a bare `make` ran the whole suite; now it lists the targets, each of which exists."""
+    bare, help_ = _make(), _make("help")
+    assert bare.returncode == 0 and bare.stdout == help_.stdout and bare.stdout.startswith("make help "), bare
+    makefile = (ROOT / "Makefile").read_text()
+    phony = set(" ".join(re.findall(r"^\.PHONY:((?:.*\\\n)*.*)$", makefile, re.M)).replace("\\", " ").split())
+    listed = {
+        w for line in bare.stdout.splitlines() for w in re.findall(r"(?:make |/ )(\w[\w-]*)", line.split("  ")[0])
+    }
+    assert listed and listed <= phony, listed - phony
+    assert {"help", "test", "demo", "wheel", "chaos"} <= listed
+    # CI names its target: .ci/run runs `make test`, not a bare make.
+    assert re.search(r"^make test\b", (ROOT / ".ci" / "run").read_text(), re.M)
+
+
+def test_the_chaos_duration_is_the_measured_one_everywhere() -> None:
+    """Issue 18: make chaos took "about an hour", "about 45 minutes" and "28 minutes"; bench/README.md measured it."""
+    measured = re.search(r"\*\*([\d.]+) minutes\*\* of wall time", (ROOT / "bench" / "README.md").read_text())
+    assert measured, "bench/README.md, Chaos: the measured wall time"
+    minutes = measured.group(1)
+    for path in (ROOT / "Makefile", README):
+        chaos_lines = [ln for ln in path.read_text().splitlines() if "make chaos" in ln]
+        assert chaos_lines and all(f"{minutes} minutes" in ln for ln in chaos_lines if "minute" in ln), chaos_lines
+        assert any(f"{minutes} minutes" in ln for ln in chaos_lines), (path, chaos_lines)
+        assert not re.search(r"about an hour|about 45 minutes|\b28 minutes", path.read_text()), path

@@ -321,17 +321,57 @@ def test_message_rules_are_validates_own(kwargs: dict[str, Any], task: KubeflowT
     assert expected, "the case must break a rule"
     with pytest.raises(ei.ValidationError) as info:
         Elastic(rdzv_configs={}, **kwargs)
-    assert list(info.value.violations) == expected
+    got = info.value.violations
+    # validate's rules and messages, each on the argument that set the field (the field in the message)
+    assert [(v.rule, v.message) for v in got] == [(e.rule, f"{e.message} ({e.field})") for e in expected]
+    assert {v.field for v in got} <= set(kwargs), got
 
 
 def test_rdzv_option_rules_come_from_validate() -> None:
     with pytest.raises(ei.ValidationError) as info:
         Elastic(nnodes=2, rdzv_configs={"a,b": 1, "k": "x,y", "": 1})
     assert rules_of(info.value) == [
-        ("elastic_config.rdzv_options[0].key", "elastic.rdzv_options.key"),
-        ("elastic_config.rdzv_options[1].value", "elastic.rdzv_options.value"),
-        ("elastic_config.rdzv_options[2].key", "elastic.rdzv_options.key"),
+        ("rdzv_configs['a,b']", "elastic.rdzv_options.key"),
+        ("rdzv_configs.k", "elastic.rdzv_options.value"),
+        ("rdzv_configs['']", "elastic.rdzv_options.key"),
     ]
+    assert info.value.violations[0].message.endswith("(elastic_config.rdzv_options[0].key)")
+
+
+def test_violations_name_the_argument_the_user_wrote() -> None:
+    """Issue 18: Elastic(nnodes="2:1") named elastic_config.max_replicas, which the user never wrote."""
+    with pytest.raises(ei.ValidationError) as info:
+        Elastic(nnodes="2:1")
+    (v,) = info.value.violations
+    assert (v.field, v.rule) == ("nnodes", "elastic.min_le_max")
+    assert str(v) == "nnodes: elastic.min_le_max: max_replicas 1 is below min_replicas 2 (elastic_config.max_replicas)"
+    with pytest.raises(ei.ValidationError) as info:
+        Elastic(nnodes=2, requests={"gpu": "1.5"}, limits={"gpu": "1.5"}, run_policy={"backoff_limit": -1})
+    assert {v.field.split(".")[0] for v in info.value.violations} <= {"requests", "limits", "run_policy"}, info.value
+    # from_task keeps the task's paths: there the user gave a task
+    with pytest.raises(ei.ValidationError, match=r"elastic_config\.max_replicas: elastic\.min_le_max"):
+        Elastic.from_task(kubeflow_task(min_replicas=2, max_replicas=1, nproc_per_node=1))
+
+
+@pytest.mark.parametrize(
+    ("make", "typo", "suggestion"),
+    [
+        (lambda: Elastic(nproc_per_nodes=2), "nproc_per_nodes", "nproc_per_node"),  # type: ignore[call-arg]
+        (lambda: Elastic(nnode=2), "nnode", "nnodes"),  # type: ignore[call-arg]
+        (lambda: ei.RunPolicy(backoff_limt=2), "backoff_limt", "backoff_limit"),  # type: ignore[call-arg]
+        (lambda: ei.JobOptions(name="j", image="i", entrypint=["t.py"]), "entrypint", "entrypoint"),  # type: ignore[call-arg]
+    ],
+    ids=["Elastic", "Elastic-nnodes", "RunPolicy", "JobOptions"],
+)
+def test_a_typo_in_an_argument_name_suggests_the_argument(make: Any, typo: str, suggestion: str) -> None:
+    with pytest.raises(ei.UnknownArgumentError, match=f"did you mean '{suggestion}'") as info:
+        make()
+    assert isinstance(info.value, TypeError)  # as Python's own unknown-keyword error
+    assert (info.value.argument, info.value.suggestion) == (typo, suggestion)
+    with pytest.raises(ei.UnknownArgumentError, match=r"known: nnodes, nproc_per_node, "):
+        Elastic(zzz=1)  # type: ignore[call-arg]
+    with pytest.raises(ei.ValidationError, match="did you mean 'backoff_limit'"):
+        Elastic(nnodes=2, run_policy={"backoff_limt": 2})
 
 
 @given(arbitrary_tasks())

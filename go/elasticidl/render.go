@@ -576,6 +576,11 @@ func (t *Task) renderJob(opts *jsonObject) (*PyTorchJob, error) {
 		if cmd == nil && len(entry) == 0 {
 			return nil, renderErr("entrypoint", "what the pod runs is required (a script or module and its args)")
 		}
+		if cmd == nil {
+			if problem := entrypointProblem(entry); problem != "" {
+				return nil, renderErr("entrypoint", problem) // the pod entrypoint would refuse it
+			}
+		}
 		args = append([]string{}, flags...)
 		if len(entry) > 0 {
 			args = append(append(args, "--"), entry...)
@@ -835,4 +840,24 @@ func (t *Task) ReplicaCounts() map[string]int32 {
 		return map[string]int32{ReplicaWorker: v.workerCount()}
 	}
 	return map[string]int32{ReplicaMaster: 1, ReplicaWorker: v.workerCount()}
+}
+
+// entrypointProblem says why what the workers run can never start, or "": the
+// reference's entrypoint_problem. The first word (after "-m", the module name)
+// may not be empty nor look like an option.
+func entrypointProblem(words []string) string {
+	first, what := words[0], "the script"
+	if first == "-m" {
+		if len(words) < 2 {
+			return "-m needs the module name after it"
+		}
+		first, what = words[1], "the module name"
+	}
+	switch {
+	case first == "":
+		return what + " is an empty string"
+	case strings.HasPrefix(first, "-"):
+		return fmt.Sprintf("%s %q looks like an option: give the script first (a file of that name: ./%s)", what, first, first)
+	}
+	return ""
 }

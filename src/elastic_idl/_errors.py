@@ -6,6 +6,9 @@ The public ones are re-exported by ``elastic_idl``; the exit code each maps to i
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import functools
 import re
 import reprlib
 import warnings
@@ -31,13 +34,19 @@ __all__ = [
     "SkewWarning",
     "TorchrunError",
     "TorchrunUsageError",
+    "UnknownArgumentError",
     "UnsupportedFlagError",
     "UnsupportedVersionError",
     "ValidationError",
     "Violation",
     "brief",
+    "close_match",
     "deprecated",
+    "did_you_mean",
     "one_line",
+    "os_error_text",
+    "reject_unknown_keywords",
+    "shown_path",
     "violation_lines",
 ]
 
@@ -91,6 +100,33 @@ def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     if len(flat) > limit:
         flat = flat[: limit - 3] + "..."
     return flat
+
+
+def close_match(name: str, known: Iterable[str]) -> str | None:
+    """The one of ``known`` that ``name`` looks like a typo of, or None."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """ "; did you mean 'x'?" when ``name`` looks like a typo of one of ``known``, else ""."""
+    match = close_match(name, known)
+    return f"; did you mean {match!r}?" if match else ""
+
+
+def shown_path(path: object) -> str:
+    """A path the user gave, for a one-line message: as written, or its repr when it holds a line
+    break or another character a terminal would not show as is (a newline, a surrogate of a bad byte)."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
+
+
+def os_error_text(exc: OSError, source: str | None = None) -> str:
+    """An OSError in one line that names what failed: ``<path>: <reason>`` (``source``, e.g. "stdin",
+    when the error carries no file name: an I/O error on a standard stream)."""
+    where = exc.filename if exc.filename is not None else source
+    reason = exc.strerror or one_line(str(exc)) or type(exc).__name__
+    return f"{shown_path(where)}: {reason}" if where is not None else reason
 
 
 class ElasticIdlError(Exception):
@@ -205,6 +241,39 @@ class RenderError(ElasticIdlError, ValueError):
         super().__init__(f"{field}: {self.reason}")
 
 
+class UnknownArgumentError(ElasticIdlError, TypeError):
+    """A keyword argument the callee does not have (a TypeError, as Python's own), with a suggestion.
+
+    Attributes:
+        argument: The unknown keyword.
+        known: The keywords the callee takes.
+        suggestion: The known keyword it looks like a typo of, or None.
+    """
+
+    def __init__(self, callee: str, argument: str, known: Sequence[str]) -> None:
+        self.argument = argument
+        self.known = tuple(known)
+        self.suggestion = close_match(argument, self.known)
+        hint = f"did you mean {self.suggestion!r}?" if self.suggestion else f"known: {', '.join(self.known)}"
+        super().__init__(f"{callee}() got an unexpected keyword argument {argument!r}; {hint}")
+
+
+def reject_unknown_keywords(cls: type) -> None:
+    """Make a keyword-only dataclass raise :class:`UnknownArgumentError` (with a "did you mean")
+    for a keyword it does not take, where Python's own TypeError names no alternative."""
+    init: Any = getattr(cls, "__init__")  # noqa: B009 - mypy: the class's own method, not an instance's
+    known = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+
+    @functools.wraps(init)
+    def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        for name in kwargs:
+            if name not in known:
+                raise UnknownArgumentError(cls.__name__, name, known)
+        init(self, *args, **kwargs)
+
+    setattr(cls, "__init__", checked_init)  # noqa: B010 - mypy refuses assigning a method
+
+
 # --------------------------------------------------------------------------- formats (decode/encode)
 
 
@@ -215,12 +284,13 @@ class SkewError(ElasticIdlError, ValueError):
         fields: Paths of the extension fields that upstream would lose.
     """
 
-    def __init__(self, fields: Sequence[str]) -> None:
+    def __init__(self, fields: Sequence[str], *, allow: str = "pass allow_loss=True") -> None:
+        # ``allow``: how the caller's interface allows the loss (the CLI says "add --allow-loss").
         self.fields = tuple(fields)
         super().__init__(
             "upstream readers do not know these fields and would lose them: "
             + ", ".join(self.fields)
-            + " (clear them, or pass allow_loss=True to drop them with a warning)"
+            + f" (clear them, or {allow} to drop them with a warning)"
         )
 
 

@@ -12,7 +12,9 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,13 +24,17 @@ from elastic_idl import __version__
 from elastic_idl._errors import (
     ElasticIdlError,
     LaunchInterruptedError,
+    SkewError,
+    SkewWarning,
     TorchrunUsageError,
     UnsupportedFlagError,
     ValidationError,
+    one_line,
+    os_error_text,
     violation_lines,
 )
-from elastic_idl._launch.spec import to_launch_spec
-from elastic_idl._task.codec import FORMATS, MAX_TASK_BYTES, decode, format_of_path, read_task_bytes
+from elastic_idl._launch.spec import MODULE_FLAG, entrypoint_problem, to_launch_spec
+from elastic_idl._task.codec import FORMATS, MAX_PIPE_WAIT_S, MAX_TASK_BYTES, decode, format_of_path, read_task_file
 from elastic_idl._task.encoding import encode, to_custom
 from elastic_idl._task.messages import Task
 from elastic_idl.exit_codes import (
@@ -46,10 +52,14 @@ from elastic_idl.exit_codes import EXIT_RENDEZVOUS as EXIT_RENDEZVOUS
 _PASS_THROUGH = ("pod", "torchrun")
 #: Global options that may come before the subcommand.
 _GLOBAL_FLAGS = ("-v", "--verbose")
+#: Subcommands whose operands after FILE are what the workers run (a script and its args, or -m MODULE).
+_TAKES_ENTRYPOINT = ("render", "run")
 
 _EPILOG = (
     f"FILE is a task in textproto, JSON, YAML or binary, at most {MAX_TASK_BYTES:,} bytes ('-' reads "
-    "stdin; the format is --format, else the file's extension, else detected). --task-type-version says "
+    "stdin; the format is --format, else the file's extension, else detected; a pipe is read for at most "
+    f"{MAX_PIPE_WAIT_S:g} s). After --, every word is an operand: FILE first, when not given before, "
+    "then what the workers run (render, run). --task-type-version says "
     "which task shape FILE holds: 1 (default, the kubeflow shape flytekit 1.16 emits) or 0 (legacy). "
     f"{EXIT_CODES_TEXT}"
 )
@@ -60,22 +70,25 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
+    # FILE is optional to argparse only so that it may come after "--"; it is required (main() checks).
+    def format_usage(self) -> str:
+        return super().format_usage().replace("[FILE]", "FILE")
+
+    def format_help(self) -> str:
+        return super().format_help().replace("[FILE]", "FILE")
+
 
 def _add_input(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", help="task file, or - for stdin")
+    # Optional here: after "--" it is the first operand (main() checks that it is given once).
+    p.add_argument("file", metavar="FILE", nargs="?", help="task file, or - for stdin")
     p.add_argument("--format", choices=FORMATS, help="input format (default: detected)")
     p.add_argument("--task-type-version", type=int, default=1, choices=(0, 1), help="task shape (default 1)")
 
 
 def _read(args: argparse.Namespace) -> Task:
     # --format, else the file's extension, else detected; at most MAX_TASK_BYTES are read.
-    if args.file == "-":
-        data = read_task_bytes(sys.stdin.buffer)
-        fmt = args.format
-    else:
-        with open(args.file, "rb") as fh:
-            data = read_task_bytes(fh)
-        fmt = args.format or format_of_path(args.file)
+    data = read_task_file(args.file)
+    fmt = args.format or (None if args.file == "-" else format_of_path(args.file))
     return decode(data, format=fmt, task_type_version=args.task_type_version)
 
 
@@ -87,21 +100,28 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     if found:
         return EXIT_INVALID
-    print("valid")
+    _out("valid\n")
     return EXIT_OK
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
+    if args.allow_loss and not args.upstream:
+        raise _Usage("--allow-loss applies only with --upstream (without it no field is dropped)")
     task = _read(args)
-    if args.to == "custom":
-        print(json.dumps(to_custom(task, upstream=args.upstream, allow_loss=args.allow_loss), indent=2, sort_keys=True))
-        return EXIT_OK
-    out = encode(task, args.to, upstream=args.upstream, allow_loss=args.allow_loss)
-    if isinstance(out, bytes):
-        sys.stdout.buffer.write(out)
-        sys.stdout.buffer.flush()
-    else:
-        sys.stdout.write(out)
+    out: str | bytes
+    try:
+        with warnings.catch_warnings(record=True) as dropped:
+            warnings.simplefilter("always", SkewWarning)
+            if args.to == "custom":
+                custom = to_custom(task, upstream=args.upstream, allow_loss=args.allow_loss)
+                out = json.dumps(custom, indent=2, sort_keys=True) + "\n"
+            else:
+                out = encode(task, args.to, upstream=args.upstream, allow_loss=args.allow_loss)
+    except SkewError as exc:
+        raise SkewError(exc.fields, allow="add --allow-loss") from None
+    for w in dropped:
+        _warn(str(w.message))
+    _out(out)
     return EXIT_OK
 
 
@@ -121,8 +141,26 @@ def _cmd_launch_config(args: argparse.Namespace) -> int:
     spec = to_launch_spec(_read(args), env=env, run_id=args.run_id, rdzv_endpoint=args.rdzv_endpoint)
     for d in spec.decisions:
         print(f"note: {d}", file=sys.stderr)
-    print(json.dumps(spec.as_dict(), indent=2, sort_keys=True))
+    _out(json.dumps(spec.as_dict(), indent=2, sort_keys=True) + "\n")
     return EXIT_OK
+
+
+def _out(data: str | bytes) -> None:
+    """Write the command's output to stdout now; a failure (a full disk, stdout closed) names stdout."""
+    try:
+        if sys.stdout is None:
+            raise OSError(9, "closed: the output has nowhere to go")
+        if isinstance(data, bytes):
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data)
+        sys.stdout.flush()
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, "stdout") from None
+
+
+def _warn(message: str) -> None:
+    print(f"elastic-idl: warning: {one_line(message)}", file=sys.stderr)
 
 
 def _render(args: argparse.Namespace, entrypoint: list[str]) -> dict[str, Any]:
@@ -133,30 +171,25 @@ def _render(args: argparse.Namespace, entrypoint: list[str]) -> dict[str, Any]:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    entrypoint = list(args.tail)
-    if not entrypoint:
-        raise _Usage("render: give what the pods run after --, e.g. -- train.py --epochs 3")
-    print(yaml.safe_dump(_render(args, entrypoint), sort_keys=False), end="")
+    _out(yaml.safe_dump(_render(args, list(args.tail)), sort_keys=False))
     return EXIT_OK
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
     from elastic_idl._backend.operator import pod_env
 
-    # The entrypoint does not change the env; a placeholder keeps the render valid.
-    env = pod_env(_render(args, list(args.tail) or ["train.py"]), args.replica_type, args.replica)
-    for key in sorted(env):
-        print(f"{key}={env[key]}")
+    # The entrypoint does not change the env (env takes none); a placeholder keeps the render valid.
+    env = pod_env(_render(args, ["train.py"]), args.replica_type, args.replica)
+    _out("".join(f"{key}={env[key]}\n" for key in sorted(env)))
     return EXIT_OK
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from elastic_idl._launch.launcher import launch
 
-    command = list(args.tail)
-    if not command or not command[0]:
-        raise _Usage("run: give a script after --, or -m MODULE")
-    target, rest, module = command[0], command[1:], bool(args.module)
+    command = list(args.tail)  # checked by main(): a script and its args, or -m MODULE and its args
+    module = command[0] == MODULE_FLAG
+    target, rest = (command[1], command[2:]) if module else (command[0], command[1:])
     env = dict(os.environ)
     result = launch(
         _read(args),
@@ -172,7 +205,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         local_addr=args.local_addr,
     )
     if result is not None:
-        print(json.dumps(result, default=repr))
+        _out(json.dumps(result, default=repr) + "\n")
     return EXIT_OK
 
 
@@ -299,7 +332,12 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "env":
             p.add_argument("--replica", type=int, default=0, help="replica index (default 0)")
             p.add_argument("--replica-type", default="Worker", choices=("Worker", "Master"), help="replica type")
-        p.usage = f"elastic-idl {name} FILE --name N --image I [options] [-- script.py args...]"
+            p.usage = "elastic-idl env FILE --name N --image I [--replica K] [options]"
+        else:
+            p.usage = (
+                "elastic-idl render FILE --name N --image I [options] -- script.py args... | "
+                "elastic-idl render FILE --name N --image I [options] -m MODULE args..."
+            )
         p.set_defaults(func=func)
 
     p = sub.add_parser(
@@ -316,6 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local-addr", help="this node's address as other nodes see it")
     p.usage = "elastic-idl run FILE [options] -- script.py args... | elastic-idl run FILE [options] -m MODULE args..."
     p.set_defaults(func=_cmd_run)
+    for name, subparser in sub.choices.items():
+        subparser.set_defaults(subparser=subparser, takes_entrypoint=name in _TAKES_ENTRYPOINT)
 
     p = sub.add_parser(
         "torchrun",
@@ -338,14 +378,33 @@ def _command_index(argv: Sequence[str]) -> int | None:
 
 
 def _split_tail(argv: list[str], command: int | None) -> tuple[list[str], list[str], bool]:
-    """Split off what the workers run: after "--", or from "-m MODULE" on (run only)."""
-    is_run = command is not None and argv[command] == "run"
+    """The options and the operands after the first "--" (POSIX: every word after it is an operand),
+    or, for render and run, the words from "-m MODULE" on; and whether "-m" split them."""
+    takes_entrypoint = command is not None and argv[command] in _TAKES_ENTRYPOINT
     for i, token in enumerate(argv):
         if token == "--":
             return argv[:i], argv[i + 1 :], False
-        if is_run and command is not None and i > command and token in ("-m", "--module"):
-            return argv[:i], argv[i + 1 :], True
+        if takes_entrypoint and command is not None and i > command and token in (MODULE_FLAG, "--module"):
+            return argv[:i], [MODULE_FLAG, *argv[i + 1 :]], True
     return argv, [], False
+
+
+def _operands(args: argparse.Namespace, tail: list[str], module: bool) -> list[str]:
+    """FILE (the first operand, before or after "--") set on ``args``; the rest is what the workers run
+    (render, run), checked by the one entrypoint rule; any other extra operand is a usage error."""
+    sub: argparse.ArgumentParser = args.subparser
+    if args.file is None:
+        if not tail or module:
+            sub.error("the following arguments are required: FILE")
+        args.file = tail.pop(0)
+    if not args.takes_entrypoint:
+        if tail:
+            sub.error(f"unrecognized arguments: {shlex.join(tail)} ({args.command} takes one FILE and no entrypoint)")
+        return []
+    problem = entrypoint_problem(tail)
+    if problem is not None:
+        sub.error(f"{problem} (what the workers run: -- script.py args..., or -m MODULE args...)")
+    return tail
 
 
 def _argv(argv: Sequence[str] | None) -> list[str]:
@@ -366,6 +425,10 @@ def _setup_logging(verbose: bool, command: str) -> None:
         logging.getLogger("elastic_idl").setLevel(logging.DEBUG)
 
 
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    _warn(str(message))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (see :mod:`elastic_idl.exit_codes`)."""
     parser = build_parser()
@@ -376,16 +439,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         raw = [*raw[: command + 1], "--", *raw[command + 1 :]]
     head, tail, module = _split_tail(raw, command)
     args = parser.parse_args(head)
-    args.tail = tail
-    if args.command == "run":
-        args.module = module
+    args.tail = tail if args.command in _PASS_THROUGH else _operands(args, tail, module)
     _setup_logging(args.verbose, args.command)
     try:
-        return int(args.func(args))
+        with warnings.catch_warnings():
+            # A warning is one line, like an error: no source file, line number and code line.
+            warnings.showwarning = _show_warning
+            return int(args.func(args))
     except _Usage as exc:
-        parser.print_usage(sys.stderr)
-        print(f"elastic-idl: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        args.subparser.error(str(exc))
+        return EXIT_USAGE  # pragma: no cover - error() exits
     except ValidationError as exc:
         for line in violation_lines(exc.violations):
             print(line, file=sys.stderr)
@@ -409,7 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"elastic-idl: error: {exc}", file=sys.stderr)
         return EXIT_INVALID
     except OSError as exc:
-        print(f"elastic-idl: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"elastic-idl: error: {os_error_text(exc)}", file=sys.stderr)
         return EXIT_INVALID
     except KeyboardInterrupt as exc:
         print("elastic-idl: interrupted", file=sys.stderr)

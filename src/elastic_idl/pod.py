@@ -63,11 +63,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from elastic_idl._errors import DecodeError, ElasticIdlError, ValidationError, violation_lines
+from elastic_idl._errors import DecodeError, ElasticIdlError, ValidationError, os_error_text, violation_lines
 from elastic_idl._launch.failures import check_writable, report_json, write_atomic
-from elastic_idl._launch.spec import to_launch_spec
+from elastic_idl._launch.spec import entrypoint_problem, to_launch_spec
 from elastic_idl._launch.worker import cwd_first_on_path
-from elastic_idl._task.codec import decode, format_of_path, from_custom, load_document, read_task_bytes
+from elastic_idl._task.codec import decode, format_of_path, from_custom, load_document, read_task_file
 from elastic_idl._task.messages import Task, task_class
 from elastic_idl._task.names import DEFAULT_RUN_ID, TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._task.view import TaskView, view
@@ -242,8 +242,7 @@ def _version(flag: int | None, environ: Mapping[str, str]) -> int:
 def load_task(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Task, int]:
     """The task and its task_type_version, from the first source that is given."""
     if args.task_template:
-        with open(args.task_template, "rb") as fh:
-            data = read_task_bytes(fh)
+        data = read_task_file(args.task_template)
         template_format = format_of_path(args.task_template)
         template = load_document(data, template_format if template_format in ("json", "yaml") else None)
         if not isinstance(template, Mapping) or not isinstance(template.get(_TEMPLATE_CUSTOM), Mapping):
@@ -261,8 +260,7 @@ def load_task(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Tas
         return from_custom(template[_TEMPLATE_CUSTOM], task_type_version=declared), declared
     version = _version(args.task_type_version, environ)
     if args.task_file:
-        with open(args.task_file, "rb") as fh:
-            data = read_task_bytes(fh)
+        data = read_task_file(args.task_file)
         return decode(data, format=format_of_path(args.task_file), task_type_version=version), version
     if TASK_ENV in environ:
         return decode(environ[TASK_ENV], format="json", task_type_version=version), version
@@ -425,6 +423,9 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[argpar
             tail = [named, *tail]
         if not tail:
             raise _Usage(_NO_ENTRYPOINT)
+        problem = entrypoint_problem(tail)
+        if problem is not None:
+            raise _Usage(f"ENTRYPOINT: {problem}")
     except _Usage as exc:
         raise _usage(parser, exc) from None
     return args, tail
@@ -472,7 +473,7 @@ def _prepare(
             _say(f"elastic-idl pod: {line}")
         raise _Exit(EXIT_INVALID) from None
     except (ElasticIdlError, OSError) as exc:
-        where = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else str(exc)
+        where = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
         _say(f"elastic-idl pod: error: {where}")
         raise _Exit(EXIT_INVALID) from None
     if paths.endpoint:

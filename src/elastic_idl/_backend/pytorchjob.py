@@ -21,7 +21,8 @@ from typing import Any, NamedTuple, overload
 
 from google.protobuf.message import Message
 
-from elastic_idl._errors import RenderError, brief, deprecated
+from elastic_idl._errors import RenderError, brief, deprecated, reject_unknown_keywords
+from elastic_idl._launch.spec import entrypoint_problem
 from elastic_idl._task.codec import lone_surrogate
 from elastic_idl._task.encoding import to_custom
 from elastic_idl._task.enums import CLEAN_POD_POLICY, K8S_RESOURCE, NPROC_POLICY, RESTART_POLICY
@@ -156,6 +157,9 @@ class JobOptions:
     labels: Mapping[str, str] | None = None
     annotations: Mapping[str, str] | None = None
     env: Mapping[str, str] | None = None
+
+
+reject_unknown_keywords(JobOptions)
 
 
 #: Env names a caller may not set on the container: the operator or the renderer owns them.
@@ -460,6 +464,9 @@ def _command_and_args(options: JobOptions) -> tuple[list[str], list[str]]:
     if arg_list is None:
         if cmd is None and not entry:
             raise RenderError("entrypoint", "what the pod runs is required (a script or module and its args)")
+        problem = entrypoint_problem(entry) if cmd is None and entry is not None else None
+        if problem is not None:  # the pod entrypoint would refuse it: the job could never start
+            raise RenderError("entrypoint", problem)
         arg_list = [*flags, "--", *entry] if entry else flags
     elif entry or flags:
         raise RenderError("entrypoint" if entry else "pod_args", "give either entrypoint/pod_args or args, not both")

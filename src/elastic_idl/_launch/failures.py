@@ -213,6 +213,10 @@ def check_writable(path: str | os.PathLike[str], what: str) -> None:
     target = Path(path)
     if target.is_dir():
         raise IsADirectoryError(21, f"cannot write the {what}: is a directory", str(target))
+    # A parent that exists but is no directory (--log-dir /dev/null): name it, not the path below it.
+    parent = next((p for p in target.parents if os.path.lexists(p)), None)
+    if parent is not None and not parent.is_dir():
+        raise NotADirectoryError(20, f"cannot write the {what}: not a directory", str(parent))
     probe = target.with_name(f".{target.name}.{os.getpid()}.{time.time_ns()}.probe")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ torch's ``LaunchConfig`` lives in ``elastic_idl._launch.agent``, the one module 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
@@ -32,12 +32,41 @@ from elastic_idl._task.view import ElasticValues, TaskView, duration_seconds, of
 __all__ = [
     "EnvDecision",
     "LaunchSpec",
+    "entrypoint_problem",
     "override_violations",
     "split_endpoint",
     "to_launch_spec",
 ]
 
 _log = logging.getLogger("elastic_idl")
+
+#: The word that makes the next one a module name in what the workers run (``-m pkg.train``).
+MODULE_FLAG = "-m"
+
+
+def entrypoint_problem(words: Sequence[str]) -> str | None:
+    """Why a command line of what the workers run can never start, or None: the one rule of
+    ``elastic-idl run`` and ``render``, the pod entrypoint and :class:`~elastic_idl.JobOptions`.
+
+    ``words`` is a script and its arguments, or ``-m MODULE`` and its arguments (what
+    ``python`` takes). The first word may not be empty, nor look like an option: python
+    would read it as one of its own (a file of that name is ``./-name``).
+    """
+    if not words:
+        return "nothing to run: give a script and its arguments, or -m MODULE"
+    first = words[0]
+    if first == MODULE_FLAG:
+        if len(words) < 2:
+            return "-m needs the module name after it"
+        first = words[1]
+        what = "the module name"
+    else:
+        what = "the script"
+    if not first:
+        return f"{what} is an empty string"
+    if first.startswith("-"):
+        return f"{what} {first!r} looks like an option: give the script first (a file of that name: ./{first})"
+    return None
 
 
 @dataclass(frozen=True)

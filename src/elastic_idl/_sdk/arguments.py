@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from google.protobuf.duration_pb2 import Duration
 
-from elastic_idl._errors import Violation
+from elastic_idl._errors import Violation, reject_unknown_keywords
 from elastic_idl._task.enums import NPROC_POLICY, SDK_RESOURCE, CleanPodPolicy
 from elastic_idl._task.messages import ElasticConfig, KubeflowTask
 from elastic_idl._task.names import INT32, MAX_DURATION_S, RDZV_TIMEOUTS
@@ -48,6 +48,9 @@ class RunPolicy:
     ttl_seconds_after_finished: int | None = None
     active_deadline_seconds: int | None = None
     backoff_limit: int | None = None
+
+
+reject_unknown_keywords(RunPolicy)
 
 
 class Problems:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import enum
 import functools
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, NoReturn, cast
 
-from elastic_idl._errors import ValidationError, Violation, deprecated
+from elastic_idl._errors import ValidationError, Violation, deprecated, did_you_mean, reject_unknown_keywords
 from elastic_idl._sdk.arguments import (
     Problems,
     RunPolicy,
@@ -49,6 +50,7 @@ from elastic_idl._task.names import (
     DEFAULT_RDZV_BACKEND,
     DYNAMIC_BACKENDS,
     JOIN_TIMEOUT,
+    RDZV_TIMEOUTS,
     STANDALONE_TASK_TYPE,
     TASK_TYPE,
     TASK_TYPE_VERSION,
@@ -135,7 +137,8 @@ def _run_policy(value: object, problems: Problems) -> RunPolicy | None:
     if isinstance(value, Mapping):
         unknown = sorted(set(value) - set(names))
         if unknown:
-            problems.add("run_policy", f"unknown keys {unknown}; known: {', '.join(names)}")
+            hint = did_you_mean(str(unknown[0]), names) if len(unknown) == 1 else ""
+            problems.add("run_policy", f"unknown keys {unknown}; known: {', '.join(names)}{hint}")
             return None
         get = value.get
     elif all(hasattr(value, n) for n in names):  # ours, flytekit's, or any object shaped like it
@@ -468,7 +471,7 @@ class Elastic:
         task = task_of(b.config, replica, run_policy)
         found = violations(task)
         if found:
-            raise ValidationError(found)
+            raise ValidationError(_as_arguments(found, task))
         b.put("_task", task)
         b.put("_standalone", standalone)
 
@@ -576,6 +579,51 @@ class Elastic:
         return cls(**_arguments_of(t))
 
 
+#: Task field (under elastic_config, or a whole path) -> the Elastic(...) argument that sets it, where the
+#: two names differ; an elastic_config field of the same name as an argument maps to it.
+_ARGUMENT_OF_FIELD = {
+    "min_replicas": "nnodes",
+    "max_replicas": "nnodes",
+    "nproc_policy": "nproc_per_node",
+    **{name: f"rdzv_configs.{name}" for name in RDZV_TIMEOUTS},
+    "worker_replicas.replicas": "nnodes",
+    "worker_replicas.image": "image",
+    "worker_replicas.restart_policy": "restart_policy",
+}
+_INDEXED = re.compile(r"^(?P<name>\w+)\[(?P<i>\d+)\]")
+
+
+def _argument_of(path: str, task: KubeflowTask) -> str | None:
+    """The Elastic(...) argument that wrote the task field ``path``, or None when none did."""
+    if path in _ARGUMENT_OF_FIELD:
+        return _ARGUMENT_OF_FIELD[path]
+    if path.startswith(("run_policy.", "worker_replicas.resources.")):
+        head = path.removeprefix("worker_replicas.resources.")
+        return head.split("[", 1)[0]  # run_policy.backoff_limit, requests, limits
+    first = path.removeprefix("elastic_config.").partition(".")[0]
+    if path == first or not path.startswith("elastic_config."):
+        return None
+    m = _INDEXED.match(first)
+    if m and m["name"] == "rdzv_options":
+        key = task.elastic_config.rdzv_options[int(m["i"])].key
+        return f"rdzv_configs.{key}" if key.isidentifier() else f"rdzv_configs[{key!r}]"
+    name = m["name"] if m else first
+    if name in _ARGUMENT_OF_FIELD:
+        return _ARGUMENT_OF_FIELD[name]
+    return name if name in _ELASTIC_ARGUMENTS else None
+
+
+def _as_arguments(found: Sequence[Violation], task: KubeflowTask) -> list[Violation]:
+    """The task's violations as the arguments the user wrote: ``nnodes="2:1"`` breaks
+    elastic.min_le_max on elastic_config.max_replicas, reported on ``nnodes`` (the task field stays
+    in the message)."""
+    out = []
+    for v in found:
+        argument = _argument_of(v.field, task)
+        out.append(v if argument in (None, v.field) else Violation(argument, v.rule, f"{v.message} ({v.field})"))
+    return out
+
+
 def _expressible(t: TaskView) -> None:
     """Refuse a task that holds something Elastic cannot say (rule ``sdk.expressible``)."""
 
@@ -641,3 +689,8 @@ def _arguments_of(t: TaskView) -> dict[str, Any]:
 
 def _rebuild(kwargs: dict[str, Any]) -> Elastic:
     return Elastic(**kwargs)
+
+
+#: The argument names of Elastic(...), the names a task field maps back to.
+_ELASTIC_ARGUMENTS = tuple(f.name for f in fields(Elastic) if f.init)
+reject_unknown_keywords(Elastic)

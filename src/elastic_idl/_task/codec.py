@@ -2,14 +2,21 @@
 
 One place for format detection and decode errors. Every failure is a
 :class:`~elastic_idl.DecodeError` that names the field; no protobuf or YAML
-exception escapes. Pure: data in, data out.
+exception escapes. Pure: data in, data out, but for the two bounded readers
+(:func:`read_task_bytes`, :func:`read_task_file`) that the CLI and the pod entrypoint share.
 """
 
 from __future__ import annotations
 
 import codecs
+import errno
 import json
+import math
+import os
 import re
+import select
+import stat
+import time
 from collections.abc import Mapping
 from typing import Any, BinaryIO, Literal, NamedTuple
 
@@ -19,7 +26,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import Message
 
-from elastic_idl._errors import DecodeError, brief
+from elastic_idl._errors import DecodeError, brief, did_you_mean
 from elastic_idl._task.messages import TASK_CLASSES, Task, task_class
 from elastic_idl._task.names import INT32, STANDALONE_TASK_TYPE, TASK_TYPE, TASK_TYPE_VERSION
 
@@ -29,6 +36,7 @@ __all__ = [
     "FORMAT_BY_EXTENSION",
     "MAX_INT_DIGITS",
     "MAX_NESTING",
+    "MAX_PIPE_WAIT_S",
     "MAX_TASK_BYTES",
     "MAX_YAML_ALIAS_NODES",
     "CustomTemplate",
@@ -41,6 +49,7 @@ __all__ = [
     "load_yaml",
     "lone_surrogate",
     "read_task_bytes",
+    "read_task_file",
 ]
 
 Format = Literal["binary", "json", "textproto", "yaml"]
@@ -72,6 +81,10 @@ _DURATION_RE = re.compile(r"^-?\d+(\.\d{1,9})?s$")
 #: the CLI, the pod's --task-file, --task-template and $ELASTIC_IDL_TASK, and decode().
 #: A task is a few hundred bytes; readers stop after this many (a device never ends).
 MAX_TASK_BYTES = 1024 * 1024
+#: How long a task is waited for when it comes through a pipe (a named pipe, process
+#: substitution, stdin from another command), in seconds for the whole read: a writer that
+#: never comes (a FIFO nobody opens) or never finishes ends the read with an error, not a hang.
+MAX_PIPE_WAIT_S = 30.0
 #: How many nodes the aliases of a YAML input may add in total: each use of an alias adds
 #: the size of what it names (an alias of a 3-item list adds 4). More is refused, so a few
 #: hundred bytes of anchors cannot expand into gigabytes.
@@ -126,6 +139,82 @@ def read_task_bytes(stream: BinaryIO, limit: int = MAX_TASK_BYTES) -> bytes:
     if size > limit:
         raise _too_large(limit)
     return b"".join(chunks)
+
+
+#: What ``read_task_file`` calls the standard input ("-").
+STDIN_NAME = "stdin"
+
+
+def read_task_file(path: str) -> bytes:
+    """Read a task from a path ("-" is stdin): at most :data:`MAX_TASK_BYTES`, and from a pipe
+    within :data:`MAX_PIPE_WAIT_S`.
+
+    A named pipe is opened without waiting for its writer, so a FIFO nobody writes to ends
+    in an error too. Regular files and devices are read as they are (``/dev/zero`` stops at
+    the size limit; a terminal on stdin is waited for, as ``cat`` waits).
+
+    Raises:
+        DecodeError: The input is larger than :data:`MAX_TASK_BYTES`.
+        OSError: It cannot be read (its ``filename`` is the path, "stdin" for "-"): missing,
+            a directory, stdin closed, or a pipe whose writer did not finish in time (TimeoutError).
+    """
+    if path == "-":
+        return _read_fd(0, STDIN_NAME)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: do not wait for a writer here
+    try:
+        return _read_fd(fd, path)
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd: int, name: str) -> bytes:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        if exc.errno == errno.EBADF and name == STDIN_NAME:
+            raise OSError(exc.errno, "closed: there is no standard input to read ('-' reads stdin)", name) from None
+        raise OSError(exc.errno, exc.strerror, name) from None
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a task file", name)
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return _read_pipe(fd, name)
+    if name != STDIN_NAME:
+        os.set_blocking(fd, True)
+    try:
+        with os.fdopen(fd, "rb", buffering=0, closefd=False) as fh:
+            return read_task_bytes(fh)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, name) from None
+
+
+def _read_pipe(fd: int, name: str) -> bytes:
+    """A pipe's content up to its end: read only when poll says it is ready, within MAX_PIPE_WAIT_S."""
+    deadline = time.monotonic() + MAX_PIPE_WAIT_S
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            what = "nothing was written" if not chunks else f"the writer sent {size:,} bytes but no end"
+            reason = f"{what} within {MAX_PIPE_WAIT_S:g} s (a pipe is read for at most that long)"
+            raise TimeoutError(errno.ETIMEDOUT, reason, name)
+        # Linux reports a FIFO's end (POLLHUP) only once a writer came and went: none came, no event.
+        if not poller.poll(math.ceil(left * 1000)):
+            continue
+        try:
+            chunk = os.read(fd, MAX_TASK_BYTES + 1 - size)
+        except BlockingIOError:
+            continue
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, name) from None
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_TASK_BYTES:
+            raise _too_large()
 
 
 # --------------------------------------------------------------------------- decode: text
@@ -266,6 +355,25 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+class _Float(float):
+    """A number read as a float that keeps the text it was written as, for messages: JSON's
+    ``1e400`` is ``inf`` to Python, but an error says "got 1e400", as the user wrote it."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> _Float:
+        self = super().__new__(cls, value)
+        self.text = text
+        return self
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _json_float(text: str) -> _Float:
+    return _Float(float(text), text)
+
+
 def _load_json(text: str) -> Any:
     """Parse JSON text; DecodeError with the parser's position. Duplicate keys are refused (as protojson does)."""
     deep = _json_too_deep(text)
@@ -273,7 +381,7 @@ def _load_json(text: str) -> Any:
         line, column = _line_col(text, deep)
         raise DecodeError("", f"nested deeper than {MAX_NESTING} levels", format="json", line=line, column=column)
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates)
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_float=_json_float)
     except json.JSONDecodeError as exc:
         raise DecodeError("", f"malformed JSON: {exc.msg}", format="json", line=exc.lineno, column=exc.colno) from None
     except _DuplicateKey as exc:
@@ -346,6 +454,10 @@ class _BoundedLoader(yaml.SafeLoader):
             )
         return super().construct_yaml_int(node)
 
+    def construct_yaml_float(self, node: Any) -> Any:
+        value = super().construct_yaml_float(node)
+        return _Float(value, node.value)
+
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: set[str] = set()
         for key, _ in node.value:
@@ -360,6 +472,7 @@ class _BoundedLoader(yaml.SafeLoader):
 
 
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:float", _BoundedLoader.construct_yaml_float)
 
 
 def _yaml_error(exc: Exception, text: str) -> DecodeError:
@@ -924,8 +1037,9 @@ def _check_mapping(obj: Mapping[Any, Any], desc: Descriptor, path: str, fmt: str
         f = _field_by_key(desc, key)
         if f is None:
             fpath = f"{path}.{key}" if path else key
-            known = ", ".join(sorted(x.json_name for x in desc.fields))
-            raise DecodeError(fpath, f"unknown field of {desc.name} (known: {known})", format=fmt)
+            known = sorted(x.json_name for x in desc.fields)
+            hint = _other_shape_hint(desc, key) or did_you_mean(key, [*known, *(x.name for x in desc.fields)])
+            raise DecodeError(fpath, f"unknown field of {desc.name} (known: {', '.join(known)}){hint}", format=fmt)
         fpath = f"{path}.{f.name}" if path else f.name
         if f.name in given:
             raise DecodeError(fpath, f"given twice, as {given[f.name]!r} and {key!r}", format=fmt)
@@ -934,11 +1048,40 @@ def _check_mapping(obj: Mapping[Any, Any], desc: Descriptor, path: str, fmt: str
             out[key] = None  # JSON null means "unset" in proto3 JSON
         elif is_repeated(f):
             if not isinstance(value, list):
-                raise DecodeError(fpath, f"expected a list, got {type(value).__name__}", format=fmt)
+                raise DecodeError(fpath, _not_a_list(f, value), format=fmt)
             out[key] = [_check_value(f, item, f"{fpath}[{i}]", fmt) for i, item in enumerate(value)]
         else:
             out[key] = _check_value(f, value, fpath, fmt)
     return out
+
+
+def _other_shape_hint(desc: Descriptor, key: str) -> str:
+    """For an unknown top-level key that the other task shape has: which version to read the input as."""
+    version = _VERSION_BY_NAME.get(desc.full_name)
+    if version is None:
+        return ""
+    other = 1 - version
+    if _field_by_key(TASK_CLASSES[other].DESCRIPTOR, key) is None:
+        return ""
+    shape = "legacy" if other == 0 else "kubeflow"
+    return (
+        f"; {key!r} is a field of the {shape} task shape: read the input as task_type_version {other} "
+        f"(command line: --task-type-version {other})"
+    )
+
+
+def _not_a_list(f: FieldDescriptor, value: Any) -> str:
+    """Why a repeated field's value is refused, with the shape it needs."""
+    mt = f.message_type
+    if mt is None:
+        return f"expected a list, got {_kind(value)} {brief(value)}"
+    names = [x.json_name for x in mt.fields]
+    shape = f"expected a list of {mt.name} objects ({', '.join(names)}), got {_kind(value)}"
+    if isinstance(value, Mapping) and names == ["key", "value"] and value:
+        # A mapping of options (what a YAML user writes): say how the list of pairs spells it.
+        pairs = [{"key": str(k), "value": v if isinstance(v, str) else json.dumps(v)} for k, v in value.items()]
+        return f"{shape}; write it as {brief(pairs)}"
+    return shape
 
 
 def _integer(value: Any, path: str, fmt: str, lo: int, hi: int) -> int:
@@ -970,7 +1113,10 @@ def _check_value(f: FieldDescriptor, value: Any, path: str, fmt: str) -> Any:
         full = mt.full_name
         if full == "google.protobuf.Duration":
             if not (isinstance(value, str) and _DURATION_RE.match(value)):
-                raise DecodeError(path, f'expected a duration such as "30s" or "1.5s", got {brief(value)}', format=fmt)
+                reason = f'expected a duration such as "30s" or "1.5s", got {brief(value)}'
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    reason += f' (a number of seconds is written with an s, as a string: "{value!r}s")'
+                raise DecodeError(path, reason, format=fmt)
             return value
         if full == "google.protobuf.Timestamp":
             if not isinstance(value, str):
@@ -1000,8 +1146,13 @@ def _check_value(f: FieldDescriptor, value: Any, path: str, fmt: str) -> Any:
     if t == FieldDescriptor.TYPE_BOOL:
         if not isinstance(value, bool):
             raise DecodeError(path, f"expected true or false, got {brief(value)}", format=fmt)
-    elif t == FieldDescriptor.TYPE_STRING and not isinstance(value, str):
-        raise DecodeError(path, f"expected a string, got {type(value).__name__} {brief(value)}", format=fmt)
+    elif t == FieldDescriptor.TYPE_STRING:
+        if not isinstance(value, str):
+            raise DecodeError(path, f"expected a string, got {type(value).__name__} {brief(value)}", format=fmt)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # JSON's "\ud800": protobuf strings are UTF-8
+            raise DecodeError(path, f"not valid UTF-8 (a lone surrogate): {brief(value)}", format=fmt) from None
     return value
 
 
@@ -1033,9 +1184,19 @@ def _textproto_error(text: str, exc: text_format.ParseError) -> DecodeError:
         echo = f"'{lines[line - 1]}': "
         if message.startswith(echo):
             message = message[len(echo) :]
-    return DecodeError(
-        _textproto_field(text, str(exc)), f"bad textproto: {message}", format="textproto", line=line, column=column
-    )
+    if "codec can't" in message:
+        # protobuf Python reads a string's escapes with Python's own decoder, which knows \N{NAME}
+        # and then cannot store the character: its error speaks of latin-1.
+        message = (
+            "a string holds an escape protobuf's text format does not have (such as \\N{...}); "
+            "write the character itself (the file is UTF-8) or a \\u or \\x escape"
+        )
+    field = _textproto_field(text, str(exc))
+    m = re.search(r'Message type "([\w.]+)" has no field named "(\w+)"', message)
+    if m and m.group(1) in _VERSION_BY_NAME:
+        hint = _other_shape_hint(task_class(_VERSION_BY_NAME[m.group(1)]).DESCRIPTOR, m.group(2))
+        message = message.rstrip(".") + hint if hint else message
+    return DecodeError(field, f"bad textproto: {message}", format="textproto", line=line, column=column)
 
 
 def _textproto_field(text: str, error: str) -> str:

@@ -22,8 +22,11 @@ Outcome, as flytekit expects it from ``execute``:
   message and the root cause's time as the error time (propeller's "earliest
   error" strategy picks the real root cause across pods): ``FlyteRecoverableException``
   when the root cause raised a ``FlyteRecoverableException`` (or the nodes never
-  all joined: new pods may), else ``FlyteUserRuntimeException`` around the
-  ``LaunchFailedError``, the two kinds flytekitplugins-kfpytorch uses;
+  all joined: new pods may), else, in a pod, ``FlyteUserRuntimeException`` around the
+  ``LaunchFailedError``, the two kinds flytekitplugins-kfpytorch uses; in a local run
+  (flytekit's local execution modes) the ``LaunchFailedError`` itself, a ``RuntimeError``,
+  which is what kfpytorch's own tests expect (``pytest.raises(RuntimeError)``) and what a
+  caller's ``except RuntimeError`` catches;
 - SIGTERM (the kubelet stopping the pod) or another handled signal: the launcher
   stops every worker, then the task re-raises the signal's own outcome
   (``SystemExit(128 + N)``; ``KeyboardInterrupt`` for SIGINT) so that the pod ends
@@ -75,8 +78,9 @@ def _one_node(config: Any) -> tuple[Any, str]:
     return local, line
 
 
-def _failure_error(err: Any, marker_dir: str) -> Exception:
-    """The exception flytekit turns into its error document for a launch that failed for good."""
+def _failure_error(err: Any, marker_dir: str, local: bool) -> Exception:
+    """The exception flytekit turns into its error document for a launch that failed for good
+    (``local``: a local run, where the caller gets it as it is)."""
     root = err.failures[0] if err.failures else None
     when = root.time.ToNanoseconds() / 1e9 if root is not None and root.HasField("time") else None
     recoverable = isinstance(err, ei.RendezvousIncompleteError) or (
@@ -85,6 +89,8 @@ def _failure_error(err: Any, marker_dir: str) -> Exception:
     error: Exception
     if recoverable:
         error = FlyteRecoverableException(str(err), timestamp=when)
+    elif local:
+        error = err  # a RuntimeError with the FailureReport (.report, .failures), as kfpytorch's tests expect
     else:
         error = FlyteUserRuntimeException(err, timestamp=when)
     return error
@@ -142,7 +148,9 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
         except ei.LaunchInterruptedError as err:
             raise _interrupted(err) from None
         except ei.LaunchFailedError as err:
-            raise _failure_error(err, marker_dir) from None
+            state = ctx.execution_state
+            local = state is None or state.is_local_execution()
+            raise _failure_error(err, marker_dir, local) from None
         except ImportError as err:
             if err.name == "torch" or "torch" in str(err):
                 raise ImportError(
