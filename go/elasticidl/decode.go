@@ -189,11 +189,12 @@ func looksLikeText(data []byte) bool {
 	return len(data) > 0 && float64(printable) >= 0.9*float64(len(data))
 }
 
-// FromStruct reads the task from TaskTemplate.custom as the backend gets it: a
+// FromStructStrict reads the task from TaskTemplate.custom as the backend gets it: a
 // protobuf Struct, whose numbers are all doubles (integral ones are read as
 // integers). A Struct's keys have no order: when several are wrong, the first in
-// sorted order is reported. A nil Struct is no task (a DecodeError).
-func FromStruct(custom *structpb.Struct, taskTypeVersion int64) (*Task, error) {
+// sorted order is reported. A nil Struct is no task (a DecodeError). A key or enum
+// name this version does not know is a DecodeError (FromStruct leaves it out instead).
+func FromStructStrict(custom *structpb.Struct, taskTypeVersion int64) (*Task, error) {
 	msg, err := newMessage(taskTypeVersion)
 	if err != nil {
 		return nil, err

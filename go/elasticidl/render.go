@@ -43,6 +43,13 @@ type RenderOptions struct {
 	Annotations map[string]string
 	// Env is extra container env; names the operator or the renderer sets are refused.
 	Env map[string]string
+	// Mode is ModeStrict (default, also "") or ModeUpstream.
+	Mode RenderMode
+	// ElasticWorkerRestartPolicy is what an elastic task's Worker gets for the restart
+	// policy's zero value: RestartPolicyExitCode (default, also "") or RestartPolicyNever.
+	ElasticWorkerRestartPolicy string
+	// NetworkPolicy asks for a NetworkPolicy beside the job (RenderObjects); RenderPyTorchJob ignores it.
+	NetworkPolicy bool
 
 	raw *jsonObject // options read by RenderOptionsFromJSON, checked as the reference checks them
 }
@@ -50,7 +57,7 @@ type RenderOptions struct {
 // renderOptionKeys are the options the reference's render_pytorchjob takes.
 var renderOptionKeys = []string{
 	"name", "image", "namespace", "entrypoint", "pod_args", "command", "args", "resources", "labels",
-	"annotations", "env",
+	"annotations", "env", "mode", "elastic_worker_restart_policy", "network_policy",
 }
 
 // RenderOptionsFromJSON reads render options as a JSON object with the reference's
@@ -125,6 +132,15 @@ func (o RenderOptions) generic() *jsonObject {
 		if m.values != nil {
 			obj.set(m.key, stringMap(m.values))
 		}
+	}
+	if o.Mode != "" {
+		obj.set("mode", string(o.Mode))
+	}
+	if o.ElasticWorkerRestartPolicy != "" {
+		obj.set("elastic_worker_restart_policy", o.ElasticWorkerRestartPolicy)
+	}
+	if o.NetworkPolicy {
+		obj.set("network_policy", true)
 	}
 	return obj
 }
@@ -385,22 +401,27 @@ type replicaCount struct {
 // *RenderError naming the option or task field at fault (name, namespace, image,
 // command, args, entrypoint, pod_args, labels, annotations, resources with the
 // quantity rules of resources.quantity, env, a replica's image).
+//
+// RenderJob returns the same job and also the warnings (fields left out).
 func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
-	if err := t.Validate(); err != nil {
+	var warnings []SkewWarning
+	return t.render(o, &warnings)
+}
+
+func (t *Task) render(o RenderOptions, warn *[]SkewWarning) (*PyTorchJob, error) {
+	opts := o.generic()
+	opt := func(key string) jsonValue { x, _ := opts.get(key); return x }
+	mode, restart, err := renderModeOf(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.validateFor(mode); err != nil {
 		return nil, err
 	}
 	v := t.view()
-	opts := o.generic()
-	opt := func(key string) jsonValue { x, _ := opts.get(key); return x }
-
-	workers := v.workerCount()
-	if workers <= 0 {
-		// Upstream: "number of workers must be greater than 0"; the webhook agrees.
-		return nil, renderErr(v.worker.replicasPath, "a non-elastic job needs at least 1 worker, got %d", workers)
-	}
-	counts := []replicaCount{{ReplicaWorker, workers}}
-	if v.elastic == nil {
-		counts = []replicaCount{{ReplicaMaster, 1}, {ReplicaWorker, workers}}
+	counts, err := replicaCountsFor(v, mode)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkName(opt("name"), counts); err != nil {
 		return nil, err
@@ -486,7 +507,17 @@ func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
 	}
 	image := opt("image").(string) // checked above
 	replica := func(count int32, r *replicaView, elasticWorker bool) (*ReplicaSpec, error) {
-		return replicaSpec(count, r, elasticWorker, image, cmd, args, env, port, taskResources, podMeta)
+		spec, err := replicaSpec(count, r, elasticWorker, image, cmd, args, env, port, taskResources, podMeta)
+		if err == nil && r != nil && r.resources != nil {
+			spec.Template.Spec.Containers[0].Resources = nil
+			if res := replicaResourcesWarn(r.resources, r.specPath+".resources", warn); !res.empty() {
+				spec.Template.Spec.Containers[0].Resources = res
+			}
+		}
+		if err == nil && elasticWorker && spec.RestartPolicy == elasticWorkerRestartPolicy {
+			spec.RestartPolicy = restart
+		}
+		return spec, err
 	}
 
 	spec := PyTorchJobSpec{PyTorchReplicaSpecs: map[string]*ReplicaSpec{}}
@@ -496,9 +527,7 @@ func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
 		workerReplica = &v.worker
 	}
 	if v.elastic != nil {
-		spec.ElasticPolicy = ElasticPolicyOf(v.elastic)
-		nproc := nprocOf(v.elastic)
-		spec.NprocPerNode = &nproc
+		elasticSpecFor(&spec, v.elastic, mode)
 	} else {
 		master, err := replica(1, v.master, false)
 		if err != nil {
@@ -506,11 +535,13 @@ func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
 		}
 		spec.PyTorchReplicaSpecs[ReplicaMaster] = master
 	}
-	worker, err := replica(workers, workerReplica, v.elastic != nil)
-	if err != nil {
-		return nil, err
+	if workers, ok := countOf(counts, ReplicaWorker); ok {
+		worker, err := replica(workers, workerReplica, v.elastic != nil)
+		if err != nil {
+			return nil, err
+		}
+		spec.PyTorchReplicaSpecs[ReplicaWorker] = worker
 	}
-	spec.PyTorchReplicaSpecs[ReplicaWorker] = worker
 	spec.RunPolicy = runPolicyOf(v)
 
 	return &PyTorchJob{

@@ -24,6 +24,7 @@ type Task struct {
 	version int
 	legacy  *eidlpluginsv1.DistributedPyTorchTrainingTask
 	kf      *eidlkubeflowv1.DistributedPyTorchTrainingTask
+	skipped []string // JSON keys and enum names a tolerant decode left out (UnknownFields)
 }
 
 // NewTask wraps a generated task message: a *eidlpluginsv1.DistributedPyTorchTrainingTask

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from elastic_idl._errors import (
     ElasticIdlError,
     EncodeError,
     RenderError,
+    SkewWarning,
     ValidationError,
     Violation,
 )
@@ -57,6 +59,7 @@ __all__ = [
     "read_expected",
     "request_for",
     "respond",
+    "skew_fields",
     "violation_list",
     "write_expected",
 ]
@@ -82,6 +85,7 @@ OUTPUT_FILES: dict[str, str] = {
     "launch_spec": "launch_spec.json",
     "pytorchjob": "pytorchjob.yaml",
     "pod_env": "pod_env.json",
+    "skew": "skew.json",
     "error": "error.json",
 }
 #: Outputs a conformance implementation may produce, in a stable order.
@@ -295,12 +299,15 @@ def outputs_of_task(
     out["violations"] = violation_list(violations(task))
 
     job: dict[str, Any] | None
-    try:
-        job = render_pytorchjob(backend_input, options, task_type_version=task_type_version)
-        out["pytorchjob"] = job
-    except ElasticIdlError as exc:
-        job = None
-        out["pytorchjob"] = {"error": error_of(exc)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SkewWarning)
+        try:
+            job = render_pytorchjob(backend_input, options, task_type_version=task_type_version)
+            out["pytorchjob"] = job
+        except ElasticIdlError as exc:
+            job = None
+            out["pytorchjob"] = {"error": error_of(exc)}
+    out["skew"] = skew_fields(caught) if job is not None else []
 
     pod_envs: dict[str, dict[str, str]] = {}
     if job is not None:
@@ -316,6 +323,11 @@ def outputs_of_task(
             launch[label] = {"error": error_of(exc)}
     out["launch_spec"] = launch
     return out
+
+
+def skew_fields(caught: Sequence[warnings.WarningMessage]) -> list[str]:
+    """The field paths the recorded SkewWarnings name, in order (the ``skew`` output)."""
+    return [field for w in caught if isinstance(w.message, SkewWarning) for field in w.message.fields]
 
 
 def request_for(case: Case, *, input_format: str = "textproto", data: str | None = None) -> dict[str, Any]:
