@@ -357,6 +357,9 @@ func decodeTextproto(text string, taskTypeVersion int64) (*Task, error) {
 			Format: string(FormatTextproto),
 		}
 	}
+	if err := checkSpacedMinus(text); err != nil {
+		return nil, err
+	}
 	if err := prototext.Unmarshal([]byte(pyStringEscapes(text)), msg); err != nil {
 		return nil, &DecodeError{
 			Field:  textprotoField(text, err.Error()),
