@@ -48,10 +48,15 @@ __all__ = [
     "KINDS",
     "OUTPUTS",
     "OUTPUT_FILES",
+    "FORWARD_EXPECTED",
+    "FORWARD_INPUT",
     "Case",
+    "ForwardVector",
     "error_of",
     "evaluate",
     "flytekit_sdk_output",
+    "forward_outputs",
+    "load_forward_vectors",
     "load_case",
     "load_cases",
     "main",
@@ -388,6 +393,70 @@ def respond(request: Mapping[str, Any]) -> dict[str, Any]:
         "outputs": list(OUTPUTS),
         "results": results,
     }
+
+
+# --------------------------------------------------------------------------- forward-compatibility vectors
+
+#: Files of a forward-compatibility vector folder (contract/forward/<name>/): input by hand, expectations by
+#: scripts/regen_contract.py.
+FORWARD_INPUT = "vector.yaml"
+FORWARD_EXPECTED = "expected.json"
+_FORWARD_KEYS = {"description", "task_type_version", "format", "input"}
+
+
+@dataclass(frozen=True)
+class ForwardVector:
+    """A newer SDK's task (contract/README.md, "Forward compatibility"): its input and where it lives."""
+
+    name: str
+    path: Path
+    description: str
+    task_type_version: int
+    format: str
+    input: str
+
+
+def load_forward_vectors(forward_dir: Path) -> list[ForwardVector]:
+    """Every vector under ``forward_dir`` (contract/forward), sorted by name; CaseError when malformed."""
+    out = []
+    for path in sorted(p for p in forward_dir.iterdir() if p.is_dir()):
+        meta = yaml.safe_load((path / FORWARD_INPUT).read_text(encoding="utf-8"))
+        if not isinstance(meta, dict) or set(meta) != _FORWARD_KEYS or meta["format"] not in ("json", "binary_hex"):
+            raise CaseError(f"{path.name}: {FORWARD_INPUT} needs exactly {sorted(_FORWARD_KEYS)}, format json|binary_hex")
+        out.append(
+            ForwardVector(
+                path.name, path, str(meta["description"]), int(meta["task_type_version"]), meta["format"], meta["input"]
+            )
+        )
+    return out
+
+
+def forward_outputs(vector: ForwardVector) -> dict[str, Any]:
+    """What the reference does with a newer SDK's task, as ``expected.json`` pins it.
+
+    ``tolerant``: the forward-compatible decode (``decode(strict=False)``; for JSON the same as
+    ``from_custom``): ``unknown``, the field paths its SkewWarnings name, in order; ``custom`` and
+    ``binary_hex`` of the task it keeps; or ``error``. ``strict``: the strict decode's answer, the
+    same shape (binary unknown fields are kept there too, so ``unknown`` lists them as found).
+    """
+    from elastic_idl._task.codec import unknown_fields
+
+    data: Any = bytes.fromhex(vector.input) if vector.format == "binary_hex" else vector.input
+    fmt = "binary" if vector.format == "binary_hex" else vector.format
+    out: dict[str, Any] = {}
+    for label, strict in (("tolerant", False), ("strict", True)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SkewWarning)
+            try:
+                task = decode(data, format=fmt, task_type_version=vector.task_type_version, strict=strict)
+            except ElasticIdlError as exc:
+                out[label] = {"error": error_of(exc)}
+                continue
+        unknown = skew_fields(caught) if not strict else unknown_fields(task)
+        binary = encode(task, "binary")
+        assert isinstance(binary, bytes)
+        out[label] = {"unknown": unknown, "custom": to_custom(task), "binary_hex": binary.hex()}
+    return out
 
 
 # --------------------------------------------------------------------------- flytekit cases
