@@ -17,7 +17,7 @@ import (
 // ConformanceOutputs are the outputs the Go backend produces (launch_spec is the
 // Python runtime's: the Go backend builds no LaunchSpec). "error" is the answer
 // for an input that is no task.
-var ConformanceOutputs = []string{"binary_hex", "custom", "violations", "pytorchjob", "pod_env", "error"}
+var ConformanceOutputs = []string{"binary_hex", "custom", "violations", "pytorchjob", "pod_env", "skew", "error"}
 
 // RespondConformance answers a conformance request (JSON, UTF-8). A per-case
 // failure is part of the answer; an error means the request itself is unusable
@@ -234,15 +234,19 @@ func outputsOf(task *Task, render jsonValue) (map[string]any, error) {
 	out["violations"] = violations
 	podEnvs := map[string]any{}
 	out["pod_env"] = podEnvs
+	out["skew"] = []string{}
 	if _, failed := out["pytorchjob"]; failed {
 		return out, nil
 	}
-	job, err := backendInput.RenderPyTorchJob(opts)
+	job, warnings, err := backendInput.RenderJob(opts)
 	if err != nil {
 		out["pytorchjob"] = map[string]any{"error": ErrorOf(err)}
 		return out, nil
 	}
 	out["pytorchjob"] = job
+	for _, w := range warnings {
+		out["skew"] = append(out["skew"].([]string), w.Field)
+	}
 	for _, rtype := range replicaOrder {
 		spec, ok := job.Spec.PyTorchReplicaSpecs[rtype]
 		if !ok {
