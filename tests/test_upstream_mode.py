@@ -79,32 +79,32 @@ def test_upstream_keeps_extension_fields_and_puts_a_policy_in_spec_nproc() -> No
 
 def test_master_without_replicas_is_one_in_upstream_mode_and_refused_in_strict() -> None:
     custom = {"workerReplicas": {"common": {"replicas": 2}}, "masterReplicas": {"common": {"image": "m:1"}}}
-    with pytest.raises(ei.ValidationError, match="replicas.master_count"):
+    with pytest.raises(ei.ValidationError, match=r"replicas\.master_count"):
         render(custom)
     job = render(custom, mode="upstream")
     assert job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] == 1
     assert job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["image"] == "m:1"
     # Two masters stay refused: the webhook requires exactly one.
     custom["masterReplicas"]["common"]["replicas"] = 2
-    with pytest.raises(ei.ValidationError, match="replicas.master_count"):
+    with pytest.raises(ei.ValidationError, match=r"replicas\.master_count"):
         render(custom, mode="upstream")
 
 
 def test_zero_workers_without_elastic_is_a_master_only_job_in_upstream_mode() -> None:
     custom = {"masterReplicas": {"replicas": 1}}
-    with pytest.raises(ei.ValidationError, match="replicas.workers_required"):
+    with pytest.raises(ei.ValidationError, match=r"replicas\.workers_required"):
         render(custom)
     job = render(custom, mode="upstream")
     assert list(job["spec"]["pytorchReplicaSpecs"]) == ["Master"]
     assert ei.pod_env(job, "Master", 0)["WORLD_SIZE"] == "1"
     # The empty task stays refused (task.not_empty is no upstream behaviour).
-    with pytest.raises(ei.ValidationError, match="task.not_empty"):
+    with pytest.raises(ei.ValidationError, match=r"task\.not_empty"):
         render({}, mode="upstream")
 
 
 def test_elastic_worker_count_is_kept_in_upstream_mode() -> None:
     custom = {**ELASTIC, "workerReplicas": {"replicas": 2}}
-    with pytest.raises(ei.ValidationError, match="replicas.worker_matches_max"):
+    with pytest.raises(ei.ValidationError, match=r"replicas\.worker_matches_max"):
         render(custom)
     assert render(custom, mode="upstream")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     # 0 still means max_replicas.

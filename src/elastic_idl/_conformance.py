@@ -44,21 +44,21 @@ __all__ = [
     "CASE_FILE",
     "CONTRACT_VERSION",
     "DEFAULT_RENDER",
+    "FORWARD_EXPECTED",
+    "FORWARD_INPUT",
     "INPUT_FILE",
     "KINDS",
     "OUTPUTS",
     "OUTPUT_FILES",
-    "FORWARD_EXPECTED",
-    "FORWARD_INPUT",
     "Case",
     "ForwardVector",
     "error_of",
     "evaluate",
     "flytekit_sdk_output",
     "forward_outputs",
-    "load_forward_vectors",
     "load_case",
     "load_cases",
+    "load_forward_vectors",
     "main",
     "outputs_of_task",
     "read_expected",
@@ -422,7 +422,9 @@ def load_forward_vectors(forward_dir: Path) -> list[ForwardVector]:
     for path in sorted(p for p in forward_dir.iterdir() if p.is_dir()):
         meta = yaml.safe_load((path / FORWARD_INPUT).read_text(encoding="utf-8"))
         if not isinstance(meta, dict) or set(meta) != _FORWARD_KEYS or meta["format"] not in ("json", "binary_hex"):
-            raise CaseError(f"{path.name}: {FORWARD_INPUT} needs exactly {sorted(_FORWARD_KEYS)}, format json|binary_hex")
+            raise CaseError(
+                f"{path.name}: {FORWARD_INPUT} needs exactly {sorted(_FORWARD_KEYS)}, format json|binary_hex"
+            )
         out.append(
             ForwardVector(
                 path.name, path, str(meta["description"]), int(meta["task_type_version"]), meta["format"], meta["input"]
@@ -442,7 +444,7 @@ def forward_outputs(vector: ForwardVector) -> dict[str, Any]:
     from elastic_idl._task.codec import unknown_fields
 
     data: Any = bytes.fromhex(vector.input) if vector.format == "binary_hex" else vector.input
-    fmt = "binary" if vector.format == "binary_hex" else vector.format
+    fmt: Any = "binary" if vector.format == "binary_hex" else vector.format
     out: dict[str, Any] = {}
     for label, strict in (("tolerant", False), ("strict", True)):
         with warnings.catch_warnings(record=True) as caught:

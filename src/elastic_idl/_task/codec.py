@@ -911,7 +911,9 @@ def unknown_fields(msg: Message) -> list[str]:
 
 def _walk_unknown(msg: Message, path: str, out: list[str]) -> None:
     seen: set[int] = set()
-    for field in _UnknownFieldSet(msg):
+    fields = _UnknownFieldSet(msg)
+    for i in range(len(fields)):
+        field = fields[i]
         if field.field_number not in seen:
             seen.add(field.field_number)
             out.append(f"{path}.{field.field_number}" if path else str(field.field_number))
