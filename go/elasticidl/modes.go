@@ -197,3 +197,46 @@ func replicaResourcesWarn(res *eidlcorev1.Resources, path string, warn *[]SkewWa
 	}
 	return replicaResources(kept)
 }
+
+// ValidateIn is Validate in a render mode: ModeUpstream leaves out the violations it
+// renders anyway (ToleratedInUpstreamMode); the *ValidationError lists the rest.
+func (t *Task) ValidateIn(mode RenderMode) error {
+	if mode == "" {
+		mode = ModeStrict
+	}
+	return t.validateFor(mode)
+}
+
+// ReplicaCountsIn are the replicas of each replica type (keys ReplicaMaster,
+// ReplicaWorker) of the task's job in a render mode: ReplicaCounts in ModeStrict; in
+// ModeUpstream an elastic worker count that is set is kept and a non-elastic task
+// without workers is a Master-only job. A *RenderError when the mode renders no job
+// (no workers in ModeStrict). The task should pass ValidateIn(mode).
+func (t *Task) ReplicaCountsIn(mode RenderMode) (map[string]int32, error) {
+	counts, err := replicaCountsFor(t.view(), mode)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int32{}
+	for _, c := range counts {
+		out[c.replicaType] = c.count
+	}
+	return out, nil
+}
+
+// ElasticSpecIn is spec.elasticPolicy and spec.nprocPerNode ("" when the mode leaves it
+// unset) for an elastic config in a render mode: ElasticPolicyOf and NprocPerNode in
+// ModeStrict; in ModeUpstream the backend as written and a process count in the
+// deprecated elasticPolicy.nProcPerNode instead of spec.nprocPerNode (an auto, cpu or
+// gpu policy stays in spec.nprocPerNode). Nil and "" for nil.
+func ElasticSpecIn(e *eidlpluginsv1.ElasticConfig, mode RenderMode) (*ElasticPolicy, string) {
+	if e == nil {
+		return nil, ""
+	}
+	var spec PyTorchJobSpec
+	elasticSpecFor(&spec, e, mode)
+	if spec.NprocPerNode == nil {
+		return spec.ElasticPolicy, ""
+	}
+	return spec.ElasticPolicy, *spec.NprocPerNode
+}

@@ -122,3 +122,44 @@ func TestSpacedMinusIsRefusedInTextproto(t *testing.T) {
 		}
 	}
 }
+
+func TestModeHelpersAgreeWithTheRender(t *testing.T) {
+	for _, custom := range []string{
+		`{"elasticConfig": {"minReplicas": 1, "maxReplicas": 3, "nprocPerNode": 4}, "workerReplicas": {"replicas": 2}}`,
+		`{"elasticConfig": {"minReplicas": 1, "maxReplicas": 2, "nprocPolicy": "NPROC_POLICY_AUTO"}}`,
+		`{"masterReplicas": {"replicas": 1}}`,
+		`{"workerReplicas": {"replicas": 3}}`,
+	} {
+		task := mustTask(t, custom)
+		for _, mode := range []RenderMode{ModeStrict, ModeUpstream} {
+			o := opts
+			o.Mode = mode
+			job, err := task.RenderPyTorchJob(o)
+			if (err == nil) != (task.ValidateIn(mode) == nil) {
+				t.Fatalf("%s %s: render %v, ValidateIn %v", custom, mode, err, task.ValidateIn(mode))
+			}
+			if err != nil {
+				continue
+			}
+			counts, err := task.ReplicaCountsIn(mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rtype, spec := range job.Spec.PyTorchReplicaSpecs {
+				if counts[rtype] != spec.Replicas {
+					t.Errorf("%s %s: %s count %d, rendered %d", custom, mode, rtype, counts[rtype], spec.Replicas)
+				}
+			}
+			if len(counts) != len(job.Spec.PyTorchReplicaSpecs) {
+				t.Errorf("%s %s: counts %v", custom, mode, counts)
+			}
+			policy, nproc := ElasticSpecIn(task.Kubeflow().GetElasticConfig(), mode)
+			if !reflect.DeepEqual(policy, job.Spec.ElasticPolicy) {
+				t.Errorf("%s %s: policy %+v, rendered %+v", custom, mode, policy, job.Spec.ElasticPolicy)
+			}
+			if got := job.Spec.NprocPerNode; (got == nil && nproc != "") || (got != nil && *got != nproc) {
+				t.Errorf("%s %s: nproc %q, rendered %v", custom, mode, nproc, got)
+			}
+		}
+	}
+}
