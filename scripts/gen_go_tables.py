@@ -23,6 +23,7 @@ from pathlib import Path
 
 # Every module of the reference this script reads, in one place (private modules: re-point here when they move).
 from elastic_idl import __version__, _conformance, _errors
+from elastic_idl._backend import networkpolicy as np
 from elastic_idl._backend import pytorchjob
 from elastic_idl._task import codec, enums, names, resources, validate, view
 from elastic_idl._task.messages import ElasticConfig
@@ -156,6 +157,38 @@ def go_source() -> str:
             "elastic_idl._backend.pytorchjob.ELASTIC_WORKER_RESTART_POLICY: an elastic Worker's unset policy.",
             kf.ELASTIC_WORKER_RESTART_POLICY,
         ),
+        var(
+            "elasticWorkerRestartPolicies",
+            "elastic_idl._backend.pytorchjob.ELASTIC_WORKER_RESTART_POLICIES",
+            strings(kf.ELASTIC_WORKER_RESTART_POLICIES),
+        ),
+        const("renderModeStrict", "elastic_idl._backend.pytorchjob.STRICT", kf.STRICT),
+        const("renderModeUpstream", "elastic_idl._backend.pytorchjob.UPSTREAM", kf.UPSTREAM),
+        var("renderModes", "elastic_idl._backend.pytorchjob.RENDER_MODES", strings(kf.RENDER_MODES)),
+        var(
+            "upstreamToleratedRules",
+            "elastic_idl._backend.pytorchjob.UPSTREAM_TOLERATED_RULES",
+            strings(sorted(kf.UPSTREAM_TOLERATED_RULES)),
+        ),
+        const("storageDropped", "elastic_idl._backend.pytorchjob.STORAGE_DROPPED", kf.STORAGE_DROPPED),
+        const("unknownFieldReason", "elastic_idl._task.codec.UNKNOWN_FIELD", codec.UNKNOWN_FIELD),
+        const(
+            "networkPolicyAPIVersion",
+            "elastic_idl._backend.networkpolicy.NETWORK_POLICY_API_VERSION",
+            np.NETWORK_POLICY_API_VERSION,
+        ),
+        const("networkPolicyKind", "elastic_idl._backend.networkpolicy.NETWORK_POLICY_KIND", np.NETWORK_POLICY_KIND),
+        const(
+            "PodLabelJobName",
+            "PodLabelJobName is the pod label the operator sets to the job's name.",
+            np.POD_LABEL_JOB_NAME,
+        ),
+        const(
+            "PodLabelOperatorName",
+            "PodLabelOperatorName is the pod label the operator sets to its own name.",
+            np.POD_LABEL_OPERATOR_NAME,
+        ),
+        const("OperatorName", "OperatorName is the PyTorchJob operator's name on its pods.", np.OPERATOR_NAME),
         var(
             "cleanPodPolicies",
             "elastic_idl._task.enums.CLEAN_POD_POLICY",

@@ -1,7 +1,8 @@
 """Regenerate the expected outputs of the contract vectors (contract/cases/*/).
 
 The ONE way expectation files change: run this, review the diff, commit it.
-Inputs (case.yaml, input.textproto) are written by hand and never touched here.
+Inputs (case.yaml, input.textproto; forward/*/vector.yaml) are written by hand and never touched here;
+the forward-compatibility vectors' expectations (contract/forward/*/expected.json) are written here too.
 Expectations come from the Python reference implementation
 (elastic_idl._conformance.evaluate); flytekit cases first ask the installed
 flytekitplugins-kfpytorch for the payload (sdk.json) and feed that in.
@@ -21,16 +22,20 @@ import tempfile
 from pathlib import Path
 
 from elastic_idl._conformance import (
+    FORWARD_EXPECTED,
     Case,
     evaluate,
     flytekit_sdk_output,
+    forward_outputs,
     load_cases,
+    load_forward_vectors,
     read_expected,
     write_expected,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "contract" / "cases"
+FORWARD = ROOT / "contract" / "forward"
 
 
 def outputs_of(case: Case) -> tuple[dict[str, object], dict[str, object] | None]:
@@ -55,7 +60,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--check", action="store_true", help="report stale expectations, write nothing")
     args = parser.parse_args(argv)
     cases = load_cases(CASES)
-    unknown = sorted(set(args.names) - {c.name for c in cases})
+    unknown = sorted(set(args.names) - {c.name for c in cases} - {v.name for v in load_forward_vectors(FORWARD)})
     if unknown:
         parser.error(f"unknown cases: {', '.join(unknown)}")
     stale: list[str] = []
@@ -72,6 +77,18 @@ def main(argv: list[str]) -> int:
         changed = write_expected(case.path, outputs, sdk=sdk)
         if changed:
             print(f"{case.name}: {', '.join(changed)}")
+    for vector in load_forward_vectors(FORWARD):
+        if args.names and vector.name not in args.names:
+            continue
+        text = json.dumps(forward_outputs(vector), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        target = vector.path / FORWARD_EXPECTED
+        if target.is_file() and target.read_text(encoding="utf-8") == text:
+            continue
+        if args.check:
+            stale.append(f"forward/{vector.name}")
+        else:
+            target.write_text(text, encoding="utf-8")
+            print(f"forward/{vector.name}: {FORWARD_EXPECTED}")
     if args.check:
         if stale:
             print("stale expectations (run scripts/regen_contract.py): " + ", ".join(stale), file=sys.stderr)

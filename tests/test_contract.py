@@ -26,6 +26,7 @@ import os
 import shlex
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -42,6 +43,7 @@ import elastic_idl as ei
 import elastic_idl.betterproto.plugins.kubeflow.v1 as bp_kubeflow
 import elastic_idl.betterproto.plugins.v1 as bp_legacy
 from elastic_idl import _conformance as conf
+from elastic_idl._backend.pytorchjob import UPSTREAM, UPSTREAM_TOLERATED_RULES
 from elastic_idl._errors import CaseError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -157,7 +159,7 @@ def test_suite_size_and_kinds() -> None:
 
 
 def test_contract_folder_has_no_strays() -> None:
-    assert {p.name for p in CONTRACT.iterdir()} <= {"README.md", "known_failures.yaml", "cases"}
+    assert {p.name for p in CONTRACT.iterdir()} <= {"README.md", "known_failures.yaml", "cases", "forward"}
     strays = [p.name for p in CASES_DIR.iterdir() if not p.is_dir()]
     assert not strays, f"files directly under contract/cases/: {strays}"
 
@@ -189,7 +191,12 @@ def folder_problems(case: conf.Case) -> list[str]:
         problems.append("a valid case breaks no rule")
     if case.kind == "invalid" and not broken:
         problems.append("an invalid case breaks at least one rule")
-    if broken:
+    rendered = "error" not in exp["pytorchjob"]
+    if rendered and broken and case.render.get("mode") == UPSTREAM:
+        # The upstream mode renders a task whose only violations are ones Flyte 1.x's plugin renders.
+        if not all(v["rule"] in UPSTREAM_TOLERATED_RULES for v in broken):
+            problems.append("the upstream mode rendered a task with a violation it does not tolerate")
+    elif broken:
         # Never a PyTorchJob, a pod or a LaunchSpec for an invalid task: the same violations instead.
         if exp["pytorchjob"] != {"error": {"type": "ValidationError", "violations": broken}}:
             problems.append("an invalid task has a PyTorchJob")
@@ -476,6 +483,19 @@ def test_sdk_direction(name: str, request: pytest.FixtureRequest) -> None:
     assert json_format.MessageToDict(upstream) == custom
 
 
+def render_case(task: Any, name: str) -> Any:
+    """The case's job (or error), rendered as the backend does; its SkewWarnings must be the case's ``skew``."""
+    case, exp = CASES[name], EXPECTED[name]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ei.SkewWarning)
+        try:
+            job = ei.render_pytorchjob(task, ei.JobOptions(**case.render), task_type_version=case.task_type_version)
+        except ei.ElasticIdlError as exc:
+            return {"error": conf.error_of(exc)}
+    assert conf.skew_fields(caught) == exp["skew"]
+    return job
+
+
 @pytest.mark.parametrize("name", JSON_CASES)
 def test_backend_reads_custom_struct(name: str, request: pytest.FixtureRequest) -> None:
     """The backend's real input: the custom dict stored in a protobuf Struct (numbers become doubles)."""
@@ -483,11 +503,7 @@ def test_backend_reads_custom_struct(name: str, request: pytest.FixtureRequest) 
     case = CASES[name]
     exp = EXPECTED[name]
     custom = via_struct(exp["custom"])
-    try:
-        job = ei.render_pytorchjob(custom, ei.JobOptions(**case.render), task_type_version=case.task_type_version)
-    except ei.ElasticIdlError as exc:
-        job = {"error": conf.error_of(exc)}
-    assert job == exp["pytorchjob"]
+    assert render_case(custom, name) == exp["pytorchjob"]
     task = ei.from_custom(custom, task_type_version=case.task_type_version)
     assert ei.encode(task, "binary").hex() == exp["binary_hex"]
 
@@ -499,14 +515,8 @@ def test_backend_direction(name: str, request: pytest.FixtureRequest) -> None:
     case = CASES[name]
     exp = EXPECTED[name]
 
-    def render(task: Any) -> Any:
-        try:
-            return ei.render_pytorchjob(task, ei.JobOptions(**case.render), task_type_version=case.task_type_version)
-        except ei.ElasticIdlError as exc:
-            return {"error": conf.error_of(exc)}
-
     task = ei.decode(binary_of(name), format="binary", task_type_version=case.task_type_version)
-    assert render(task) == exp["pytorchjob"]
+    assert render_case(task, name) == exp["pytorchjob"]
     job = exp["pytorchjob"]
     for pod, env in exp["pod_env"].items():
         rtype, index = pod.split("-")

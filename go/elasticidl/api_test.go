@@ -102,6 +102,24 @@ func TestRenderOptionsArePlainData(t *testing.T) {
 	}
 }
 
+// The options of issue 19 are fields too: RenderOptionsFromJSON keeps them, and a
+// network_policy that is no bool is refused naming it.
+func TestRenderOptionsFromJSONModes(t *testing.T) {
+	o, err := RenderOptionsFromJSON([]byte(`{"name": "j", "image": "img:1", "entrypoint": ["t.py"],
+		"mode": "upstream", "elastic_worker_restart_policy": "Never", "network_policy": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Mode != ModeUpstream || o.ElasticWorkerRestartPolicy != RestartPolicyNever || !o.NetworkPolicy {
+		t.Errorf("options %+v", o)
+	}
+	_, err = RenderOptionsFromJSON([]byte(`{"name": "j", "image": "img:1", "network_policy": "yes"}`))
+	var re *RenderError
+	if !errors.As(err, &re) || re.Field != "network_policy" {
+		t.Errorf("network_policy \"yes\": %v", err)
+	}
+}
+
 // Rules returns a copy: changing it changes nothing else.
 func TestRulesIsACopy(t *testing.T) {
 	r := Rules()

@@ -23,7 +23,7 @@ func withRefusals(b *testing.B, cases []benchCase) []benchCase {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := task.renderJob(c.opts); err != nil {
+		if _, _, err := task.renderJob(c.opts); err != nil {
 			if kind := errorOf(err)["type"]; kind != "ValidationError" && kind != "RenderError" {
 				b.Fatalf("render: %T %v", err, err)
 			}
@@ -91,7 +91,7 @@ func BenchmarkContract(b *testing.B) {
 				b.Fatal(err)
 			}
 			_ = task.Violations()
-			if _, err := task.renderJob(c.opts); (err != nil) != c.refused {
+			if _, _, err := task.renderJob(c.opts); (err != nil) != c.refused {
 				b.Fatalf("render: %v; refused before: %v", err, c.refused)
 			}
 		}

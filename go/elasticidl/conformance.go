@@ -23,7 +23,7 @@ func init() { conformance.Register(respondConformance) }
 // runtime's: the Go backend builds no LaunchSpec). "error" is the answer for an
 // input that is no task.
 func goOutputs() []string {
-	return []string{"binary_hex", "custom", "violations", "pytorchjob", "pod_env", "error"}
+	return []string{"binary_hex", "custom", "violations", "pytorchjob", "pod_env", "skew", "error"}
 }
 
 // respondConformance answers a conformance request (conformance.Respond).
@@ -243,15 +243,19 @@ func outputsOf(task *Task, render jsonValue) (map[string]any, error) {
 	out["violations"] = violations
 	podEnvs := map[string]any{}
 	out["pod_env"] = podEnvs
+	out["skew"] = []string{}
 	if _, failed := out["pytorchjob"]; failed {
 		return out, nil
 	}
-	job, err := backendInput.renderJob(renderObj)
+	job, warnings, err := backendInput.renderJob(renderObj)
 	if err != nil {
 		out["pytorchjob"] = map[string]any{"error": errorOf(err)}
 		return out, nil
 	}
 	out["pytorchjob"] = job
+	for _, w := range warnings {
+		out["skew"] = append(out["skew"].([]string), w.Field)
+	}
 	for _, rtype := range replicaOrder {
 		spec, ok := job.Spec.PyTorchReplicaSpecs[rtype]
 		if !ok {

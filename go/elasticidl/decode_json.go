@@ -18,20 +18,21 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// FromStruct reads the task from TaskTemplate.custom as the backend gets it: a
+// FromStructStrict reads the task from TaskTemplate.custom as the backend gets it: a
 // protobuf Struct, whose numbers are all doubles (integral ones are read as
 // integers). A Struct's keys have no order: when several are wrong, the first in
-// sorted order is reported. A nil Struct is no task (a DecodeError). The Struct
-// is read only as far as the checks go: nothing under an unknown key or a value
-// of the wrong type is converted.
-func FromStruct(custom *structpb.Struct, taskTypeVersion int32) (*Task, error) {
+// sorted order is reported. A nil Struct is no task (a DecodeError). A key or enum
+// name this version does not know is a DecodeError (FromStruct leaves it out instead).
+// The Struct is read only as far as the checks go: nothing under an unknown key or
+// a value of the wrong type is converted.
+func FromStructStrict(custom *structpb.Struct, taskTypeVersion int32) (*Task, error) {
 	msg, err := newMessage(taskTypeVersion)
 	if err != nil {
 		return nil, err
 	}
 	var v jsonValue
 	if custom != nil {
-		v = fromStructObject(custom, msg.ProtoReflect().Descriptor())
+		v = fromStructObject(custom, msg.ProtoReflect().Descriptor(), false)
 	}
 	task, err := fromValue(msg, v, "custom")
 	return task, bounded(err)
@@ -39,17 +40,21 @@ func FromStruct(custom *structpb.Struct, taskTypeVersion int32) (*Task, error) {
 
 // fromStructObject is the fields of a Struct for a message of desc, in sorted key
 // order as checkObject reads them, up to the first unknown key (the error
-// checkObject then reports, without reading its value).
-func fromStructObject(s *structpb.Struct, desc protoreflect.MessageDescriptor) *jsonObject {
+// checkObject then reports, without reading its value). With all, every unknown
+// key is kept (its value unread, as None) for pruneObject to leave out.
+func fromStructObject(s *structpb.Struct, desc protoreflect.MessageDescriptor, all bool) *jsonObject {
 	obj := newObject()
 	fields := s.GetFields()
 	for _, key := range sortedKeys(fields) {
 		fd := fieldByKey(desc, key)
 		if fd == nil {
 			obj.set(key, nil)
-			break
+			if !all {
+				break
+			}
+			continue
 		}
-		obj.set(key, fromStructField(fields[key], fd, fd.IsList()))
+		obj.set(key, fromStructField(fields[key], fd, fd.IsList(), all))
 	}
 	return obj
 }
@@ -57,7 +62,7 @@ func fromStructObject(s *structpb.Struct, desc protoreflect.MessageDescriptor) *
 // fromStructField is a Struct value for the field fd (the whole list when list is
 // true, else one value). A list or an object where the field takes none is
 // refused for its type alone: an empty one stands for it.
-func fromStructField(v *structpb.Value, fd protoreflect.FieldDescriptor, list bool) jsonValue {
+func fromStructField(v *structpb.Value, fd protoreflect.FieldDescriptor, list, all bool) jsonValue {
 	switch k := v.GetKind().(type) {
 	case *structpb.Value_ListValue:
 		if !list {
@@ -66,14 +71,14 @@ func fromStructField(v *structpb.Value, fd protoreflect.FieldDescriptor, list bo
 		items := k.ListValue.GetValues()
 		out := make([]jsonValue, len(items))
 		for i, item := range items {
-			out[i] = fromStructField(item, fd, false)
+			out[i] = fromStructField(item, fd, false, all)
 		}
 		return out
 	case *structpb.Value_StructValue:
 		if list || fd.Kind() != protoreflect.MessageKind || strings.HasPrefix(string(fd.Message().FullName()), "google.") {
 			return newObject()
 		}
-		return fromStructObject(k.StructValue, fd.Message())
+		return fromStructObject(k.StructValue, fd.Message(), all)
 	case *structpb.Value_BoolValue:
 		return k.BoolValue
 	case *structpb.Value_NumberValue:

@@ -41,6 +41,8 @@ type ElasticPolicy struct {
 	RdzvID      *string    `json:"rdzvId,omitempty"`
 	MaxRestarts *int32     `json:"maxRestarts,omitempty"`
 	RdzvConf    []RdzvConf `json:"rdzvConf,omitempty"`
+	// NProcPerNode is the deprecated process count: set by ModeUpstream only, never with spec.nprocPerNode.
+	NProcPerNode *int32 `json:"nProcPerNode,omitempty"`
 }
 
 // RdzvConf is one rendezvous option.

@@ -59,6 +59,8 @@ func PodEnv(job *PyTorchJob, replicaType string, index int) (map[string]string, 
 	nproc := defaultNproc
 	if job.Spec.NprocPerNode != nil {
 		nproc = *job.Spec.NprocPerNode
+	} else if e := job.Spec.ElasticPolicy; e != nil && e.NProcPerNode != nil {
+		nproc = strconv.Itoa(int(*e.NProcPerNode)) // the operator's defaulting copies the deprecated field
 	}
 
 	env := map[string]string{envPythonunbuffered: "1"}

@@ -43,17 +43,25 @@ type RenderOptions struct {
 	Annotations map[string]string
 	// Env is extra container env; names the operator or the renderer sets are refused.
 	Env map[string]string
+	// Mode is ModeStrict (default, also "") or ModeUpstream.
+	Mode RenderMode
+	// ElasticWorkerRestartPolicy is what an elastic task's Worker gets for the restart
+	// policy's zero value: RestartPolicyExitCode (default, also "") or RestartPolicyNever.
+	ElasticWorkerRestartPolicy string
+	// NetworkPolicy asks for a NetworkPolicy beside the job (RenderObjects); RenderPyTorchJob ignores it.
+	NetworkPolicy bool
 }
 
 // renderOptionKeys are the options the reference's render_pytorchjob takes, in the order it checks them.
 var renderOptionKeys = []string{
 	"name", "image", "namespace", "entrypoint", "pod_args", "command", "args", "resources", "labels",
-	"annotations", "env",
+	"annotations", "env", "mode", "elastic_worker_restart_policy", "network_policy",
 }
 
 // RenderOptionsFromJSON reads render options as a JSON object with the reference's
 // keyword names (name, image, namespace, entrypoint, pod_args, command, args,
-// resources, labels, annotations, env); a list or mapping given as null is left out.
+// resources, labels, annotations, env, mode, elastic_worker_restart_policy,
+// network_policy); a list or mapping given as null is left out.
 // The result is plain data: change any field before rendering.
 //
 // Errors: *RenderError, with an empty Field for text larger than MaxTaskBytes
@@ -141,11 +149,19 @@ func optionsOf(obj *jsonObject) (RenderOptions, error) {
 	for _, step := range []error{
 		text("name", &o.Name), text("image", &o.Image), text("namespace", &o.Namespace),
 		list("entrypoint", &o.Entrypoint), list("pod_args", &o.PodArgs), list("command", &o.Command),
-		list("args", &o.Args),
+		list("args", &o.Args), text("mode", (*string)(&o.Mode)),
+		text("elastic_worker_restart_policy", &o.ElasticWorkerRestartPolicy),
 	} {
 		if step != nil {
 			return RenderOptions{}, step
 		}
+	}
+	if v, ok := obj.get("network_policy"); ok {
+		b, isBool := v.(bool)
+		if !isBool {
+			return RenderOptions{}, renderErr("network_policy", "expected true or false, got %s", pyRepr(v))
+		}
+		o.NetworkPolicy = b
 	}
 	if v, _ := obj.get("resources"); v != nil {
 		res, ok := v.(*jsonObject)
@@ -220,6 +236,15 @@ func (o RenderOptions) generic() *jsonObject {
 		if m.values != nil {
 			obj.set(m.key, stringMap(m.values))
 		}
+	}
+	if o.Mode != "" {
+		obj.set("mode", string(o.Mode))
+	}
+	if o.ElasticWorkerRestartPolicy != "" {
+		obj.set("elastic_worker_restart_policy", o.ElasticWorkerRestartPolicy)
+	}
+	if o.NetworkPolicy {
+		obj.set("network_policy", true)
 	}
 	return obj
 }
@@ -514,14 +539,33 @@ type replicaCount struct {
 //
 // A string option that is not valid UTF-8 (in JSON, a lone surrogate such as
 // "\ud800") is refused first, as a *RenderError naming the option.
+//
+// RenderJob returns the same job and also the warnings (fields left out).
 func (t *Task) RenderPyTorchJob(o RenderOptions) (*PyTorchJob, error) {
-	return t.renderJob(o.generic())
+	job, _, err := t.renderJob(o.generic())
+	return job, err
 }
 
-// renderJob is RenderPyTorchJob of options as the reference's keyword arguments
+// renderJob is RenderJob of options as the reference's keyword arguments
 // (any JSON values, checked here in the reference's order).
-func (t *Task) renderJob(opts *jsonObject) (*PyTorchJob, error) {
-	if err := t.Validate(); err != nil {
+func (t *Task) renderJob(opts *jsonObject) (*PyTorchJob, []SkewWarning, error) {
+	var warnings []SkewWarning
+	for _, path := range t.UnknownFields() {
+		warnings = append(warnings, SkewWarning{Field: path, Reason: unknownFieldReason})
+	}
+	job, err := t.render(opts, &warnings)
+	if err != nil {
+		return nil, nil, err
+	}
+	return job, warnings, nil
+}
+
+func (t *Task) render(opts *jsonObject, warn *[]SkewWarning) (*PyTorchJob, error) {
+	mode, restart, err := renderModeOf(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.validateFor(mode); err != nil {
 		return nil, err
 	}
 	if err := checkOptionText(opts); err != nil {
@@ -529,15 +573,9 @@ func (t *Task) renderJob(opts *jsonObject) (*PyTorchJob, error) {
 	}
 	v := t.view()
 	opt := func(key string) jsonValue { x, _ := opts.get(key); return x }
-
-	workers := v.workerCount()
-	if workers <= 0 {
-		// Upstream: "number of workers must be greater than 0"; the webhook agrees.
-		return nil, renderErr(v.worker.replicasPath, "a non-elastic job needs at least 1 worker, got %d", workers)
-	}
-	counts := []replicaCount{{ReplicaWorker, workers}}
-	if v.elastic == nil {
-		counts = []replicaCount{{ReplicaMaster, 1}, {ReplicaWorker, workers}}
+	counts, err := replicaCountsFor(v, mode)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkName(opt("name"), counts); err != nil {
 		return nil, err
@@ -628,7 +666,17 @@ func (t *Task) renderJob(opts *jsonObject) (*PyTorchJob, error) {
 	}
 	image := opt("image").(string) // checked above
 	replica := func(count int32, r *replicaView, elasticWorker bool) (*ReplicaSpec, error) {
-		return replicaSpec(count, r, elasticWorker, image, cmd, args, env, port, taskResources, podMeta)
+		spec, err := replicaSpec(count, r, elasticWorker, image, cmd, args, env, port, taskResources, podMeta)
+		if err == nil && r != nil && r.resources != nil {
+			spec.Template.Spec.Containers[0].Resources = nil
+			if res := replicaResourcesWarn(r.resources, r.specPath+".resources", warn); !res.empty() {
+				spec.Template.Spec.Containers[0].Resources = res
+			}
+		}
+		if err == nil && elasticWorker && spec.RestartPolicy == elasticWorkerRestartPolicy {
+			spec.RestartPolicy = restart
+		}
+		return spec, err
 	}
 
 	spec := PyTorchJobSpec{PyTorchReplicaSpecs: map[string]*ReplicaSpec{}}
@@ -638,9 +686,7 @@ func (t *Task) renderJob(opts *jsonObject) (*PyTorchJob, error) {
 		workerReplica = &v.worker
 	}
 	if v.elastic != nil {
-		spec.ElasticPolicy = ElasticPolicyOf(v.elastic)
-		nproc := nprocOf(v.elastic)
-		spec.NprocPerNode = &nproc
+		elasticSpecFor(&spec, v.elastic, mode)
 	} else {
 		master, err := replica(1, v.master, false)
 		if err != nil {
@@ -648,11 +694,13 @@ func (t *Task) renderJob(opts *jsonObject) (*PyTorchJob, error) {
 		}
 		spec.PyTorchReplicaSpecs[ReplicaMaster] = master
 	}
-	worker, err := replica(workers, workerReplica, v.elastic != nil)
-	if err != nil {
-		return nil, err
+	if workers, ok := countOf(counts, ReplicaWorker); ok {
+		worker, err := replica(workers, workerReplica, v.elastic != nil)
+		if err != nil {
+			return nil, err
+		}
+		spec.PyTorchReplicaSpecs[ReplicaWorker] = worker
 	}
-	spec.PyTorchReplicaSpecs[ReplicaWorker] = worker
 	spec.RunPolicy = runPolicyOf(v)
 
 	return &PyTorchJob{

@@ -204,6 +204,42 @@ var restartPolicies = []enumText{
 // elastic_idl._backend.pytorchjob.ELASTIC_WORKER_RESTART_POLICY: an elastic Worker's unset policy.
 const elasticWorkerRestartPolicy = "ExitCode"
 
+// elastic_idl._backend.pytorchjob.ELASTIC_WORKER_RESTART_POLICIES
+var elasticWorkerRestartPolicies = []string{"ExitCode", "Never"}
+
+// elastic_idl._backend.pytorchjob.STRICT
+const renderModeStrict = "strict"
+
+// elastic_idl._backend.pytorchjob.UPSTREAM
+const renderModeUpstream = "upstream"
+
+// elastic_idl._backend.pytorchjob.RENDER_MODES
+var renderModes = []string{"strict", "upstream"}
+
+// elastic_idl._backend.pytorchjob.UPSTREAM_TOLERATED_RULES
+var upstreamToleratedRules = []string{"replicas.master_count", "replicas.worker_matches_max", "replicas.workers_required"}
+
+// elastic_idl._backend.pytorchjob.STORAGE_DROPPED
+const storageDropped = "STORAGE is not a container resource (the API server refuses a pod that requests it); dropped, as upstream's plugin drops it"
+
+// elastic_idl._task.codec.UNKNOWN_FIELD
+const unknownFieldReason = "not a field (or enum value) this version knows, from a newer schema?; ignored"
+
+// elastic_idl._backend.networkpolicy.NETWORK_POLICY_API_VERSION
+const networkPolicyAPIVersion = "networking.k8s.io/v1"
+
+// elastic_idl._backend.networkpolicy.NETWORK_POLICY_KIND
+const networkPolicyKind = "NetworkPolicy"
+
+// PodLabelJobName is the pod label the operator sets to the job's name.
+const PodLabelJobName = "training.kubeflow.org/job-name"
+
+// PodLabelOperatorName is the pod label the operator sets to its own name.
+const PodLabelOperatorName = "training.kubeflow.org/operator-name"
+
+// OperatorName is the PyTorchJob operator's name on its pods.
+const OperatorName = "pytorchjob-controller"
+
 // elastic_idl._task.enums.CLEAN_POD_POLICY
 var cleanPodPolicies = []enumText{
 	{0, "None"},
@@ -468,7 +504,7 @@ const contractVersion = 1
 const referenceVersion = "0.1.0"
 
 // elastic_idl._conformance.OUTPUTS
-var contractOutputs = []string{"binary_hex", "custom", "violations", "launch_spec", "pytorchjob", "pod_env", "error"}
+var contractOutputs = []string{"binary_hex", "custom", "violations", "launch_spec", "pytorchjob", "pod_env", "skew", "error"}
 
 // elastic_idl._conformance._PINNED_INDICES
 var pinnedIndices = []int{0, 1}

@@ -23,13 +23,14 @@ const (
 )
 
 // Task is a decoded task of either shape, with the task_type_version it was decoded as.
-// Build one with Decode, FromStruct or NewTask. The zero Task is the empty task of
+// Build one with Decode, DecodeTolerant, FromStruct, FromStructStrict or NewTask. The zero Task is the empty task of
 // the kubeflow shape (task_type_version 1), as Decode reads "{}": it says version
 // 1, validates as version 1, and its Message is a new empty kubeflow message.
 // A Task is not changed by its methods: several goroutines may use one.
 type Task struct {
-	legacy *eidlpluginsv1.DistributedPyTorchTrainingTask  // set: the legacy shape (version 0)
-	kf     *eidlkubeflowv1.DistributedPyTorchTrainingTask // nil in the zero Task
+	legacy  *eidlpluginsv1.DistributedPyTorchTrainingTask  // set: the legacy shape (version 0)
+	kf      *eidlkubeflowv1.DistributedPyTorchTrainingTask // nil in the zero Task
+	skipped []string                                       // JSON keys and enum names a tolerant decode left out (UnknownFields)
 }
 
 // NewTask wraps a generated task message: a *eidlpluginsv1.DistributedPyTorchTrainingTask

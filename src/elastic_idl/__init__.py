@@ -68,6 +68,8 @@ _EXPORTS: dict[str, str] = {
     # backend side
     "JobOptions": "_backend.pytorchjob",
     "render_pytorchjob": "_backend.pytorchjob",
+    "render_network_policy": "_backend.networkpolicy",
+    "render_objects": "_backend.networkpolicy",
     "pod_env": "_backend.operator",
     # SDK side
     "Elastic": "_sdk.elastic",
@@ -128,6 +130,8 @@ __all__ = [
     "launch",
     "pod_env",
     "pod_main",
+    "render_network_policy",
+    "render_objects",
     "render_pytorchjob",
     "to_custom",
     "to_launch_config",
@@ -153,6 +157,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from elastic_idl._backend.networkpolicy import render_network_policy, render_objects
     from elastic_idl._backend.operator import pod_env
     from elastic_idl._backend.pytorchjob import JobOptions, render_pytorchjob
     from elastic_idl._errors import (

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from elastic_idl._errors import (
     ElasticIdlError,
     EncodeError,
     RenderError,
+    SkewWarning,
     ValidationError,
     Violation,
 )
@@ -42,22 +44,28 @@ __all__ = [
     "CASE_FILE",
     "CONTRACT_VERSION",
     "DEFAULT_RENDER",
+    "FORWARD_EXPECTED",
+    "FORWARD_INPUT",
     "INPUT_FILE",
     "KINDS",
     "MAX_REQUEST_BYTES",
     "OUTPUTS",
     "OUTPUT_FILES",
     "Case",
+    "ForwardVector",
     "error_of",
     "evaluate",
     "flytekit_sdk_output",
+    "forward_outputs",
     "load_case",
     "load_cases",
+    "load_forward_vectors",
     "main",
     "outputs_of_task",
     "read_expected",
     "request_for",
     "respond",
+    "skew_fields",
     "violation_list",
     "write_expected",
 ]
@@ -83,6 +91,7 @@ OUTPUT_FILES: dict[str, str] = {
     "launch_spec": "launch_spec.json",
     "pytorchjob": "pytorchjob.yaml",
     "pod_env": "pod_env.json",
+    "skew": "skew.json",
     "error": "error.json",
 }
 #: Outputs a conformance implementation may produce, in a stable order.
@@ -300,12 +309,15 @@ def outputs_of_task(
     out["violations"] = violation_list(violations(task))
 
     job: dict[str, Any] | None
-    try:
-        job = render_pytorchjob(backend_input, options, task_type_version=task_type_version)
-        out["pytorchjob"] = job
-    except ElasticIdlError as exc:
-        job = None
-        out["pytorchjob"] = {"error": error_of(exc)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SkewWarning)
+        try:
+            job = render_pytorchjob(backend_input, options, task_type_version=task_type_version)
+            out["pytorchjob"] = job
+        except ElasticIdlError as exc:
+            job = None
+            out["pytorchjob"] = {"error": error_of(exc)}
+    out["skew"] = skew_fields(caught) if job is not None else []
 
     pod_envs: dict[str, dict[str, str]] = {}
     if job is not None:
@@ -321,6 +333,11 @@ def outputs_of_task(
             launch[label] = {"error": error_of(exc)}
     out["launch_spec"] = launch
     return out
+
+
+def skew_fields(caught: Sequence[warnings.WarningMessage]) -> list[str]:
+    """The field paths the recorded SkewWarnings name, in order (the ``skew`` output)."""
+    return [field for w in caught if isinstance(w.message, SkewWarning) for field in w.message.fields]
 
 
 def request_for(case: Case, *, input_format: str = "textproto", data: str | None = None) -> dict[str, Any]:
@@ -381,6 +398,72 @@ def respond(request: Mapping[str, Any]) -> dict[str, Any]:
         "outputs": list(OUTPUTS),
         "results": results,
     }
+
+
+# --------------------------------------------------------------------------- forward-compatibility vectors
+
+#: Files of a forward-compatibility vector folder (contract/forward/<name>/): input by hand, expectations by
+#: scripts/regen_contract.py.
+FORWARD_INPUT = "vector.yaml"
+FORWARD_EXPECTED = "expected.json"
+_FORWARD_KEYS = {"description", "task_type_version", "format", "input"}
+
+
+@dataclass(frozen=True)
+class ForwardVector:
+    """A newer SDK's task (contract/README.md, "Forward compatibility"): its input and where it lives."""
+
+    name: str
+    path: Path
+    description: str
+    task_type_version: int
+    format: str
+    input: str
+
+
+def load_forward_vectors(forward_dir: Path) -> list[ForwardVector]:
+    """Every vector under ``forward_dir`` (contract/forward), sorted by name; CaseError when malformed."""
+    out = []
+    for path in sorted(p for p in forward_dir.iterdir() if p.is_dir()):
+        meta = yaml.safe_load((path / FORWARD_INPUT).read_text(encoding="utf-8"))
+        if not isinstance(meta, dict) or set(meta) != _FORWARD_KEYS or meta["format"] not in ("json", "binary_hex"):
+            raise CaseError(
+                f"{path.name}: {FORWARD_INPUT} needs exactly {sorted(_FORWARD_KEYS)}, format json|binary_hex"
+            )
+        out.append(
+            ForwardVector(
+                path.name, path, str(meta["description"]), int(meta["task_type_version"]), meta["format"], meta["input"]
+            )
+        )
+    return out
+
+
+def forward_outputs(vector: ForwardVector) -> dict[str, Any]:
+    """What the reference does with a newer SDK's task, as ``expected.json`` pins it.
+
+    ``tolerant``: the forward-compatible decode (``decode(strict=False)``; for JSON the same as
+    ``from_custom``): ``unknown``, the field paths its SkewWarnings name, in order; ``custom`` and
+    ``binary_hex`` of the task it keeps; or ``error``. ``strict``: the strict decode's answer, the
+    same shape (binary unknown fields are kept there too, so ``unknown`` lists them as found).
+    """
+    from elastic_idl._task.codec import unknown_fields
+
+    data: Any = bytes.fromhex(vector.input) if vector.format == "binary_hex" else vector.input
+    fmt: Any = "binary" if vector.format == "binary_hex" else vector.format
+    out: dict[str, Any] = {}
+    for label, strict in (("tolerant", False), ("strict", True)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SkewWarning)
+            try:
+                task = decode(data, format=fmt, task_type_version=vector.task_type_version, strict=strict)
+            except ElasticIdlError as exc:
+                out[label] = {"error": error_of(exc)}
+                continue
+        unknown = skew_fields(caught) if not strict else unknown_fields(task)
+        binary = encode(task, "binary")
+        assert isinstance(binary, bytes)
+        out[label] = {"unknown": unknown, "custom": to_custom(task), "binary_hex": binary.hex()}
+    return out
 
 
 # --------------------------------------------------------------------------- flytekit cases

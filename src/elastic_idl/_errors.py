@@ -295,7 +295,19 @@ class SkewError(ElasticIdlError, ValueError):
 
 
 class SkewWarning(UserWarning):
-    """Extension fields were dropped to emit the upstream-only form (allow_loss=True)."""
+    """Something the task holds was not used, and is named: what an older or newer reader loses.
+
+    Emitted when extension fields are dropped for an upstream reader (``allow_loss=True``), when a
+    tolerant decode meets fields this version does not know (a newer SDK's task), and when the
+    renderer drops a task resource the API server would refuse (``STORAGE``).
+
+    Attributes:
+        fields: The field paths concerned (may be empty for a warning built by hand).
+    """
+
+    def __init__(self, message: str, fields: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.fields = tuple(fields)
 
 
 class EncodeError(ElasticIdlError, ValueError):

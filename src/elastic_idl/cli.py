@@ -85,20 +85,33 @@ def _add_input(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task-type-version", type=int, default=1, choices=(0, 1), help="task shape (default 1)")
 
 
-def _read(args: argparse.Namespace) -> Task:
+def _read(args: argparse.Namespace, *, strict: bool = True) -> Task:
     # --format, else the file's extension, else detected; at most MAX_TASK_BYTES are read.
     data = read_task_file(args.file)
     fmt = args.format or (None if args.file == "-" else format_of_path(args.file))
-    return decode(data, format=fmt, task_type_version=args.task_type_version)
+    return decode(data, format=fmt, task_type_version=args.task_type_version, strict=strict)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    import warnings
+
+    from elastic_idl._errors import SkewWarning
+    from elastic_idl._task.codec import UNKNOWN_FIELD, unknown_fields
     from elastic_idl._task.validate import violations
 
-    found = violations(_read(args))
+    # Without --strict, as the backend reads a newer SDK's task: unknown fields are named and ignored.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SkewWarning)
+        task = _read(args, strict=args.strict)
+    skew = [str(w.message) for w in caught if issubclass(w.category, SkewWarning)]
+    if args.strict:  # the strict decode refused unknown keys; binary unknown fields are kept, so name them here
+        skew = [f"{path}: {UNKNOWN_FIELD}" for path in unknown_fields(task)]
+    for line in skew:
+        print(f"{'error' if args.strict else 'warning'}: {line}", file=sys.stderr)
+    found = violations(task)
     for line in violation_lines(found):
         print(line, file=sys.stderr)
-    if found:
+    if found or (args.strict and skew):
         return EXIT_INVALID
     _out("valid\n")
     return EXIT_OK
@@ -166,12 +179,18 @@ def _warn(message: str) -> None:
 def _render(args: argparse.Namespace, entrypoint: list[str]) -> dict[str, Any]:
     from elastic_idl._backend.pytorchjob import JobOptions, render_pytorchjob
 
-    options = JobOptions(name=args.name, image=args.image, namespace=args.namespace, entrypoint=entrypoint)
+    options = JobOptions(
+        name=args.name, image=args.image, namespace=args.namespace, entrypoint=entrypoint, mode=args.mode
+    )
     return render_pytorchjob(_read(args), options, task_type_version=args.task_type_version)
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    _out(yaml.safe_dump(_render(args, list(args.tail)), sort_keys=False))
+    from elastic_idl._backend.networkpolicy import render_network_policy
+
+    job = _render(args, list(args.tail))
+    docs = [job, render_network_policy(job)] if args.network_policy else [job]
+    _out(yaml.safe_dump_all(docs, sort_keys=False))
     return EXIT_OK
 
 
@@ -301,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
         "validate", help="exit 0 when FILE is valid; else one line per violation on stderr", epilog=_EPILOG
     )
     _add_input(p)
+    p.add_argument(
+        "--strict", action="store_true", help="refuse fields this version does not know (default: warn and ignore)"
+    )
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("convert", help="rewrite FILE in another format", epilog=_EPILOG)
@@ -329,6 +351,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--name", required=True, help="job name (DNS-1035)")
         p.add_argument("--image", required=True, help="container image")
         p.add_argument("--namespace", default="default", help="namespace (default: default)")
+        p.add_argument("--mode", choices=("strict", "upstream"), default="strict", help="render mode (default: strict)")
+        if name == "render":
+            p.add_argument(
+                "--network-policy",
+                action="store_true",
+                help="also print a NetworkPolicy admitting only the job's own pods (a second YAML document)",
+            )
         if name == "env":
             p.add_argument("--replica", type=int, default=0, help="replica index (default 0)")
             p.add_argument("--replica-type", default="Worker", choices=("Worker", "Master"), help="replica type")

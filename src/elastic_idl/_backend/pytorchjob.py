@@ -15,21 +15,30 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, overload
 
 from google.protobuf.message import Message
 
-from elastic_idl._errors import RenderError, brief, deprecated, reject_unknown_keywords
+from elastic_idl._errors import (
+    RenderError,
+    SkewWarning,
+    ValidationError,
+    Violation,
+    brief,
+    deprecated,
+    reject_unknown_keywords,
+)
 from elastic_idl._launch.spec import entrypoint_problem
-from elastic_idl._task.codec import lone_surrogate
+from elastic_idl._task.codec import from_custom, lone_surrogate
 from elastic_idl._task.encoding import to_custom
 from elastic_idl._task.enums import CLEAN_POD_POLICY, K8S_RESOURCE, NPROC_POLICY, RESTART_POLICY
 from elastic_idl._task.messages import TASK_CLASSES, Resources, task_class
 from elastic_idl._task.names import ENV, OPERATOR_ENV, TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._task.resources import quantity_problems
-from elastic_idl._task.validate import validate
+from elastic_idl._task.validate import check
 from elastic_idl._task.view import ElasticValues, Replica, TaskView, message_of, of, rdzv_configs, values_of
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 
@@ -37,15 +46,21 @@ __all__ = [
     "CONTAINER_NAME",
     "DEFAULT_NPROC",
     "DEFAULT_PORT",
+    "ELASTIC_WORKER_RESTART_POLICIES",
     "MASTER",
     "POD_ENTRYPOINT",
     "PORT_NAME",
+    "RENDER_MODES",
     "RESERVED_ENV",
+    "STRICT",
+    "UPSTREAM",
+    "UPSTREAM_TOLERATED_RULES",
     "WORKER",
     "JobOptions",
     "K",
     "render_pytorchjob",
     "replica_name",
+    "tolerated_in_upstream_mode",
 ]
 
 
@@ -77,7 +92,7 @@ class K:
     KEY = "key"
     VALUE = "value"
     STANDALONE = "standalone"  # read only to refuse it: never rendered
-    DEPRECATED_NPROC = "nProcPerNode"  # read only (foreign jobs): never rendered
+    DEPRECATED_NPROC = "nProcPerNode"  # rendered in the upstream mode only (see _job_spec)
     # spec.runPolicy
     CLEAN_POD_POLICY = "cleanPodPolicy"
     TTL_SECONDS = "ttlSecondsAfterFinished"
@@ -114,10 +129,40 @@ DEFAULT_PORT = 23456
 #: What the operator defaults an absent spec.nprocPerNode to.
 DEFAULT_NPROC = "auto"
 
+#: Render modes (``JobOptions.mode``). ``strict``: what this project renders by its own rules (the default).
+#: ``upstream``: Flyte 1.x's pytorch plugin where its behaviour is defensible (README, "Rendering the
+#: PyTorchJob", the table of differences): a Master without replicas is 1, a non-elastic task without
+#: workers is a Master-only job, an elastic worker count other than 0 or max_replicas is kept, the
+#: process count goes to ``elasticPolicy.nProcPerNode`` (and then never to ``spec.nprocPerNode``: the
+#: operator's webhook refuses both), an empty ``rdzvBackend`` stays "". Extension fields render in both.
+STRICT = "strict"
+UPSTREAM = "upstream"
+RENDER_MODES: tuple[str, ...] = (STRICT, UPSTREAM)
+
+#: Rules whose violations the upstream mode renders anyway, because Flyte 1.x's plugin renders such a
+#: task and the operator accepts the job: ``replicas.master_count`` only for a Master of 0 replicas (read
+#: as 1) or of an elastic task (whose Master is not rendered); a count above 1 stays an error (the
+#: webhook requires 1). Validation itself (``ei.validate``, ``elastic-idl validate``) still reports them.
+UPSTREAM_TOLERATED_RULES: frozenset[str] = frozenset(
+    {"replicas.workers_required", "replicas.worker_matches_max", "replicas.master_count"}
+)
+
 #: Container command that runs the pod entrypoint (``python -m elastic_idl.pod``).
 POD_ENTRYPOINT: tuple[str, ...] = ("python", "-m", "elastic_idl.pod")
 
 #: task message class -> its task_type_version.
+
+
+#: What an elastic task's Worker gets when its restart policy is the enum's zero value (NEVER, which
+#: the wire cannot tell from unset). The operator (v1.9) recreates a pod that exits >= 128 (killed by
+#: a signal, OOM-killed, deleted, or the pod entrypoint's 200: its rendezvous store host is gone) and
+#: fails the job on any other non-zero exit. Under Never any pod loss, even a drain, fails the job;
+#: under OnFailure a deterministic error restarts forever unless backoffLimit is set. The figures:
+#: bench/README.md, "Chaos".
+ELASTIC_WORKER_RESTART_POLICY = "ExitCode"
+#: What ``JobOptions.elastic_worker_restart_policy`` may be: ExitCode (the default, above) or Never
+#: (upstream's zero value, for whoever wants a pod loss to end the job).
+ELASTIC_WORKER_RESTART_POLICIES: tuple[str, ...] = (ELASTIC_WORKER_RESTART_POLICY, "Never")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,6 +189,12 @@ class JobOptions:
         labels: Labels of the job and of every pod template.
         annotations: Annotations of the job and of every pod template.
         env: Extra container env (names the operator or renderer sets are refused).
+        mode: ``"strict"`` (default) or ``"upstream"``: see :data:`STRICT`, :data:`UPSTREAM`.
+        elastic_worker_restart_policy: What an elastic task's Worker gets when the task leaves its
+            restart policy at the enum's zero value: ``"ExitCode"`` (default, in every mode) or
+            ``"Never"`` (upstream's).
+        network_policy: Also render a NetworkPolicy beside the job (:func:`render_objects`,
+            ``elastic-idl render --network-policy``); :func:`render_pytorchjob` ignores it.
     """
 
     name: str
@@ -157,6 +208,9 @@ class JobOptions:
     labels: Mapping[str, str] | None = None
     annotations: Mapping[str, str] | None = None
     env: Mapping[str, str] | None = None
+    mode: str = STRICT
+    elastic_worker_restart_policy: str = ELASTIC_WORKER_RESTART_POLICY
+    network_policy: bool = False
 
 
 reject_unknown_keywords(JobOptions)
@@ -185,13 +239,6 @@ RESERVED_ENV = frozenset(
     }
 )
 
-#: What an elastic task's Worker gets when its restart policy is the enum's zero value (NEVER, which
-#: the wire cannot tell from unset). The operator (v1.9) recreates a pod that exits >= 128 (killed by
-#: a signal, OOM-killed, deleted, or the pod entrypoint's 200: its rendezvous store host is gone) and
-#: fails the job on any other non-zero exit. Under Never any pod loss, even a drain, fails the job;
-#: under OnFailure a deterministic error restarts forever unless backoffLimit is set. The figures:
-#: bench/README.md, "Chaos".
-ELASTIC_WORKER_RESTART_POLICY = "ExitCode"
 
 #: Kubernetes name limits. The operator names pods and their (headless) Services
 #: ``<job>-<type>-<index>``; a Service name is a DNS-1035 label, so that must fit too.
@@ -379,13 +426,34 @@ def _k8s_resources(field: str, res: Mapping[str, Any] | None) -> dict[str, dict[
     return out
 
 
-def _replica_resources(res: Resources) -> dict[str, dict[str, str]]:
+def _replica_resources(res: Resources, path: str) -> dict[str, dict[str, str]]:
+    """A replica's task resources as Kubernetes resources; STORAGE is dropped with a SkewWarning.
+
+    ``storage`` is no container resource: the API server refuses a pod that names it (the job is
+    accepted and its pods are never created). Upstream's plugin drops it too.
+    """
     out: dict[str, dict[str, str]] = {}
     for kind in (K.REQUESTS, K.LIMITS):
-        entries = {K8S_RESOURCE.text[e.name]: e.value for e in getattr(res, kind)}
+        entries: dict[str, str] = {}
+        for i, e in enumerate(getattr(res, kind)):
+            if e.name == Resources.STORAGE:
+                _warn_skew(f"{path}.{kind}[{i}]", STORAGE_DROPPED)
+                continue
+            entries[K8S_RESOURCE.text[e.name]] = e.value
         if entries:
             out[kind] = dict(sorted(entries.items()))
     return out
+
+
+#: Why a task resource STORAGE is not rendered (the SkewWarning's text after the field).
+STORAGE_DROPPED = (
+    "STORAGE is not a container resource (the API server refuses a pod that requests it); "
+    "dropped, as upstream's plugin drops it"
+)
+
+
+def _warn_skew(field: str, reason: str) -> None:
+    warnings.warn(SkewWarning(f"{field}: {reason}", fields=(field,)), stacklevel=4)
 
 
 # --------------------------------------------------------------------------- render
@@ -408,8 +476,9 @@ def _task_for_render(task: Any, task_type_version: int | None) -> TaskView:
                 "task_type_version",
                 "a TaskTemplate.custom dict needs the template's task_type_version (0 legacy, 1 kubeflow)",
             )
-        # The backend's input: TaskTemplate.custom; DecodeError names the field.
-        return of(task, task_type_version=task_type_version)
+        # The backend's input: TaskTemplate.custom; DecodeError names the field. Forward compatible:
+        # a newer SDK's field is left out with a SkewWarning naming it (from_custom).
+        return of(from_custom(task, task_type_version=task_type_version))
     if isinstance(task, (bytes, bytearray, memoryview, str)):
         raise RenderError(
             "task", "expected a task message, a TaskView or a custom dict; decode with ei.view(data) first"
@@ -431,9 +500,50 @@ def _task_for_render(task: Any, task_type_version: int | None) -> TaskView:
     )
 
 
-def _replica_counts(t: TaskView) -> dict[str, int]:
-    """Pods per replica type: Workers only for an elastic task, else one Master and the Workers."""
+def tolerated_in_upstream_mode(v: Violation, t: TaskView) -> bool:
+    """Whether the upstream render mode renders task ``t`` despite violation ``v`` (:data:`UPSTREAM_TOLERATED_RULES`)."""
+    if v.rule not in UPSTREAM_TOLERATED_RULES:
+        return False
+    if v.rule == "replicas.master_count":
+        return t.elastic is not None or (t.master is not None and t.master.replicas == 0)
+    return True
+
+
+def _check_rules(t: TaskView, mode: str) -> None:
+    """ValidationError listing every violation, less those the upstream mode renders anyway."""
+    found: Sequence[Violation] = t.rule_violations(check)
+    if found and mode == UPSTREAM:
+        found = [v for v in found if not tolerated_in_upstream_mode(v, t)]
+    if found:
+        raise ValidationError(list(found))
+
+
+def _check_mode(options: JobOptions) -> tuple[str, str]:
+    """The checked ``mode`` and ``elastic_worker_restart_policy`` options."""
+    if options.mode not in RENDER_MODES:
+        raise RenderError("mode", f"{options.mode!r} is not one of {', '.join(RENDER_MODES)}")
+    policy = options.elastic_worker_restart_policy
+    if policy not in ELASTIC_WORKER_RESTART_POLICIES:
+        raise RenderError(
+            "elastic_worker_restart_policy", f"{policy!r} is not one of {', '.join(ELASTIC_WORKER_RESTART_POLICIES)}"
+        )
+    if not isinstance(options.network_policy, bool):
+        raise RenderError("network_policy", f"expected true or false, got {options.network_policy!r}")
+    return options.mode, policy
+
+
+def _replica_counts(t: TaskView, mode: str = STRICT) -> dict[str, int]:
+    """Pods per replica type: Workers only for an elastic task, else one Master and the Workers.
+
+    The upstream mode keeps an elastic task's worker count when it is set (strict: max_replicas),
+    and renders a non-elastic task without workers as a Master-only job.
+    """
     workers = t.worker_count()
+    if mode == UPSTREAM:
+        if t.elastic is not None and t.worker.replicas > 0:
+            workers = t.worker.replicas
+        elif t.elastic is None and workers == 0:
+            return {MASTER: 1}
     if workers <= 0:
         # Upstream: "number of workers must be greater than 0"; the webhook agrees.
         raise RenderError(t.worker.replicas_path, f"a non-elastic job needs at least 1 worker, got {workers}")
@@ -499,12 +609,15 @@ def _nproc(e: ElasticValues) -> str:
     return NPROC_POLICY.text.get(e.nproc_policy) or str(e.nproc_per_node)
 
 
-def _elastic_policy(e: ElasticValues) -> dict[str, Any]:
+def _elastic_policy(e: ElasticValues, mode: str) -> dict[str, Any]:
     policy: dict[str, Any] = {
         K.MIN_REPLICAS: int(e.min_replicas),
         K.MAX_REPLICAS: int(e.max_replicas),
-        K.RDZV_BACKEND: e.effective_backend(),
+        # Upstream copies the backend as written: "" stays "" (the operator then injects PET_RDZV_BACKEND="").
+        K.RDZV_BACKEND: e.rdzv_backend if mode == UPSTREAM else e.effective_backend(),
     }
+    if mode == UPSTREAM and not e.nproc_policy:
+        policy[K.DEPRECATED_NPROC] = int(e.nproc_per_node)
     if e.rdzv_host:
         policy[K.RDZV_HOST] = e.rdzv_host
     if e.rdzv_port:
@@ -536,7 +649,13 @@ def _run_policy(t: TaskView) -> dict[str, Any]:
 
 
 def _replica_spec(
-    c: _Container, replicas: int, replica: Replica | None, *, elastic_worker: bool = False, last: bool = False
+    c: _Container,
+    replicas: int,
+    replica: Replica | None,
+    *,
+    elastic_worker: bool = False,
+    last: bool = False,
+    elastic_restart: str = ELASTIC_WORKER_RESTART_POLICY,
 ) -> dict[str, Any]:
     """One entry of ``spec.pytorchReplicaSpecs``: the container, with the replica's own settings.
 
@@ -548,7 +667,7 @@ def _replica_spec(
     resources = c.resources
     if replica is not None and replica.resources is not None:
         # Upstream: the replica's resources replace the task's for this replica.
-        resources = _replica_resources(replica.resources)
+        resources = _replica_resources(replica.resources, f"{replica.spec_path}.resources")
     container: dict[str, Any] = {
         K.NAME: CONTAINER_NAME,
         K.IMAGE: own_image or c.image,
@@ -569,7 +688,7 @@ def _replica_spec(
     restart = replica.restart_policy if replica is not None else common_pb2.RESTART_POLICY_NEVER
     policy = RESTART_POLICY.text[restart]
     if elastic_worker and restart == common_pb2.RESTART_POLICY_NEVER:
-        policy = ELASTIC_WORKER_RESTART_POLICY
+        policy = elastic_restart
     return {
         K.REPLICAS: replicas,
         K.RESTART_POLICY: policy,
@@ -587,19 +706,31 @@ def _metadata(c: _Container) -> dict[str, Any]:
     return out
 
 
-def _job_spec(t: TaskView, c: _Container, counts: Mapping[str, int]) -> dict[str, Any]:
+def _job_spec(
+    t: TaskView,
+    c: _Container,
+    counts: Mapping[str, int],
+    mode: str = STRICT,
+    restart: str = ELASTIC_WORKER_RESTART_POLICY,
+) -> dict[str, Any]:
     """``spec``: the elastic policy (elastic task) or a Master, the Workers, the run policy."""
     spec: dict[str, Any] = {}
     replica_specs: dict[str, Any] = {}
     values = values_of(t)
     if values is not None:
-        spec[K.ELASTIC_POLICY] = _elastic_policy(values)
-        spec[K.NPROC_PER_NODE] = _nproc(values)
+        spec[K.ELASTIC_POLICY] = _elastic_policy(values, mode)
+        if mode == STRICT or values.nproc_policy:
+            # The upstream mode writes a number into elasticPolicy.nProcPerNode instead; auto/cpu/gpu
+            # (our extension) only fit here. Never both: the operator's webhook refuses that.
+            spec[K.NPROC_PER_NODE] = _nproc(values)
     else:
-        replica_specs[MASTER] = _replica_spec(c, counts[MASTER], t.master)
-    # The legacy shape has no per-replica settings (Replica with spec_path "").
-    worker = t.worker if t.worker.spec_path else None
-    replica_specs[WORKER] = _replica_spec(c, counts[WORKER], worker, elastic_worker=t.elastic is not None, last=True)
+        replica_specs[MASTER] = _replica_spec(c, counts[MASTER], t.master, last=WORKER not in counts)
+    if WORKER in counts:
+        # The legacy shape has no per-replica settings (Replica with spec_path "").
+        worker = t.worker if t.worker.spec_path else None
+        replica_specs[WORKER] = _replica_spec(
+            c, counts[WORKER], worker, elastic_worker=t.elastic is not None, last=True, elastic_restart=restart
+        )
     spec[K.REPLICA_SPECS] = replica_specs
     spec[K.RUN_POLICY] = _run_policy(t)
     return spec
@@ -713,11 +844,12 @@ def render_pytorchjob(
             "render_pytorchjob(task, JobOptions(name=..., image=..., ...), task_type_version=...)",
         )
     opts = _options_of(options, legacy)
+    mode, restart = _check_mode(opts)
     t = _task_for_render(task, task_type_version)
-    validate(t)
+    _check_rules(t, mode)
     _check_option_text(opts)
-    counts = _replica_counts(t)
+    counts = _replica_counts(t, mode)
     _check_name(opts.name, counts)
     _check_namespace(opts.namespace)
     c = _container(t, to_custom(t), opts)
-    return _job(opts, c, _job_spec(t, c, counts))
+    return _job(opts, c, _job_spec(t, c, counts, mode, restart))

@@ -17,7 +17,8 @@ import re
 import select
 import stat
 import time
-from collections.abc import Mapping
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO, Literal, NamedTuple
 
 import yaml
@@ -25,8 +26,9 @@ from google.protobuf import json_format, text_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import Message
+from google.protobuf.unknown_fields import UnknownFieldSet as _UnknownFieldSet
 
-from elastic_idl._errors import DecodeError, brief, did_you_mean
+from elastic_idl._errors import DecodeError, SkewWarning, brief, did_you_mean
 from elastic_idl._task.messages import TASK_CLASSES, Task, task_class
 from elastic_idl._task.names import INT32, STANDALONE_TASK_TYPE, TASK_TYPE, TASK_TYPE_VERSION
 
@@ -871,8 +873,15 @@ def decode(
     *,
     format: Format | None = None,
     task_type_version: int = 1,
+    strict: bool = True,
 ) -> Task:
     """Decode a serialized task of the shape ``task_type_version`` names.
+
+    Strict by default: a JSON/YAML key or enum name this version does not know is a DecodeError.
+    Binary unknown field numbers are kept either way (protobuf's rule; re-encoding keeps their
+    bytes). ``strict=False`` is the forward-compatible decode of a newer SDK's task: unknown keys
+    and enum names are left out, and every unknown field (binary ones included) is named by a
+    :class:`SkewWarning`. Textproto is always strict.
 
     Args:
         data: The serialized task: ``bytes`` (any format; also ``bytearray`` and
@@ -882,6 +891,7 @@ def decode(
             not text, else JSON, YAML or textproto, whichever reads it (when none
             does, the error of the one the text resembles, with its position).
         task_type_version: 0 for the legacy shape, 1 (default) for the kubeflow shape.
+        strict: False for the forward-compatible decode (above).
 
     Raises:
         DecodeError: The data is not a valid encoding of that message; names the
@@ -889,6 +899,8 @@ def decode(
         UnsupportedVersionError: task_type_version is not 0 or 1.
         TypeError: ``data`` is neither bytes, str nor a mapping.
     """
+    if not strict:
+        return _decode_tolerant(data, format, task_type_version)
     if type(data) is bytes and format == "binary":  # the hot path (a TaskTemplate's bytes): same checks, in order
         if len(data) > MAX_TASK_BYTES:
             raise _too_large()
@@ -896,7 +908,7 @@ def decode(
     if isinstance(data, Mapping):
         if format is not None:
             raise TypeError("decode(): a mapping is the custom dict, already parsed; leave out format")
-        return from_custom(data, task_type_version=task_type_version)
+        return from_custom(data, task_type_version=task_type_version, strict=True)
     data = _serialized(data, "decode()")
     task_class(task_type_version)
     if format is not None and format not in FORMATS:
@@ -910,6 +922,27 @@ def decode(
         return _decode_textproto(text, task_type_version)
     obj = _load_json(text) if format == "json" else load_yaml(text)
     return _from_mapping(obj, task_type_version, format)
+
+
+def _decode_tolerant(data: Any, format: Format | None, task_type_version: int) -> Task:
+    """decode(strict=False): the strict decode's checks, less unknown keys and enum names; each unknown named."""
+    if isinstance(data, Mapping):
+        if format is not None:
+            raise TypeError("decode(): a mapping is the custom dict, already parsed; leave out format")
+        return from_custom(data, task_type_version=task_type_version)
+    if format in ("json", "yaml"):
+        data = _serialized(data, "decode()")
+        task_class(task_type_version)
+        text = _as_text(data, format)
+        obj = _load_json(text) if format == "json" else load_yaml(text)
+        unknown: list[str] = []
+        task = _from_mapping(obj, task_type_version, format, unknown)
+        _other_shape(unknown, task_type_version)
+        warn_unknown(unknown)
+        return task
+    task = decode(data, format=format, task_type_version=task_type_version)
+    warn_unknown(unknown_fields(task))
+    return task
 
 
 class CustomTemplate(NamedTuple):
@@ -930,6 +963,8 @@ def from_custom(
     custom: Mapping[str, Any] | CustomTemplate | None,
     task_type: str | None = None,
     task_type_version: int | None = None,
+    *,
+    strict: bool = False,
 ) -> Task:
     """The task from a ``TaskTemplate``'s custom dict, task type and version, as flytekit or we emit it.
 
@@ -939,10 +974,16 @@ def from_custom(
     ``Elastic.from_task`` on the result. Accepts camelCase and snake_case keys, and
     integral floats for integers (a protobuf Struct stores every number as a double).
 
+    Forward compatible, as the backend's entry point must be: a key this version does not know
+    (a newer SDK's field) or an enum value name it does not know is left out, and each is named
+    by a :class:`SkewWarning` (``warning.fields``: its path, e.g. ``elastic_config.futureKnob``).
+    ``strict=True`` refuses them instead (a DecodeError, as :func:`decode` does).
+
     Args:
         custom: ``TaskTemplate.custom``, or a whole :class:`CustomTemplate` (then give nothing else).
         task_type: The template's task type; None means ``"pytorch"``.
         task_type_version: 0 (legacy shape) or 1 (kubeflow shape); None means 1.
+        strict: Refuse unknown keys and enum names instead of warning.
 
     Raises:
         DecodeError: The custom dict is not a task (names the field), or the template is a
@@ -970,20 +1011,79 @@ def from_custom(
         )
     if custom is None:
         raise DecodeError("", "a pytorch task template needs a custom dict, got None", format="custom")
-    return _from_mapping(custom, task_type_version, "custom")
+    if strict:
+        return _from_mapping(custom, task_type_version, "custom")
+    unknown: list[str] = []
+    task = _from_mapping(custom, task_type_version, "custom", unknown)
+    _other_shape(unknown, task_type_version)
+    warn_unknown(unknown)
+    return task
+
+
+def _other_shape(unknown: Sequence[str], task_type_version: int) -> None:
+    """A top-level key of the other task shape is the flyteplugins#359 skew, never a newer field: refused."""
+    for path in unknown:
+        for version, cls in TASK_CLASSES.items():
+            if version != task_type_version and "." not in path and _field_by_key(cls.DESCRIPTOR, path):
+                raise DecodeError(
+                    path,
+                    f"a field of the task_type_version {version} shape, but the template says {task_type_version}: "
+                    "the backend would drop it (flyteplugins#359)",
+                    format="custom",
+                )
+
+
+#: Why a field a tolerant decode meets is left out (the SkewWarning's text after the field).
+UNKNOWN_FIELD = "not a field (or enum value) this version knows, from a newer schema?; ignored"
+
+
+def warn_unknown(paths: Sequence[str]) -> None:
+    """One :class:`SkewWarning` per field path a tolerant decode left out."""
+    for path in paths:
+        warnings.warn(SkewWarning(f"{path}: {UNKNOWN_FIELD}", fields=(path,)), stacklevel=3)
+
+
+def unknown_fields(msg: Message) -> list[str]:
+    """The unknown fields a parsed message keeps, at any depth, as paths: ``elastic_config.99``.
+
+    A field number stands for the name this version does not know. Repeated and nested messages
+    are walked (``rdzv_options[0].7``). The bytes stay in the message (re-serializing keeps them).
+    """
+    out: list[str] = []
+    _walk_unknown(msg, "", out)
+    return out
+
+
+def _walk_unknown(msg: Message, path: str, out: list[str]) -> None:
+    seen: set[int] = set()
+    fields = _UnknownFieldSet(msg)
+    for i in range(len(fields)):
+        field = fields[i]
+        if field.field_number not in seen:
+            seen.add(field.field_number)
+            out.append(f"{path}.{field.field_number}" if path else str(field.field_number))
+    for f, value in msg.ListFields():
+        if f.type != FieldDescriptor.TYPE_MESSAGE:
+            continue
+        fpath = f"{path}.{f.name}" if path else f.name
+        if is_repeated(f):
+            for i, item in enumerate(value):
+                _walk_unknown(item, f"{fpath}[{i}]", out)
+        else:
+            _walk_unknown(value, fpath, out)
 
 
 def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _from_mapping(obj: Any, task_type_version: int, fmt: str) -> Task:
+def _from_mapping(obj: Any, task_type_version: int, fmt: str, unknown: list[str] | None = None) -> Task:
     cls = task_class(task_type_version)
     if obj is None and fmt == "yaml":
         obj = {}  # an empty YAML document (an empty file): the empty task
     if not isinstance(obj, Mapping):
         raise DecodeError("", f"expected an object of task fields at the top level, got {_kind(obj)}", format=fmt)
-    normalised = _check_mapping(obj, cls.DESCRIPTOR, "", fmt)
+    normalised = _check_mapping(obj, cls.DESCRIPTOR, "", fmt, unknown)
     msg = cls()
     try:
         json_format.ParseDict(normalised, msg, ignore_unknown_fields=False)
@@ -1023,11 +1123,14 @@ def is_repeated(f: FieldDescriptor) -> bool:
     return bool(getattr(f, "label", None) == FieldDescriptor.LABEL_REPEATED)  # pragma: no cover - protobuf < 5.28
 
 
-def _check_mapping(obj: Mapping[Any, Any], desc: Descriptor, path: str, fmt: str) -> dict[str, Any]:
+def _check_mapping(
+    obj: Mapping[Any, Any], desc: Descriptor, path: str, fmt: str, unknown: list[str] | None = None
+) -> dict[str, Any]:
     """Walk a dict against a message descriptor, so errors name the exact field.
 
     Returns a copy in which integral doubles of integer and enum fields are ints
-    (a protobuf Struct stores every number as a double).
+    (a protobuf Struct stores every number as a double). With an ``unknown`` list (a
+    tolerant decode), an unknown key or enum name is appended there and left out.
     """
     out: dict[str, Any] = {}
     given: dict[str, str] = {}
@@ -1037,6 +1140,9 @@ def _check_mapping(obj: Mapping[Any, Any], desc: Descriptor, path: str, fmt: str
         f = _field_by_key(desc, key)
         if f is None:
             fpath = f"{path}.{key}" if path else key
+            if unknown is not None:
+                unknown.append(fpath)
+                continue
             known = sorted(x.json_name for x in desc.fields)
             hint = _other_shape_hint(desc, key) or did_you_mean(key, [*known, *(x.name for x in desc.fields)])
             raise DecodeError(fpath, f"unknown field of {desc.name} (known: {', '.join(known)}){hint}", format=fmt)
@@ -1049,9 +1155,12 @@ def _check_mapping(obj: Mapping[Any, Any], desc: Descriptor, path: str, fmt: str
         elif is_repeated(f):
             if not isinstance(value, list):
                 raise DecodeError(fpath, _not_a_list(f, value), format=fmt)
-            out[key] = [_check_value(f, item, f"{fpath}[{i}]", fmt) for i, item in enumerate(value)]
+            items = [_check_value(f, item, f"{fpath}[{i}]", fmt, unknown) for i, item in enumerate(value)]
+            out[key] = [item for item in items if item is not _SKIPPED]
         else:
-            out[key] = _check_value(f, value, fpath, fmt)
+            item = _check_value(f, value, fpath, fmt, unknown)
+            if item is not _SKIPPED:
+                out[key] = item
     return out
 
 
@@ -1084,6 +1193,10 @@ def _not_a_list(f: FieldDescriptor, value: Any) -> str:
     return shape
 
 
+#: What _check_value returns for an enum name a tolerant decode leaves out.
+_SKIPPED: Any = object()
+
+
 def _integer(value: Any, path: str, fmt: str, lo: int, hi: int) -> int:
     number: Any = value
     if isinstance(value, str):
@@ -1104,7 +1217,7 @@ def _integer(value: Any, path: str, fmt: str, lo: int, hi: int) -> int:
     return number
 
 
-def _check_value(f: FieldDescriptor, value: Any, path: str, fmt: str) -> Any:
+def _check_value(f: FieldDescriptor, value: Any, path: str, fmt: str, unknown: list[str] | None = None) -> Any:
     t = f.type
     if t == FieldDescriptor.TYPE_MESSAGE:
         mt = f.message_type
@@ -1124,7 +1237,7 @@ def _check_value(f: FieldDescriptor, value: Any, path: str, fmt: str) -> Any:
             return value
         if not isinstance(value, Mapping):
             raise DecodeError(path, f"expected an object ({mt.name}), got {type(value).__name__}", format=fmt)
-        return _check_mapping(value, mt, path, fmt)
+        return _check_mapping(value, mt, path, fmt, unknown)
     if t == FieldDescriptor.TYPE_ENUM:
         et = f.enum_type
         if et is None:  # pragma: no cover - every enum field has a type
@@ -1132,6 +1245,9 @@ def _check_value(f: FieldDescriptor, value: Any, path: str, fmt: str) -> Any:
         names = [v.name for v in et.values]
         if isinstance(value, str):
             if value not in names:
+                if unknown is not None:
+                    unknown.append(path)
+                    return _SKIPPED
                 raise DecodeError(
                     path, f"unknown {et.name} {brief(value)}; expected one of {', '.join(names)}", format=fmt
                 )

@@ -47,7 +47,7 @@ def _message_for(t: TaskView, upstream: bool, allow_loss: bool) -> Any:
         return pb
     if not allow_loss:
         raise SkewError(lost)
-    warnings.warn("dropped for upstream readers: " + ", ".join(lost), SkewWarning, stacklevel=3)
+    warnings.warn(SkewWarning("dropped for upstream readers: " + ", ".join(lost), fields=tuple(lost)), stacklevel=3)
     out: Any = t.to_message()
     for fd, _ in list(out.elastic_config.ListFields()):
         if fd.number >= EXTENSION_FIELD_MIN:
