@@ -19,7 +19,7 @@ const casesDir = "../../contract/cases"
 // contractCase is what this test reads of a contract vector (contract/README.md).
 type contractCase struct {
 	name    string
-	version int64
+	version int32
 	custom  []byte         // custom.json
 	render  map[string]any // case.yaml's render: over the defaults
 	job     []byte         // pytorchjob.yaml, as JSON
@@ -35,7 +35,7 @@ func loadCases(t *testing.T) []contractCase {
 	for _, d := range dirs {
 		dir := filepath.Join(casesDir, d.Name())
 		var meta struct {
-			TaskTypeVersion int64          `json:"task_type_version"`
+			TaskTypeVersion int32          `json:"task_type_version"`
 			Render          map[string]any `json:"render"`
 		}
 		readYAML(t, filepath.Join(dir, "case.yaml"), &meta)
@@ -118,7 +118,7 @@ func TestBuildEqualsPythonRenderer(t *testing.T) {
 				if err == nil {
 					t.Fatalf("Build rendered a job; the reference refuses it with %s", want.Error.Type)
 				}
-				if typ := elasticidl.ErrorOf(err)["type"]; typ != want.Error.Type {
+				if typ := errorType(err); typ != want.Error.Type {
 					t.Fatalf("Build: %v (%v); the reference: %s", err, typ, want.Error.Type)
 				}
 				refused++
@@ -181,4 +181,29 @@ func TestBuildInvalidTask(t *testing.T) {
 	if !errors.As(err, &verr) {
 		t.Fatalf("Build: %v; want a *elasticidl.ValidationError", err)
 	}
+}
+
+// errorType is the reference's name of the type of an error of package elasticidl
+// (found with errors.As, also wrapped), as the contract's error outputs name it.
+func errorType(err error) string {
+	var (
+		ve *elasticidl.ValidationError
+		re *elasticidl.RenderError
+		de *elasticidl.DecodeError
+		ue *elasticidl.UnsupportedVersionError
+		ee *elasticidl.EncodeError
+	)
+	switch {
+	case errors.As(err, &ve):
+		return "ValidationError"
+	case errors.As(err, &re):
+		return "RenderError"
+	case errors.As(err, &de):
+		return "DecodeError"
+	case errors.As(err, &ue):
+		return "UnsupportedVersionError"
+	case errors.As(err, &ee):
+		return "EncodeError"
+	}
+	return err.Error()
 }
