@@ -44,12 +44,13 @@ func ElasticPolicyOf(p *elasticidl.ElasticPolicy) *kubeflowv1.ElasticPolicy {
 		return nil
 	}
 	out := &kubeflowv1.ElasticPolicy{
-		MinReplicas: copyPtr(p.MinReplicas),
-		MaxReplicas: copyPtr(p.MaxReplicas),
-		RDZVPort:    copyPtr(p.RdzvPort),
-		RDZVHost:    copyPtr(p.RdzvHost),
-		RDZVID:      copyPtr(p.RdzvID),
-		MaxRestarts: copyPtr(p.MaxRestarts),
+		MinReplicas:  copyPtr(p.MinReplicas),
+		MaxReplicas:  copyPtr(p.MaxReplicas),
+		RDZVPort:     copyPtr(p.RdzvPort),
+		RDZVHost:     copyPtr(p.RdzvHost),
+		RDZVID:       copyPtr(p.RdzvID),
+		MaxRestarts:  copyPtr(p.MaxRestarts),
+		NProcPerNode: copyPtr(p.NProcPerNode),
 	}
 	if p.RdzvBackend != nil {
 		backend := kubeflowv1.RDZVBackend(*p.RdzvBackend)
