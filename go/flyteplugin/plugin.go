@@ -86,7 +86,7 @@ func (p Plugin) BuildResource(ctx context.Context, taskCtx pluginsCore.TaskExecu
 	if tmpl == nil {
 		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "nil task specification")
 	}
-	task, err := elasticidl.FromStruct(tmpl.GetCustom(), int64(tmpl.GetTaskTypeVersion()))
+	task, err := elasticidl.FromStruct(tmpl.GetCustom(), tmpl.GetTaskTypeVersion())
 	if err != nil {
 		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "invalid task custom: %v", err)
 	}
