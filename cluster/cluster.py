@@ -636,7 +636,12 @@ def up(c: Cluster) -> None:
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [str(opdir / "manifests" / "overlays" / "standalone"), "webhook-route.yaml", "coredns-rbac.yaml"],
+        # kustomize takes a base outside the folder only by a relative path.
+        "resources": [
+            os.path.relpath(opdir / "manifests" / "overlays" / "standalone", manifests),
+            "webhook-route.yaml",
+            "coredns-rbac.yaml",
+        ],
         "patches": [
             {
                 "patch": yaml.safe_dump(
