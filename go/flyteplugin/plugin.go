@@ -49,7 +49,10 @@ const TaskType = common.PytorchTaskType
 
 // Plugin is the k8s.Plugin. The zero value is the plugin that init registers.
 type Plugin struct {
-	// Options are kubeflow.Apply's options.
+	// Options are kubeflow.Apply's options, except that an unset Mode is
+	// elasticidl.ModeUpstream here: a propeller that swaps this plugin in for
+	// flyteplugins' keeps rendering every task it renders today (README, "For
+	// propeller"). Set elasticidl.ModeStrict to refuse what the strict rules refuse.
 	Options kubeflow.Options
 }
 
@@ -90,7 +93,11 @@ func (p Plugin) BuildResource(ctx context.Context, taskCtx pluginsCore.TaskExecu
 	if err != nil {
 		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "invalid task custom: %v", err)
 	}
-	fields, err := kubeflow.Fields(task, p.Options)
+	opts := p.Options
+	if opts.Mode == "" {
+		opts.Mode = elasticidl.ModeUpstream
+	}
+	fields, err := kubeflow.Fields(task, opts)
 	if err != nil {
 		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "invalid task custom: %v", err)
 	}

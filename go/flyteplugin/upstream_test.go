@@ -14,6 +14,7 @@ import (
 	stdErrors "github.com/flyteorg/flyte/flytestdlib/errors"
 
 	"github.com/elastic-idl/elastic-idl/go/elasticidl"
+	"github.com/elastic-idl/elastic-idl/go/kubeflow"
 )
 
 // upstreamCase is a TaskTemplate of flyteplugins v1.16.8's pytorch_test.go and
@@ -23,18 +24,31 @@ type upstreamCase struct {
 	lines   string // where its TaskTemplate is, in pytorch_test.go
 	version int32
 	custom  string
-	// differs lists the job-level fields on which we differ on purpose (README,
-	// "For propeller"); nil: every job-level field is equal.
+	// differs lists the job-level fields on which the strict mode differs on
+	// purpose (README, "For propeller"); nil: every job-level field is equal.
 	differs []string
-	// refusedRule is the rule our (strict) renderer refuses the task with, where
-	// flyteplugins renders it; the upstream-compatible mode (prop19) renders it.
+	// refusedRule is the rule the strict mode refuses the task with, where
+	// flyteplugins renders it; the upstream mode (the plugin's default) renders it.
 	refusedRule string
+	// refusedInEveryMode: the upstream mode refuses it too (refusedRule names why).
+	refusedInEveryMode bool
+}
+
+// upstreamModeDiffers is what the upstream mode (the plugin's default) still
+// differs in, on purpose, for a case: only the elastic Worker's restart policy
+// (ExitCode in every mode, the fault matrix's choice; upstream's is Never).
+func (c upstreamCase) upstreamModeDiffers() []string {
+	if len(c.differs) > 0 {
+		return []string{"Worker.restartPolicy"}
+	}
+	return nil
 }
 
 // The job-level fields that differ for an elastic task, on purpose:
-//   - nproc per node: upstream writes the deprecated spec.elasticPolicy.nProcPerNode;
-//     we write spec.nprocPerNode (the operator's webhook refuses a job that sets
-//     both). Depends on prop19's modes: the upstream-compatible mode writes upstream's.
+//   - nproc per node (strict mode only): upstream writes the deprecated
+//     spec.elasticPolicy.nProcPerNode; the strict mode writes spec.nprocPerNode
+//     (the operator's webhook refuses a job that sets both); the upstream mode
+//     writes upstream's.
 //   - the elastic Worker's restart policy: ExitCode (the fault matrix's choice,
 //     in every mode), where upstream's is Never.
 var elasticDiffers = []string{"elasticPolicy.nProcPerNode", "nprocPerNode", "Worker.restartPolicy"}
@@ -64,7 +78,10 @@ func upstreamCases() []upstreamCase {
 		{name: "TestBuildResourcePytorchElastic", lines: "339-345", version: 0, custom: elasticV0, differs: elasticDiffers},
 		{name: "TestBuildResourcePytorch", lines: "382-388", version: 0, custom: `{"workers":100}`},
 		{name: "TestBuildResourcePytorchContainerImage/elastic", lines: "457-464", version: 0, custom: elasticV0, differs: elasticDiffers},
-		{name: "TestReplicaCounts/NoWorkers", lines: "809-815", version: 0, custom: `{"workers":0}`, refusedRule: "task.not_empty"},
+		// Differs on purpose in every mode: {"workers":0} is the empty legacy message
+		// (proto3 writes no 0), and an empty custom is refused as a task with nothing
+		// set instead of becoming a Master-only job nobody asked for.
+		{name: "TestReplicaCounts/NoWorkers", lines: "809-815", version: 0, custom: `{"workers":0}`, refusedRule: "task.not_empty", refusedInEveryMode: true},
 		{name: "TestReplicaCounts/Works", lines: "810-815", version: 0, custom: `{"workers":1}`},
 	}
 	for _, common := range []bool{false, true} {
@@ -174,47 +191,53 @@ func withoutOurPort(tmpl *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
 // the pod templates are flyteplugins' own (equal but for the containerPort).
 func TestUpstreamTaskTemplates(t *testing.T) {
 	upstream := upstreamPlugin(t)
-	ours := Plugin{}
-	for _, c := range upstreamCases() {
-		t.Run(c.name, func(t *testing.T) {
-			tmpl := taskTemplate(t, "job", c.version, c.custom)
-			res, err := build(t, upstream, tmpl)
-			if err != nil {
-				t.Fatalf("flyteplugins' plugin (pytorch_test.go lines %s): %v", c.lines, err)
-			}
-			theirs := res.(*kubeflowv1.PyTorchJob)
-			res, err = build(t, ours, tmpl)
-			if c.refusedRule != "" {
-				if code, _ := stdErrors.GetErrorCode(err); code != flyteerr.BadTaskSpecification ||
-					!strings.Contains(err.Error(), c.refusedRule) {
-					t.Fatalf("ours: %v; want a BadTaskSpecification naming %s (strict mode; upstream renders it)", err, c.refusedRule)
+	for _, mode := range []elasticidl.RenderMode{"", elasticidl.ModeStrict} {
+		ours := Plugin{Options: kubeflow.Options{Mode: mode}}
+		name := map[elasticidl.RenderMode]string{"": "default (upstream mode)", elasticidl.ModeStrict: "strict"}[mode]
+		for _, c := range upstreamCases() {
+			t.Run(name+"/"+c.name, func(t *testing.T) {
+				tmpl := taskTemplate(t, "job", c.version, c.custom)
+				res, err := build(t, upstream, tmpl)
+				if err != nil {
+					t.Fatalf("flyteplugins' plugin (pytorch_test.go lines %s): %v", c.lines, err)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ours: %v", err)
-			}
-			job := res.(*kubeflowv1.PyTorchJob)
-			got := jobLevelDiff(job, theirs)
-			sort.Strings(got)
-			want := append([]string(nil), c.differs...)
-			sort.Strings(want)
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("job-level fields that differ from flyteplugins': %v, want %v", got, want)
-			}
-			if !equality.Semantic.DeepEqual(job.TypeMeta, theirs.TypeMeta) {
-				t.Errorf("type meta %+v, upstream %+v", job.TypeMeta, theirs.TypeMeta)
-			}
-			for rt, r := range job.Spec.PyTorchReplicaSpecs {
-				u := theirs.Spec.PyTorchReplicaSpecs[rt]
-				if u == nil {
-					continue // named above
+				theirs := res.(*kubeflowv1.PyTorchJob)
+				res, err = build(t, ours, tmpl)
+				want := c.upstreamModeDiffers()
+				if mode == elasticidl.ModeStrict || c.refusedInEveryMode {
+					want = append([]string(nil), c.differs...)
+					if c.refusedRule != "" {
+						if code, _ := stdErrors.GetErrorCode(err); code != flyteerr.BadTaskSpecification ||
+							!strings.Contains(err.Error(), c.refusedRule) {
+							t.Fatalf("ours: %v; want a BadTaskSpecification naming %s (strict mode; upstream renders it)", err, c.refusedRule)
+						}
+						return
+					}
 				}
-				if !equality.Semantic.DeepEqual(withoutOurPort(&r.Template), &u.Template) {
-					t.Errorf("%s pod template is not flyteplugins':\nours %+v\nupstream %+v", rt, r.Template, u.Template)
+				if err != nil {
+					t.Fatalf("ours: %v", err)
 				}
-			}
-		})
+				job := res.(*kubeflowv1.PyTorchJob)
+				got := jobLevelDiff(job, theirs)
+				sort.Strings(got)
+				sort.Strings(want)
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("job-level fields that differ from flyteplugins': %v, want %v", got, want)
+				}
+				if !equality.Semantic.DeepEqual(job.TypeMeta, theirs.TypeMeta) {
+					t.Errorf("type meta %+v, upstream %+v", job.TypeMeta, theirs.TypeMeta)
+				}
+				for rt, r := range job.Spec.PyTorchReplicaSpecs {
+					u := theirs.Spec.PyTorchReplicaSpecs[rt]
+					if u == nil {
+						continue // named above
+					}
+					if !equality.Semantic.DeepEqual(withoutOurPort(&r.Template), &u.Template) {
+						t.Errorf("%s pod template is not flyteplugins':\nours %+v\nupstream %+v", rt, r.Template, u.Template)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -235,9 +258,10 @@ func TestUpstreamAssertions(t *testing.T) {
 			*e.MaxReplicas != 2 || *e.RDZVBackend != "c10d" || len(job.Spec.PyTorchReplicaSpecs) != 1 {
 			t.Errorf("elastic job %+v", job.Spec)
 		}
-		// Differs on purpose (strict mode): upstream asserts elasticPolicy.nProcPerNode == 4 (line 355).
-		if e.NProcPerNode != nil || job.Spec.NprocPerNode == nil || *job.Spec.NprocPerNode != "4" {
-			t.Errorf("nproc per node: elasticPolicy %v, spec %v; want spec.nprocPerNode 4 only", e.NProcPerNode, job.Spec.NprocPerNode)
+		// Equal in the upstream mode (the plugin's default): elasticPolicy.nProcPerNode == 4 (line 355),
+		// and not spec.nprocPerNode too (the operator's webhook refuses both).
+		if e.NProcPerNode == nil || *e.NProcPerNode != 4 || job.Spec.NprocPerNode != nil {
+			t.Errorf("nproc per node: elasticPolicy %v, spec %v; want elasticPolicy.nProcPerNode 4 only", e.NProcPerNode, job.Spec.NprocPerNode)
 		}
 		// Differs on purpose (every mode): ExitCode, where upstream's Worker is Never.
 		if p := job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker].RestartPolicy; p != kubeflowv1.RestartPolicyExitCode {

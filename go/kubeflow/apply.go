@@ -7,10 +7,20 @@ import (
 	"github.com/elastic-idl/elastic-idl/go/elasticidl"
 )
 
-// Options are the options of Apply, Fields and Build. The zero value renders as
-// the core renderer does today (its strict mode); the render modes
-// (upstream-compatible or strict) join here when the core has them.
-type Options struct{}
+// Options are the options of Apply and Fields (Build takes the core's
+// RenderOptions, which carry the same two). The zero value renders as the core
+// renderer's default: strict mode, and ExitCode for an elastic Worker whose task
+// leaves its restart policy unset.
+type Options struct {
+	// Mode is the render mode: elasticidl.ModeStrict ("" means it too) or
+	// elasticidl.ModeUpstream (Flyte 1.x's rendering where it is defensible;
+	// README, "Rendering the PyTorchJob").
+	Mode elasticidl.RenderMode
+	// ElasticWorkerRestartPolicy is the restart policy of an elastic Worker whose
+	// task leaves it unset: elasticidl.RestartPolicyExitCode ("" means it too) or
+	// elasticidl.RestartPolicyNever (upstream's).
+	ElasticWorkerRestartPolicy string
+}
 
 // Build renders the task's whole PyTorchJob with the core renderer and returns
 // it in the operator's types: the job the Python renderer renders for the same
@@ -61,7 +71,9 @@ var fieldsRender = elasticidl.RenderOptions{
 // Fields are the job-level fields of the task's PyTorchJob. Errors are Build's:
 // a task that breaks a rule is an *elasticidl.ValidationError.
 func Fields(task *elasticidl.Task, o Options) (*JobFields, error) {
-	job, err := Build(task, fieldsRender, o)
+	render := fieldsRender
+	render.Mode, render.ElasticWorkerRestartPolicy = o.Mode, o.ElasticWorkerRestartPolicy
+	job, err := Build(task, render, o)
 	if err != nil {
 		return nil, err
 	}
