@@ -4,6 +4,8 @@ package elasticidl
 // (elastic_idl/_backend/networkpolicy.py): ingress to the job's pods only from the job's
 // own pods, on every port (NCCL picks its own).
 
+import "maps"
+
 // NetworkPolicy is a networking.k8s.io/v1 NetworkPolicy (the part the renderer sets).
 type NetworkPolicy struct {
 	APIVersion string            `json:"apiVersion"`
@@ -55,7 +57,7 @@ func NetworkPolicyOf(job *PyTorchJob) (*NetworkPolicy, error) {
 		APIVersion: networkPolicyAPIVersion,
 		Kind:       networkPolicyKind,
 		Metadata: ObjectMeta{
-			Name: job.Metadata.Name, Namespace: job.Metadata.Namespace, Labels: copyMap(job.Metadata.Labels),
+			Name: job.Metadata.Name, Namespace: job.Metadata.Namespace, Labels: maps.Clone(job.Metadata.Labels),
 		},
 		Spec: NetworkPolicySpec{
 			PodSelector: LabelSelector{MatchLabels: JobPodSelector(job.Metadata.Name)},

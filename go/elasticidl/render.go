@@ -8,6 +8,7 @@ package elasticidl
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -741,7 +742,7 @@ func replicaSpec(count int32, r *replicaView, elasticWorker bool, image string, 
 		c.Args = append([]string{}, args...)
 	}
 	if !resources.empty() {
-		c.Resources = &ResourceRequirements{Requests: copyMap(resources.Requests), Limits: copyMap(resources.Limits)}
+		c.Resources = &ResourceRequirements{Requests: maps.Clone(resources.Requests), Limits: maps.Clone(resources.Limits)}
 	}
 	policy, _ := enumTextOf(restartPolicies, restart) // validated: a known value
 	if elasticWorker && restart == 0 {
@@ -750,7 +751,7 @@ func replicaSpec(count int32, r *replicaView, elasticWorker bool, image string, 
 	}
 	tmpl := PodTemplateSpec{Spec: PodSpec{Containers: []Container{c}}}
 	if podMeta != nil {
-		tmpl.Metadata = &ObjectMeta{Labels: copyMap(podMeta.Labels), Annotations: copyMap(podMeta.Annotations)}
+		tmpl.Metadata = &ObjectMeta{Labels: maps.Clone(podMeta.Labels), Annotations: maps.Clone(podMeta.Annotations)}
 	}
 	return &ReplicaSpec{Replicas: count, RestartPolicy: policy, Template: tmpl}, nil
 }
@@ -770,17 +771,6 @@ func replicaResources(res *eidlcorev1.Resources) *ResourceRequirements {
 	}
 	out.Requests = block(res.GetRequests())
 	out.Limits = block(res.GetLimits())
-	return out
-}
-
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
 	return out
 }
 

@@ -2,6 +2,7 @@ package kubeflow
 
 import (
 	"fmt"
+	"maps"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -138,7 +139,7 @@ func resourceList(field string, m map[string]string) (corev1.ResourceList, error
 
 func objectMetaOf(m *elasticidl.ObjectMeta) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, Labels: copyMap(m.Labels), Annotations: copyMap(m.Annotations),
+		Name: m.Name, Namespace: m.Namespace, Labels: maps.Clone(m.Labels), Annotations: maps.Clone(m.Annotations),
 	}
 }
 
@@ -148,15 +149,4 @@ func copyPtr[T any](p *T) *T {
 	}
 	v := *p
 	return &v
-}
-
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
