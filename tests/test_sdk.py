@@ -511,8 +511,19 @@ def test_from_custom_legacy_shape() -> None:
 )
 def test_from_custom_errors_name_the_field(custom: Any, task_type: str, field: str) -> None:
     with pytest.raises(ei.DecodeError) as info:
-        from_custom(custom, task_type=task_type)
+        from_custom(custom, task_type=task_type, strict=True)
     assert info.value.field == field
+
+
+def test_from_custom_tolerates_an_unknown_key_and_names_it() -> None:
+    """The backend's default (forward compatible): a key this version does not know is left out
+    with a SkewWarning naming its path; strict=True (above) refuses it."""
+    with pytest.warns(ei.SkewWarning, match=r"elastic_config\.minReplica\b") as caught:
+        task = from_custom({"elasticConfig": {"minReplica": 1, "maxReplicas": 2}}, task_type="pytorch")
+    assert [w.message.fields for w in caught if isinstance(w.message, ei.SkewWarning)] == [
+        ("elastic_config.minReplica",)
+    ]
+    assert task.elastic_config.max_replicas == 2
 
 
 def test_from_custom_unknown_version() -> None:
