@@ -107,7 +107,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if args.strict:  # the strict decode refused unknown keys; binary unknown fields are kept, so name them here
         skew = [f"{path}: {UNKNOWN_FIELD}" for path in unknown_fields(task)]
     for line in skew:
-        print(f"{'error' if args.strict else 'warning'}: {line}", file=sys.stderr)
+        if args.strict:
+            print(f"elastic-idl: error: {one_line(line)}", file=sys.stderr)
+        else:
+            _warn(line)
     found = violations(task)
     for line in violation_lines(found):
         print(line, file=sys.stderr)
