@@ -205,7 +205,7 @@ demo: venv devtree
 cluster-build:
 	cluster/build.sh >/dev/null
 
-cluster-up: venv-dev
+cluster-up: devtree
 	$(PY) cluster/cluster.py up
 
 cluster-down: venv-dev

@@ -5,7 +5,7 @@
     python cluster/cluster.py down    stop everything this cluster started, remove its pod bridge
 
 `make cluster-up` / `make cluster-down` run these. State lives in one folder, CLUSTER_DIR
-(default build/cluster in the checkout; not under /tmp: the operator gets a private /tmp).
+(default build/cluster in the checkout; not under /tmp: the operator gets a /tmp of its own).
 The binaries come from cluster/build.sh (one wrapper module, Kubernetes 1.36.3, cached outside
 the repository). README.md, "A cluster on one machine", says what is real and what is not.
 
@@ -23,6 +23,7 @@ Failure: one line `cluster up: <what>` on stderr, everything started so far is s
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime as dt
 import ipaddress
 import json
@@ -76,8 +77,21 @@ CONTROLLERS = [
 ]
 
 # Start order; `down` stops in the reverse order.
-COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "training-operator", "coredns"]
-BINARIES = [*COMPONENTS, "kubectl"]
+COMPONENTS = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "training-operator",
+    "coredns",
+    "node-agent",
+]
+BINARIES = [*COMPONENTS[:-1], "kubectl"]
+# The node agent (cluster/node_agent.py) serves this many Nodes: the largest job here (a 1:3
+# elastic job, 3 pods) plus one.
+NODES = [f"node-{i}" for i in range(4)]
+NODE_AGENT = HERE / "node_agent.py"
+PODINIT = HERE / "podinit.py"
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
@@ -100,7 +114,7 @@ def timeout_scale() -> float:
 def cluster_dir() -> Path:
     d = Path(os.environ.get("CLUSTER_DIR", REPO / "build" / "cluster")).resolve()
     if d == Path("/tmp") or Path("/tmp") in d.parents:
-        raise ClusterError(f"CLUSTER_DIR must not be under /tmp ({d}): the operator runs with a private /tmp")
+        raise ClusterError(f"CLUSTER_DIR must not be under /tmp ({d}): the operator gets a /tmp of its own")
     return d
 
 
@@ -295,7 +309,9 @@ class Cluster:
                 cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
             except OSError:
                 continue
-            if bindir and exe.startswith(f"{bindir}/") and str(self.dir) in cmdline:
+            ours = bindir and exe.startswith(f"{bindir}/")
+            pod = str(PODINIT) in cmdline or str(NODE_AGENT) in cmdline  # the node agent, a pod's processes
+            if (ours or pod) and str(self.dir) in cmdline:
                 _terminate(int(proc.name))
                 stopped.append(f"{Path(exe).name} (pid {proc.name}, no pid file)")
         return stopped
@@ -386,7 +402,7 @@ def dns_query_a(server: str, name: str, port: int = 53, timeout: float = 2.0) ->
 
 def preflight() -> None:
     if os.geteuid() != 0:
-        raise ClusterError("needs root (the pod bridge, the operator's private /tmp)")
+        raise ClusterError("needs root (the pod bridge, the namespaces of pods and of the operator)")
     go_command()
     for cmd in ("ip", "unshare", "sh", "mount"):
         if shutil.which(cmd) is None:
@@ -680,7 +696,12 @@ def up(c: Cluster) -> None:
     )
 
     # The training operator, as its Deployment runs it (MY_POD_NAMESPACE, the probe and metrics
-    # addresses); its certificate folder is /tmp/k8s-webhook-server, so it gets a private /tmp.
+    # addresses). Its certificate folder is /tmp/k8s-webhook-server/serving-certs, where its
+    # Deployment mounts the Secret its cert rotator writes: it gets a /tmp of its own (a folder
+    # of CLUSTER_DIR, bound in its own mount namespace), and `sync_operator_certs` plays the
+    # kubelet's Secret volume.
+    op_tmp = c.dir / "training-operator-tmp"
+    op_tmp.mkdir(mode=0o700)
     op = [
         str(bindir / "training-operator"),
         f"--metrics-bind-address=127.0.0.1:{ports['op-metrics']}",
@@ -691,9 +712,10 @@ def up(c: Cluster) -> None:
     proc = c.spawn(
         "training-operator",
         ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-         'mount -t tmpfs -o size=4m,mode=1777 private-tmp /tmp && exec "$@"', "sh", *op],
+         'mount --bind "$1" /tmp && shift && exec "$@"', "sh", str(op_tmp), *op],
         env={"MY_POD_NAMESPACE": OPERATOR_NAMESPACE, "MY_POD_NAME": "training-operator-host"},
     )  # fmt: skip
+    c.wait("training-operator certificate", proc, lambda: sync_operator_certs(c, op_tmp), 60)
     c.wait("training-operator", proc, lambda: http_ok(f"http://127.0.0.1:{ports['op-probe']}/readyz"), 120)
     c.wait("training-operator webhook", proc, lambda: webhook_answers(c), 60)
 
@@ -722,6 +744,29 @@ def up(c: Cluster) -> None:
         30,
     )
 
+    # The node agent: one process serving NODES, each with a node's credentials.
+    agent_config = {
+        "server": api,
+        "ca": str(pki.ca),
+        "nodes": [],
+        "bridge": POD_BRIDGE,
+        "pod_cidr": str(POD_CIDR),
+        "host_ip": str(BRIDGE_IP),
+        "dns": str(BRIDGE_IP),
+        "cluster_domain": CLUSTER_DOMAIN,
+        "api_service_ip": str(API_SERVICE_IP),
+        "pods_dir": str(c.dir / "pods"),
+        # `python` in a pod: the interpreter running this (the project's .venv) stands in for the image.
+        "image_path": str(Path(sys.executable).parent),
+        "python": sys.executable,
+    }
+    for node in NODES:
+        crt, key = pki.issue(f"node-{node}", f"system:node:{node}", ["system:nodes"])
+        agent_config["nodes"].append({"name": node, "cert": str(crt), "key": str(key)})  # type: ignore[attr-defined]
+    (c.dir / "node-agent.json").write_text(json.dumps(agent_config, indent=2) + "\n")
+    proc = c.spawn("node-agent", [sys.executable, str(NODE_AGENT), str(c.dir / "node-agent.json")])
+    c.wait("nodes Ready", proc, lambda: nodes_ready(c), 60)
+
     c.timings["total"] = round(time.monotonic() - t0, 1)
     c.state["timings"] = c.timings
     c.save()
@@ -731,6 +776,43 @@ def up(c: Cluster) -> None:
     )
     print(f"== cluster up in {c.timings['total']}s (Kubernetes {K8S_VERSION}); stop it with: make cluster-down")
     print(env.read_text(), end="", flush=True)
+
+
+#: The operator's webhook certificate: its Secret (the cert rotator writes it) and the folder
+#: under its /tmp where its Deployment mounts that Secret.
+OPERATOR_CERT_SECRET = "training-operator-webhook-cert"
+OPERATOR_CERT_DIR = "k8s-webhook-server/serving-certs"
+
+
+def sync_operator_certs(c: Cluster, op_tmp: Path) -> bool:
+    """The kubelet's Secret volume for the operator: once its cert rotator has written the
+    certificate into the Secret, the Secret's keys become files of the operator's cert folder."""
+    out = c.kubectl("get", "secret", OPERATOR_CERT_SECRET, "-n", OPERATOR_NAMESPACE, "-o", "json", check=False)
+    if out.returncode != 0:
+        return False
+    data = json.loads(out.stdout).get("data") or {}
+    if not all(data.get(k) for k in ("tls.crt", "tls.key", "ca.crt")):
+        return False
+    folder = op_tmp / OPERATOR_CERT_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, value in data.items():
+        (folder / name).write_bytes(base64.b64decode(value))
+        (folder / name).chmod(0o600)
+    return True
+
+
+def nodes_ready(c: Cluster) -> bool:
+    """Every Node registered, Ready, and free of the not-ready/unreachable taints."""
+    out = c.kubectl("get", "nodes", "-o", "json", check=False, timeout=30)
+    if out.returncode != 0:
+        return False
+    ready = set()
+    for node in json.loads(out.stdout)["items"]:
+        conds = {x["type"]: x["status"] for x in node.get("status", {}).get("conditions", [])}
+        taints = [t["key"] for t in node.get("spec", {}).get("taints", [])]
+        if conds.get("Ready") == "True" and not any(t.startswith("node.kubernetes.io/") for t in taints):
+            ready.add(node["metadata"]["name"])
+    return ready == set(NODES)
 
 
 def reverse_zone() -> str:
@@ -777,6 +859,11 @@ def down(c: Cluster) -> list[str]:
     stays for reading; the next `up` clears it."""
     done = [f"stopped {n}" for n in c.stop()]
     bridge = c.state.get("bridge")
+    # A pod's veth goes with its sandbox; one left by a sandbox that outlived its agent goes here.
+    ports = Path(f"/sys/class/net/{bridge}/brif")
+    for veth in sorted(ports.iterdir()) if bridge and ports.is_dir() else []:
+        subprocess.run(["ip", "link", "del", veth.name], check=False)
+        done.append(f"removed the pod veth {veth.name}")
     if bridge and Path(f"/sys/class/net/{bridge}").exists():
         subprocess.run(["ip", "link", "del", str(bridge)], check=True)
         done.append(f"removed the bridge {bridge}")

@@ -24,6 +24,7 @@ import copy
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -249,3 +250,178 @@ def test_operator_makes_every_pod_and_each_passes_strict_dry_run(
     r = cluster.dry_run({"apiVersion": "v1", "kind": "List", "items": again})
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("serverside-applied (server dry run)") == len(again), r.stdout
+
+
+# ---------------------------------------------------------------- end to end: jobs that train
+
+#: Where the jobs' pods and this test meet: a host folder (pods share the host's /var/tmp, not /tmp).
+SHARED = Path("/var/tmp/elastic-idl-cluster-test")
+TRAIN = REPO / "tests" / "workers" / "cluster_train.py"
+TRAIN_NS = "e2e-train"
+#: The elastic task of the 2-node jobs: c10d on worker-0's Service, one worker process per pod.
+TWO_NODES = {
+    "worker_replicas": {"replicas": 2},
+    "elastic_config": {
+        "rdzv_backend": "c10d",
+        "min_replicas": 2,
+        "max_replicas": 2,
+        "nproc_per_node": 1,
+        "max_restarts": 2,
+        "join_timeout": "120s",
+    },
+}
+TIMES: dict[str, float] = {}
+
+
+@dataclass
+class Run:
+    """One job applied in TRAIN_NS, and the folder its pods write to."""
+
+    kube: Kube
+    name: str
+    out: Path
+    applied: float = 0.0
+
+    def apply(self, objects: list[dict[str, Any]]) -> None:
+        self.applied = time.time()
+        self.kube.run("apply", "--server-side", "--validate=strict", "-f", "-",
+                      stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))  # fmt: skip
+
+    def job(self) -> dict[str, Any]:
+        return dict(json.loads(self.kube.run("get", "pytorchjob", self.name, "-n", TRAIN_NS, "-o", "json").stdout))
+
+    def pods(self) -> dict[str, dict[str, Any]]:
+        out = self.kube.run("get", "pods", "-n", TRAIN_NS, "-l", f"training.kubeflow.org/job-name={self.name}",
+                            "-o", "json")  # fmt: skip
+        return {p["metadata"]["name"]: p for p in json.loads(out.stdout)["items"]}
+
+    def logs(self) -> str:
+        """The pods' container logs (files: the node agent has no `kubectl logs`)."""
+        parts = []
+        for log in sorted((self.kube.dir / "pods").glob(f"{TRAIN_NS}_{self.name}-*/containers/*/log")):
+            parts.append(f"--- {log.parts[-4]}\n{log.read_text(errors='replace')[-2500:]}")
+        return "\n".join(parts)
+
+    def steps(self) -> list[tuple[float, int, int, int]]:
+        path = self.out / "steps"
+        lines = path.read_text().split("\n") if path.exists() else []
+        return [(float(t), int(s), int(w), int(r)) for t, s, w, r in (ln.split() for ln in lines if ln)]
+
+    def seen(self) -> list[dict[str, Any]]:
+        return [json.loads(p.read_text()) for p in sorted((self.out / "seen").glob("*.json"))]
+
+    def condition(self) -> str | None:
+        for cond in self.job().get("status", {}).get("conditions", []):
+            if cond["type"] in ("Succeeded", "Failed") and cond["status"] == "True":
+                return str(cond["type"])
+        return None
+
+    def wait_done(self, seconds: float) -> str:
+        deadline = time.monotonic() + seconds
+        while (state := self.condition()) is None:
+            if time.monotonic() > deadline:
+                pytest.fail(f"{self.name} not finished in {seconds:.0f}s: {self.job().get('status')}\n{self.logs()}")
+            time.sleep(1)
+        return state
+
+    def wait_steps(self, n: int, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while len(self.steps()) < n:
+            if time.monotonic() > deadline or self.condition() is not None:
+                pytest.fail(f"{self.name}: {len(self.steps())} steps after {seconds:.0f}s\n{self.logs()}")
+            time.sleep(0.2)
+
+    def first_step_seconds(self) -> float:
+        return self.steps()[0][0] - self.applied
+
+
+@pytest.fixture(scope="module")
+def train_ns(cluster: Kube) -> Iterator[Kube]:
+    if cluster.run("get", "namespace", TRAIN_NS, check=False).returncode != 0:
+        cluster.run("create", "namespace", TRAIN_NS)
+    _until(lambda: cluster.run("get", "sa", "default", "-n", TRAIN_NS, check=False).returncode == 0, 60)
+    SHARED.mkdir(parents=True, exist_ok=True)
+    yield cluster
+    if TIMES:
+        (cluster.dir / "e2e-times.json").write_text(json.dumps(TIMES, indent=2) + "\n")
+        print("\ncluster end-to-end times (s):", json.dumps(TIMES))
+
+
+def _new_run(kube: Kube, name: str) -> Run:
+    out = SHARED / name
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    kube.run("delete", "pytorchjob", name, "-n", TRAIN_NS, "--ignore-not-found", "--wait=true")
+    return Run(kube, name, out)
+
+
+def _render_cli(task: dict[str, Any], name: str, argv: list[str], *flags: str) -> list[dict[str, Any]]:
+    """`elastic-idl render` as a user runs it: the task on stdin, the objects it prints."""
+    cli = Path(sys.executable).parent / "elastic-idl"
+    r = subprocess.run(
+        [str(cli), "render", "-", "--format", "yaml", "--name", name, "--image", "example.com/train:1",
+         "--namespace", TRAIN_NS, *flags, "--", *argv],
+        input=yaml.safe_dump(task), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def _container(job: dict[str, Any]) -> dict[str, Any]:
+    (c,) = [c for c in job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+            if c["name"] == "pytorch"]  # fmt: skip
+    return dict(c)
+
+
+def _cli_job(kube: Kube, name: str, steps: int, step_seconds: float, task: dict[str, Any] = TWO_NODES) -> Run:
+    run = _new_run(kube, name)
+    (job,) = _render_cli(task, name, [str(TRAIN), str(run.out), str(steps), str(step_seconds)])
+    # Where rank 0's pod writes the result: a folder the test can read (the default is the pod's /tmp).
+    _container(job).setdefault("env", []).append({"name": "ELASTIC_IDL_OUTPUT", "value": str(run.out / "result.json")})
+    run.apply([job])
+    return run
+
+
+def test_two_node_job_trains_over_pod_addresses_to_succeeded(train_ns: Kube) -> None:
+    run = _cli_job(train_ns, "e2e-two", steps=5, step_seconds=0.1)
+    assert run.wait_done(300) == "Succeeded", run.logs()
+    TIMES["ours_apply_to_first_step"] = round(run.first_step_seconds(), 1)
+    TIMES["ours_apply_to_succeeded"] = round(time.time() - run.applied, 1)
+    assert [s for _, s, _, _ in run.steps()] == list(range(5))
+    assert {w for _, _, w, _ in run.steps()} == {2}
+    result = json.loads((run.out / "result.json").read_text())
+    assert result["rank"] == 0 and result["run_id"] == "e2e-two"
+    pods = run.pods()
+    names = {f"e2e-two-worker-{i}" for i in range(2)}
+    assert set(pods) == names
+    assert all(p["status"]["phase"] == "Succeeded" for p in pods.values())
+    seen = {s["hostname"]: s for s in run.seen()}
+    # Each pod: its own hostname (the pod name), its own address (the one the API server reports),
+    # the container's command as PID 1; the store host is a pod name, resolved by cluster DNS.
+    assert set(seen) == names
+    for name, s in seen.items():
+        assert s["pod"] == name and s["fqdn"] == name
+        assert s["addresses"] == [pods[name]["status"]["podIP"]]
+        assert s["pid1"][:3] == ["python", "-m", "elastic_idl.pod"]
+        assert s["master_addr"] in names and s["world"] == 2
+    assert len({s["addresses"][0] for s in seen.values()}) == 2
+
+
+def test_worker_0_force_deleted_mid_run_is_recreated_and_the_job_finishes(train_ns: Kube) -> None:
+    run = _cli_job(train_ns, "e2e-kill0", steps=30, step_seconds=0.3)
+    run.wait_steps(3, 240)
+    before = run.pods()["e2e-kill0-worker-0"]
+    train_ns.run("delete", "pod", "e2e-kill0-worker-0", "-n", TRAIN_NS, "--grace-period=0", "--force")
+    killed_at = time.time()
+    assert run.wait_done(400) == "Succeeded", run.logs()
+    after = run.pods()["e2e-kill0-worker-0"]
+    # The operator made a new pod (new UID) and the network a new address; the same name.
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]
+    assert after["status"]["podIP"] != before["status"]["podIP"]
+    steps = run.steps()
+    assert steps[-1][1] == 29
+    resumed = [s for t, s, _, _ in steps if t > killed_at]
+    # The re-formed job resumed from the checkpoint, not from step 0.
+    assert resumed and resumed[0] > 0, steps
+    TIMES["worker0_kill_to_next_step"] = round(min(t for t, *_ in steps if t > killed_at) - killed_at, 1)
