@@ -77,6 +77,8 @@ BACKOFF_RESET = 2 * BACKOFF_MAX
 START_ERROR = 128  # podinit.py: the command could not start
 TERMINATION_MESSAGE_MAX = 4096
 FALLBACK_LOG_LINES, FALLBACK_LOG_BYTES = 80, 2048
+#: The sources of a projected volume the agent writes (what the service account admission adds).
+PROJECTED_SOURCES = {"serviceAccountToken", "configMap", "downwardAPI"}
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 log = logging.getLogger("node-agent")
@@ -329,8 +331,13 @@ class PodWorker(threading.Thread):
         if spec.get("dnsPolicy") == "Default":
             self.failure = ("Unsupported", "dnsPolicy Default: no DNS but the cluster's here")
         for vol in spec.get("volumes", []):
-            if "emptyDir" not in vol:
-                self.failure = ("Unsupported", f"volume {vol['name']}: only emptyDir volumes are run by the node agent")
+            sources = {k for src in vol.get("projected", {}).get("sources", []) for k in src}
+            if "emptyDir" not in vol and not ("projected" in vol and sources <= PROJECTED_SOURCES):
+                self.failure = (
+                    "Unsupported",
+                    f"volume {vol['name']}: the node agent mounts emptyDir and projected volumes "
+                    f"(sources {', '.join(sorted(PROJECTED_SOURCES))}) only",
+                )
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "tmp").mkdir(exist_ok=True)
         (self.dir / "tmp").chmod(0o1777)
@@ -339,10 +346,54 @@ class PodWorker(threading.Thread):
         self.containers = [Container(c, self.dir / "containers" / c["name"]) for c in spec["containers"]]
         for c in self.containers:
             c.dir.mkdir(parents=True, exist_ok=True)
+        if self.failure is None:
+            try:
+                for vol in spec.get("volumes", []):
+                    if "projected" in vol:
+                        self.project(vol)
+            except (ApiError, OSError, KeyError, ValueError) as e:
+                self.failure = ("FailedMount", f"volume: {e}")
         if self.failure:
             self.node.event(self.pod, "Warning", "Failed", self.failure[1])
             return
         self.start_sandbox()
+
+    def project(self, vol: dict[str, Any]) -> None:
+        """A projected volume's files, as the kubelet writes them: the service account token
+        (a TokenRequest bound to this pod), config map keys, downward API fields."""
+        folder = self.dir / "volumes" / vol["name"]
+        spec = vol["projected"]
+        files: dict[str, bytes] = {}
+        for src in spec.get("sources", []):
+            if "serviceAccountToken" in src:
+                req = src["serviceAccountToken"]
+                sa = self.pod["spec"].get("serviceAccountName", "default")
+                body: dict[str, Any] = {
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenRequest",
+                    "spec": {
+                        "expirationSeconds": int(req.get("expirationSeconds", 3600)),
+                        "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": self.pod_name, "uid": self.uid},
+                    },
+                }
+                if req.get("audience"):
+                    body["spec"]["audiences"] = [req["audience"]]
+                token = self.node.api.call("POST", f"/api/v1/namespaces/{self.ns}/serviceaccounts/{sa}/token", body)
+                files[req["path"]] = token["status"]["token"].encode()
+            elif "configMap" in src:
+                ref = src["configMap"]
+                cm = self.node.api.call("GET", f"/api/v1/namespaces/{self.ns}/configmaps/{ref['name']}")
+                items = ref.get("items") or [{"key": k, "path": k} for k in cm.get("data", {})]
+                for item in items:
+                    files[item["path"]] = str(cm.get("data", {})[item["key"]]).encode()
+            elif "downwardAPI" in src:
+                for item in src["downwardAPI"].get("items", []):
+                    files[item["path"]] = field_value(self.pod, item["fieldRef"]["fieldPath"]).encode()
+        for rel, data in files.items():
+            path = folder / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            path.chmod(spec.get("defaultMode", 0o644))
 
     def start_sandbox(self) -> None:
         agent = self.node.agent
@@ -455,7 +506,7 @@ class PodWorker(threading.Thread):
         mounts = []
         vols = {v["name"]: v for v in self.pod["spec"].get("volumes", [])}
         for vm in c.spec.get("volumeMounts", []):
-            vol = vols[vm["name"]]["emptyDir"] or {}
+            vol = vols[vm["name"]].get("emptyDir") or {}
             size = vol.get("sizeLimit") or self.node.agent.allocatable["memory"]
             mounts.append(
                 {

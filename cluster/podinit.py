@@ -9,7 +9,7 @@
     python podinit.py container SPEC.json
         One container: joins the sandbox's network, UTS and IPC namespaces, makes a PID and a
         mount namespace of its own and forks the container's PID 1, which mounts its /proc,
-        /sys, /dev (the host's device nodes null, zero, full, random, urandom, tty; a private
+        /sys, /run, /dev (the host's device nodes null, zero, full, random, urandom, tty; a private
         /dev/shm; /dev/termination-log), /tmp, /etc/hosts, /etc/hostname, /etc/resolv.conf and the
         pod's volumes, changes to the working directory and execs the command with exactly the
         spec's environment. This process waits for it, writes its host PID to the spec's
@@ -39,10 +39,12 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
-MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 4096, 8192, 16384, 1 << 18
 PR_SET_PDEATHSIG = 1
 #: The exit code of a container whose command could not start (runc's StartError).
 START_ERROR = 128
+#: Folders of the container's own (not the host's): a volume's mount point may be made there.
+OWN_FOLDERS = ("/dev/", "/tmp/", "/run/", "/var/run/")
 #: The host's device nodes a container sees (what a runtime's default /dev holds).
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
@@ -98,18 +100,24 @@ def sandbox(hostname: str) -> None:
         signal.pause()
 
 
-def _mount_dev(dev: str, termination_log: str) -> None:
-    mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=755,size=65536k")
+def _mount_dev(termination_log: str) -> None:
+    """A /dev of the container's own: made on a staging folder while the host's /dev is still in
+    sight (its device nodes are bound from there), then moved onto /dev."""
+    stage = "/run/.dev"
+    os.mkdir(stage)
+    mount("tmpfs", stage, "tmpfs", MS_NOSUID, "mode=755,size=65536k")
     for name in DEVICES:
-        Path(f"{dev}/{name}").touch()
-        mount(f"/dev/{name}", f"{dev}/{name}", None, MS_BIND)
+        Path(f"{stage}/{name}").touch()
+        mount(f"/dev/{name}", f"{stage}/{name}", None, MS_BIND)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2"), ("ptmx", "pts/ptmx")):  # fmt: skip
-        os.symlink(target, f"{dev}/{name}")
-    os.mkdir(f"{dev}/shm")
-    mount("shm", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=65536k")
-    Path(f"{dev}/termination-log").touch()
-    mount(termination_log, f"{dev}/termination-log", None, MS_BIND)
+        os.symlink(target, f"{stage}/{name}")
+    os.mkdir(f"{stage}/shm")
+    mount("shm", f"{stage}/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=65536k")
+    Path(f"{stage}/termination-log").touch()
+    mount(termination_log, f"{stage}/termination-log", None, MS_BIND)
+    mount(stage, "/dev", None, MS_MOVE)
+    os.rmdir(stage)
 
 
 def _pid1(spec: dict[str, Any]) -> None:
@@ -117,13 +125,16 @@ def _pid1(spec: dict[str, Any]) -> None:
     mount("none", "/", None, MS_REC | MS_PRIVATE)
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # the pod's own network devices
-    _mount_dev("/dev", spec["termination_log"])
+    # /run (and /var/run) of its own, as an image has: the host's sockets and state stay out of
+    # sight, and mount points such as the service account's /var/run/secrets can be made here.
+    mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=65536k")
+    _mount_dev(spec["termination_log"])
     mount(spec["tmp"], "/tmp", None, MS_BIND)
     for source, target in spec["etc"].items():  # hosts, hostname, resolv.conf
         mount(source, target, None, MS_BIND)
     for m in spec["mounts"]:
         target = m["path"]
-        if not os.path.isdir(target) and target.startswith(("/dev/", "/tmp/")):  # this container's own
+        if not os.path.isdir(target) and target.startswith(OWN_FOLDERS):
             os.makedirs(target)
         if not os.path.isdir(target):
             raise OSError(f"volume mount {m['name']}: {target} is not a folder on this machine (there is no image)")
