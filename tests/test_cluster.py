@@ -62,14 +62,9 @@ def _rendered_cases() -> dict[str, dict[str, Any]]:
 
 JOBS = _rendered_cases()
 
-#: Pods the API server refuses today, and a text its refusal names. `storage` is a task resource
-#: the renderer copies into the container's resources, where it is no standard resource name;
-#: "propeller adopts the contract" fixes the renderer, and then this list empties.
-KNOWN_REFUSED_PODS = {
-    "kf_replica_common": "storage",
-    "kf_replica_deprecated_fields": "storage",
-    "kf_resource_quantities": "storage",
-}
+#: A node selector no Node matches: the pods the operator makes for the dry-run jobs are never
+#: scheduled, so the node agent never runs them (removed again before each pod's own dry run).
+NEVER_SCHEDULED = {"elastic-idl.dev/dry-run-only": "true"}
 
 
 @dataclass
@@ -120,12 +115,31 @@ def cluster() -> Iterator[Kube]:
         subprocess.run([*cmd, "down"], env=env, capture_output=True, text=True, timeout=300, check=True)
 
 
+def _as_rendered(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """A pod spec the operator made, without the scheduler's binding and our never-scheduled selector."""
+    spec = {k: v for k, v in pod_spec.items() if k not in ("nodeName", "nodeSelector")}
+    selector = {k: v for k, v in pod_spec.get("nodeSelector", {}).items() if k not in NEVER_SCHEDULED}
+    return spec | ({"nodeSelector": selector} if selector else {})
+
+
 def _until(ready: Any, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while not ready():
         if time.monotonic() > deadline:
             pytest.fail(f"not ready in {seconds}s")
         time.sleep(0.5)
+
+
+#: Jobs only dry-run, never applied: the operator (v1.9.4) sizes its work by the replica count
+#: and ran out of memory on these 2^31 - 1 replicas (README, "A cluster on one machine").
+MAX_APPLIED_PODS = 16
+
+
+def _pod_count(job: dict[str, Any]) -> int:
+    return sum(spec.get("replicas", 1) for spec in job["spec"]["pytorchReplicaSpecs"].values())
+
+
+APPLIED = {case: job for case, job in JOBS.items() if _pod_count(job) <= MAX_APPLIED_PODS}
 
 
 def _job_name(case: str) -> str:
@@ -147,9 +161,12 @@ def operator_pods(cluster: Kube) -> dict[str, dict[str, Any]]:
     """Every rendered job applied for real (renamed after its case, in JOBS_NS); then, per case,
     the pods the operator made and the refusals it reported, once every pod is there or refused."""
     jobs = []
-    for case, job in JOBS.items():
+    for case, job in APPLIED.items():
         job = copy.deepcopy(job)
         job["metadata"] |= {"name": _job_name(case), "namespace": JOBS_NS}
+        for replica in job["spec"]["pytorchReplicaSpecs"].values():
+            pod_spec = replica["template"]["spec"]
+            pod_spec["nodeSelector"] = {**pod_spec.get("nodeSelector", {}), **NEVER_SCHEDULED}
         jobs.append(job)
     cluster.run(
         "apply",
@@ -163,8 +180,8 @@ def operator_pods(cluster: Kube) -> dict[str, dict[str, Any]]:
     def collect() -> dict[str, dict[str, Any]]:
         pods = json.loads(cluster.run("get", "pods", "-n", JOBS_NS, "-o", "json").stdout)["items"]
         events = json.loads(cluster.run("get", "events", "-n", JOBS_NS, "-o", "json").stdout)["items"]
-        out: dict[str, dict[str, Any]] = {c: {"pods": {}, "refused": []} for c in JOBS}
-        by_job = {_job_name(c): c for c in JOBS}
+        out: dict[str, dict[str, Any]] = {c: {"pods": {}, "refused": []} for c in APPLIED}
+        by_job = {_job_name(c): c for c in APPLIED}
         for pod in pods:
             case = by_job[pod["metadata"]["labels"]["training.kubeflow.org/job-name"]]
             out[case]["pods"][pod["metadata"]["name"]] = pod
@@ -176,7 +193,7 @@ def operator_pods(cluster: Kube) -> dict[str, dict[str, Any]]:
 
     def settled(result: dict[str, dict[str, Any]]) -> bool:
         return all(
-            r["refused"] or sorted(r["pods"]) == _expected_pods({**JOBS[c], "metadata": {"name": _job_name(c)}})
+            r["refused"] or sorted(r["pods"]) == _expected_pods({**APPLIED[c], "metadata": {"name": _job_name(c)}})
             for c, r in result.items()
         )
 
@@ -219,15 +236,11 @@ def test_rendered_job_passes_server_side_strict_dry_run(cluster: Kube, case: str
     assert "serverside-applied (server dry run)" in r.stdout
 
 
-@pytest.mark.parametrize("case", sorted(JOBS))
+@pytest.mark.parametrize("case", sorted(APPLIED))
 def test_operator_makes_every_pod_and_each_passes_strict_dry_run(
     cluster: Kube, operator_pods: dict[str, dict[str, Any]], case: str
 ) -> None:
     result = operator_pods[case]
-    if case in KNOWN_REFUSED_PODS:
-        assert result["refused"], f"{case}: the API server admitted pods it is known to refuse"
-        assert all(KNOWN_REFUSED_PODS[case] in msg for msg in result["refused"]), result["refused"]
-        return
     assert not result["refused"], result["refused"]
     expected = _expected_pods({**JOBS[case], "metadata": {"name": _job_name(case)}})
     assert sorted(result["pods"]) == expected
@@ -244,7 +257,7 @@ def test_operator_makes_every_pod_and_each_passes_strict_dry_run(
                     "labels": meta.get("labels", {}),
                     "annotations": meta.get("annotations", {}),
                 },
-                "spec": {k: v for k, v in pod["spec"].items() if k != "nodeName"},
+                "spec": _as_rendered(pod["spec"]),
             }
         )
     r = cluster.dry_run({"apiVersion": "v1", "kind": "List", "items": again})
@@ -391,7 +404,8 @@ def test_two_node_job_trains_over_pod_addresses_to_succeeded(train_ns: Kube) -> 
     assert [s for _, s, _, _ in run.steps()] == list(range(5))
     assert {w for _, _, w, _ in run.steps()} == {2}
     result = json.loads((run.out / "result.json").read_text())
-    assert result["rank"] == 0 and result["run_id"] == "e2e-two"
+    # The run id: the operator sets no PET_RDZV_ID and there is no Flyte execution id, so torch's default.
+    assert result["rank"] == 0 and result["run_id"] == "none"
     pods = run.pods()
     names = {f"e2e-two-worker-{i}" for i in range(2)}
     assert set(pods) == names
