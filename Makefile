@@ -38,7 +38,7 @@ GEN_STAMP := $(GEN_VENV)/.stamp-gen-$(call hash,requirements/gen.txt)
 ## make bench         the benchmarks, shortened (bench/README.md has the full-length commands)
 ## make chaos         the fault-injection matrix, 27.8 minutes measured at CHAOS_JOBS=4 (bench/README.md, "Chaos")
 ## make cluster-up    a Kubernetes control plane on this machine (README, "A cluster on one machine"); cluster-down stops it
-## make cluster-test  the end-to-end checks on a cluster of their own (not in make test yet)
+## make cluster-test  every cluster test, the long ones too (make test runs the short ones)
 ## make clean         remove build/, dist/ and the tool caches
 help:
 	@sed -n 's/^## //p' $(firstword $(MAKEFILE_LIST))
@@ -211,8 +211,8 @@ cluster-up: devtree
 cluster-down: venv-dev
 	$(PY) cluster/cluster.py down
 
-# The end-to-end checks on a cluster of their own (tests/test_cluster.py; not in `make test` yet:
-# the cold build is too long for CI, README "A cluster on one machine").
+# Every cluster test (tests/test_cluster.py), the long ones too; `make test` runs the short ones
+# (README, "A cluster on one machine").
 cluster-test: devtree
 	$(PY) -m pytest -m cluster tests/test_cluster.py
 

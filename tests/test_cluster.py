@@ -384,20 +384,29 @@ def _render_cli(task: dict[str, Any], name: str, argv: list[str], *flags: str) -
 def _container(job: dict[str, Any]) -> dict[str, Any]:
     (c,) = [c for c in job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
             if c["name"] == "pytorch"]  # fmt: skip
-    return dict(c)
+    assert isinstance(c, dict)
+    return c  # the job's own container: edits to it are edits to the job
 
 
-def _cli_job(kube: Kube, name: str, steps: int, step_seconds: float, task: dict[str, Any] = TWO_NODES) -> Run:
+def _cli_job(
+    kube: Kube, name: str, steps: int, step_seconds: float, *flags: str, torchrun: bool = False
+) -> tuple[Run, list[dict[str, Any]]]:
+    """The 2-node task rendered by the CLI and applied; with `torchrun`, stock torchrun is the
+    container's command (it reads the operator's PET_* env), as the baseline."""
     run = _new_run(kube, name)
-    (job,) = _render_cli(task, name, [str(TRAIN), str(run.out), str(steps), str(step_seconds)])
+    objects = _render_cli(TWO_NODES, name, [str(TRAIN), str(run.out), str(steps), str(step_seconds)], *flags)
+    container = _container(objects[0])
     # Where rank 0's pod writes the result: a folder the test can read (the default is the pod's /tmp).
-    _container(job).setdefault("env", []).append({"name": "ELASTIC_IDL_OUTPUT", "value": str(run.out / "result.json")})
-    run.apply([job])
-    return run
+    container.setdefault("env", []).append({"name": "ELASTIC_IDL_OUTPUT", "value": str(run.out / "result.json")})
+    if torchrun:
+        container["command"] = ["torchrun"]
+        container["args"] = [a for a in container["args"] if a != "--"]
+    run.apply(objects)
+    return run, objects
 
 
 def test_two_node_job_trains_over_pod_addresses_to_succeeded(train_ns: Kube) -> None:
-    run = _cli_job(train_ns, "e2e-two", steps=5, step_seconds=0.1)
+    run, objects = _cli_job(train_ns, "e2e-two", 5, 0.1, "--network-policy")
     assert run.wait_done(300) == "Succeeded", run.logs()
     TIMES["ours_apply_to_first_step"] = round(run.first_step_seconds(), 1)
     TIMES["ours_apply_to_succeeded"] = round(time.time() - run.applied, 1)
@@ -420,10 +429,20 @@ def test_two_node_job_trains_over_pod_addresses_to_succeeded(train_ns: Kube) -> 
         assert s["pid1"][:3] == ["python", "-m", "elastic_idl.pod"]
         assert s["master_addr"] in names and s["world"] == 2
     assert len({s["addresses"][0] for s in seen.values()}) == 2
+    # The NetworkPolicy rendered beside the job: the API server took it, and its pod selector,
+    # asked of the API server, matches exactly the job's pods.
+    (policy,) = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    served = json.loads(
+        train_ns.run("get", "networkpolicy", policy["metadata"]["name"], "-n", TRAIN_NS, "-o", "json").stdout
+    )
+    labels = served["spec"]["podSelector"]["matchLabels"]
+    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    matched = json.loads(train_ns.run("get", "pods", "-n", TRAIN_NS, "-l", selector, "-o", "json").stdout)["items"]
+    assert {p["metadata"]["name"] for p in matched} == names
 
 
 def test_worker_0_force_deleted_mid_run_is_recreated_and_the_job_finishes(train_ns: Kube) -> None:
-    run = _cli_job(train_ns, "e2e-kill0", steps=30, step_seconds=0.3)
+    run, _ = _cli_job(train_ns, "e2e-kill0", 30, 0.3)
     run.wait_steps(3, 240)
     before = run.pods()["e2e-kill0-worker-0"]
     train_ns.run("delete", "pod", "e2e-kill0-worker-0", "-n", TRAIN_NS, "--grace-period=0", "--force")
@@ -439,3 +458,151 @@ def test_worker_0_force_deleted_mid_run_is_recreated_and_the_job_finishes(train_
     # The re-formed job resumed from the checkpoint, not from step 0.
     assert resumed and resumed[0] > 0, steps
     TIMES["worker0_kill_to_next_step"] = round(min(t for t, *_ in steps if t > killed_at) - killed_at, 1)
+
+
+def test_the_node_agent_writes_only_what_a_node_may(train_ns: Kube) -> None:
+    """The audit log: every write by a node (system:node:<name>) is to its own Node and Lease,
+    to pods' status, Events, service account tokens of its pods, or the final delete of a pod
+    bound to it; never a pod made, a Service or an EndpointSlice."""
+    allowed = {
+        ("create", "nodes", ""), ("patch", "nodes", "status"), ("create", "leases", ""),
+        ("update", "leases", ""), ("patch", "pods", "status"), ("create", "events", ""),
+        ("create", "serviceaccounts", "token"), ("delete", "pods", ""),
+    }  # fmt: skip
+    writes: dict[tuple[str, str, str], int] = {}
+    for line in (train_ns.dir / "audit.log").read_text().splitlines():
+        ev = json.loads(line)
+        user = ev["user"]["username"]
+        if not user.startswith("system:node:") or ev["verb"] in ("get", "list", "watch"):
+            continue
+        assert "system:nodes" in ev["user"]["groups"]
+        ref = ev.get("objectRef", {})
+        key = (ev["verb"], ref.get("resource", ""), ref.get("subresource", ""))
+        writes[key] = writes.get(key, 0) + 1
+        if ref.get("resource") in ("nodes", "leases"):
+            assert ref["name"] == user.removeprefix("system:node:"), ev
+        # Refused writes are fine only as a kubelet's are: a pod gone (404) or replaced (409, the UID precondition).
+        assert ev["responseStatus"]["code"] < 300 or ev["responseStatus"]["code"] in (404, 409), ev
+    assert set(writes) <= allowed, writes
+    # It did write: Nodes, Leases, pod status and the pods' final deletes (the jobs above ran).
+    assert {("create", "nodes", ""), ("patch", "pods", "status"), ("create", "leases", "")} <= set(writes)
+
+
+@pytest.mark.cluster_long
+def test_torchrun_as_the_pod_command_is_the_baseline(train_ns: Kube) -> None:
+    run, _ = _cli_job(train_ns, "e2e-torchrun", 5, 0.1, torchrun=True)
+    assert run.wait_done(300) == "Succeeded", run.logs()
+    TIMES["torchrun_apply_to_first_step"] = round(run.first_step_seconds(), 1)
+    TIMES["torchrun_apply_to_succeeded"] = round(time.time() - run.applied, 1)
+    assert {w for _, _, w, _ in run.steps()} == {2}
+    # PID 1 is torchrun (a script: the interpreter with torchrun's path after it).
+    assert all(Path(s["pid1"][1]).name == "torchrun" for s in run.seen()), run.seen()
+
+
+@pytest.mark.cluster_long
+def test_a_worker_deleted_gracefully_is_recreated_and_the_job_finishes(train_ns: Kube) -> None:
+    run, _ = _cli_job(train_ns, "e2e-grace", 30, 0.3)
+    run.wait_steps(3, 240)
+    before = run.pods()["e2e-grace-worker-1"]
+    train_ns.run("delete", "pod", "e2e-grace-worker-1", "-n", TRAIN_NS, "--wait=false")
+    assert run.wait_done(400) == "Succeeded", run.logs()
+    assert run.pods()["e2e-grace-worker-1"]["metadata"]["uid"] != before["metadata"]["uid"]
+    assert run.steps()[-1][1] == 29
+    # The pod stopped on SIGTERM (its launcher's handler), not the grace period's SIGKILL.
+    events = json.loads(train_ns.run("get", "events", "-n", TRAIN_NS, "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "Killing" and e["involvedObject"]["uid"] == before["metadata"]["uid"] for e in events)
+    log = next(
+        (train_ns.dir / "pods").glob(
+            f"{TRAIN_NS}_e2e-grace-worker-1_{before['metadata']['uid']}/containers/pytorch/log"
+        )
+    )
+    assert "SIGTERM" in log.read_text(errors="replace")
+
+
+FLYTE_WORKFLOW = """
+import os
+from datetime import timedelta
+
+from flytekit import task, workflow
+
+import elastic_idl as ei
+
+
+@task(task_config=ei.Elastic(nnodes="1:3", nproc_per_node=1, max_restarts=1, start_method="spawn",
+                             rdzv_configs={"join_timeout": 120, "last_call_timeout": 5}))
+def train(x: int) -> int:
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=30))
+    value = torch.tensor([float(x)])
+    dist.all_reduce(value)
+    world = dist.get_world_size()
+    dist.destroy_process_group()
+    return int(value.item()) * 10 + world
+
+
+@workflow
+def wf(x: int) -> int:
+    return train(x=x)
+"""
+
+
+@pytest.mark.cluster_long
+def test_a_1_to_3_flytekit_task_from_its_template_runs_pyflyte_execute_in_three_pods(train_ns: Kube) -> None:
+    pytest.importorskip("flytekit")
+    from collections import OrderedDict
+
+    from flyteidl.core import literals_pb2
+    from flytekit.configuration import Image, ImageConfig, SerializationSettings
+    from flytekit.tools.translator import get_serializable
+
+    from elastic_idl.flytekit import render_pytorchjob_from_template
+
+    run = _new_run(train_ns, "e2e-flyte")
+    code = run.out / "code"
+    code.mkdir()
+    (code / "e2e_flyte_wf.py").write_text(FLYTE_WORKFLOW)
+    sys.path.insert(0, str(code))
+    try:
+        mod = importlib.import_module("e2e_flyte_wf")
+        settings = SerializationSettings(
+            image_config=ImageConfig(default_image=Image(name="default", fqn="x.io/t", tag="1"))
+        )
+        template = get_serializable(OrderedDict(), settings, mod.train).template.to_flyte_idl()
+    finally:
+        sys.path.remove(str(code))
+        sys.modules.pop("e2e_flyte_wf", None)
+    job = render_pytorchjob_from_template(template, name="e2e-flyte", namespace=TRAIN_NS)
+    container = _container(job)
+    assert container["args"][0] == "pyflyte-execute" and "command" not in container
+    # Propeller's part: the {{.input}}-style templates become paths (a folder all pods share).
+    inputs = run.out / "inputs.pb"
+    lm = literals_pb2.LiteralMap()
+    lm.literals["x"].scalar.primitive.integer = 4
+    inputs.write_bytes(lm.SerializeToString())
+    fill = {
+        "{{.input}}": str(inputs),
+        "{{.outputPrefix}}": str(run.out / "outputs"),
+        "{{.rawOutputDataPrefix}}": str(run.out / "raw"),
+        "{{.checkpointOutputPrefix}}": str(run.out / "checkpoint"),
+        "{{.prevCheckpointPrefix}}": "",
+    }
+    container["args"] = [fill.get(a, a) for a in container["args"]]
+    container.setdefault("env", []).extend(
+        [
+            {"name": "FLYTE_INTERNAL_EXECUTION_ID", "value": "e2e-flyte-exec"},
+            {"name": "FLYTE_INTERNAL_EXECUTION_PROJECT", "value": "p"},
+            {"name": "FLYTE_INTERNAL_EXECUTION_DOMAIN", "value": "d"},
+            {"name": "PYTHONPATH", "value": str(code)},
+        ]
+    )
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
+    run.apply([job])
+    assert run.wait_done(400) == "Succeeded", run.logs()
+    TIMES["flytekit_1to3_apply_to_succeeded"] = round(time.time() - run.applied, 1)
+    out = literals_pb2.LiteralMap.FromString((run.out / "outputs" / "outputs.pb").read_bytes())
+    world = out.literals["o0"].scalar.primitive.integer % 10
+    # 1:3 nodes, all three pods up at once: the rendezvous takes them all.
+    assert out.literals["o0"].scalar.primitive.integer == 4 * world * 10 + world
+    assert world == 3

@@ -88,6 +88,8 @@ class EnvDecision:
     winner: str
 
     def __str__(self) -> str:
+        if not self.message_value and self.winner == "env":  # nothing was overridden: say where it came from
+            return f"{self.setting}: env wins ({self.env_var}={self.env_value!r}); the task sets none"
         used = self.env_value if self.winner == "env" else self.message_value
         lost = self.message_value if self.winner == "env" else self.env_value
         return (
