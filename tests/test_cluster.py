@@ -389,12 +389,21 @@ def _container(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cli_job(
-    kube: Kube, name: str, steps: int, step_seconds: float, *flags: str, torchrun: bool = False
+    kube: Kube,
+    name: str,
+    steps: int,
+    step_seconds: float,
+    *flags: str,
+    torchrun: bool = False,
+    start_method: str | None = None,
 ) -> tuple[Run, list[dict[str, Any]]]:
     """The 2-node task rendered by the CLI and applied; with `torchrun`, stock torchrun is the
     container's command (it reads the operator's PET_* env), as the baseline."""
     run = _new_run(kube, name)
-    objects = _render_cli(TWO_NODES, name, [str(TRAIN), str(run.out), str(steps), str(step_seconds)], *flags)
+    task = copy.deepcopy(TWO_NODES)
+    if start_method:
+        task["elastic_config"]["start_method"] = start_method
+    objects = _render_cli(task, name, [str(TRAIN), str(run.out), str(steps), str(step_seconds)], *flags)
     container = _container(objects[0])
     # Where rank 0's pod writes the result: a folder the test can read (the default is the pod's /tmp).
     container.setdefault("env", []).append({"name": "ELASTIC_IDL_OUTPUT", "value": str(run.out / "result.json")})
@@ -442,7 +451,8 @@ def test_two_node_job_trains_over_pod_addresses_to_succeeded(train_ns: Kube) -> 
 
 
 def test_worker_0_force_deleted_mid_run_is_recreated_and_the_job_finishes(train_ns: Kube) -> None:
-    run, _ = _cli_job(train_ns, "e2e-kill0", 30, 0.3)
+    # Start method spawn (flytekit's): the launcher is the pod's PID 1 and the parent of its workers.
+    run, _ = _cli_job(train_ns, "e2e-kill0", 30, 0.3, start_method="START_METHOD_SPAWN")
     run.wait_steps(3, 240)
     before = run.pods()["e2e-kill0-worker-0"]
     train_ns.run("delete", "pod", "e2e-kill0-worker-0", "-n", TRAIN_NS, "--grace-period=0", "--force")

@@ -121,8 +121,17 @@ def _die_with_parent() -> None:
     parent = os.getppid()
     if not set_parent_death_signal(int(signal.SIGKILL)):
         return
-    if os.getppid() != parent or parent == 1:  # the parent died before prctl: we are already orphaned
-        os._exit(1)
+    if os.getppid() != parent or (parent == 1 and not _pid1_is_a_launcher()):
+        os._exit(1)  # the parent died before prctl: we are already orphaned
+
+
+def _pid1_is_a_launcher() -> bool:
+    """Whether PID 1 runs this Python: in a container the launcher is PID 1 (the pod's command)
+    and spawns its workers itself, so a parent of 1 is the launcher, not init adopting an orphan."""
+    try:
+        return os.path.realpath("/proc/1/exe") == os.path.realpath(sys.executable)
+    except OSError:
+        return False
 
 
 def _forget_fork_server() -> None:
