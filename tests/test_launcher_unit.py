@@ -436,3 +436,17 @@ def test_launch_return_type_follows_return_all() -> None:
         typing.get_type_hints(o)["return_all"]: typing.get_type_hints(o)["return"] for o in typing.get_overloads(launch)
     }
     assert by_flag == {typing.Literal[False]: Any, typing.Literal[True]: dict[int, Any], bool: Any}
+
+
+def test_a_worker_whose_parent_is_pid_1_is_no_orphan_when_pid_1_is_the_launcher() -> None:
+    """In a pod the launcher is PID 1 and spawns its workers itself: their parent of 1 is the
+    launcher. On the host, PID 1 is init, which adopts orphans."""
+    from elastic_idl._launch.worker import _pid1_is_a_launcher
+
+    assert not _pid1_is_a_launcher()  # this machine's PID 1 is not Python
+    code = "from elastic_idl._launch.worker import _pid1_is_a_launcher as f; print(f())"
+    r = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (r.returncode, r.stdout.strip()) == (0, "True"), r.stderr
