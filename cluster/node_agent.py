@@ -777,7 +777,9 @@ class PodWorker(threading.Thread):
                 "application/merge-patch+json",
             )
         except ApiError as e:
-            if e.status in (404, 409):  # deleted meanwhile, or another pod of the same name
+            # Deleted meanwhile, or the name is another pod's now (409: the UID precondition; 403:
+            # NodeRestriction, when that pod is bound to another node).
+            if e.status in (403, 404, 409):
                 self.gone = True
                 return
             raise
