@@ -62,6 +62,9 @@ EXEMPT_BLOCKS: dict[tuple[str, str], str] = {
     ("Architecture", ""): "a listing of the runtime's packages, not code",
     ("The Go backend (`go/`)", ""): "a listing of the Go module's folders, not code",
     ("A cluster on one machine", ""): "a drawing of which process talks to which, not code",
+    ("A cluster on one machine", "bash"): (
+        "a session on a cluster it starts as root; tests/test_cluster.py renders and runs the same job"
+    ),
     ("The Go backend (`go/`)", "go"): "Go for a propeller plugin; the package's Example (go test) runs that path",
     ("For propeller", "go"): "a propeller build's import; go/flyteplugin's tests register and run the plugin",
     ("For propeller", ""): "a propeller build's go get; scripts/go_release_check.sh builds such a consumer",
