@@ -113,6 +113,22 @@ def cluster() -> Iterator[Kube]:
         yield kube
     finally:
         subprocess.run([*cmd, "down"], env=env, capture_output=True, text=True, timeout=300, check=True)
+        _nothing_left(state)
+
+
+def _nothing_left(state: Path) -> None:
+    """After `down`: no process of this cluster (components, node agent, pods), no bridge, no pod veth."""
+    left = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and proc.name != str(os.getpid()):
+            try:
+                cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if str(state) in cmdline:
+                left.append(cmdline.replace("\0", " ")[:200])
+    links = [p.name for p in Path("/sys/class/net").iterdir() if p.name == ct.POD_BRIDGE or p.name.startswith("ev")]
+    assert (left, links) == ([], []), "cluster down left these running or configured"
 
 
 def _as_rendered(pod_spec: dict[str, Any]) -> dict[str, Any]:
