@@ -72,6 +72,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     env = {**os.environ, "CLUSTER_DIR": str(REPO / "build" / "cluster-bench")}
+    if Path("/tmp") in REPO.parents:  # no cluster state under /tmp (cluster/cluster.py)
+        env["CLUSTER_DIR"] = str(Path("/var/tmp/elastic-idl-clusters") / f"{REPO.name}-bench")
     up = subprocess.run([sys.executable, str(CLUSTER_PY), "up"], env=env, capture_output=True, text=True, check=False)
     if up.returncode != 0:
         raise SystemExit(up.stderr.strip())

@@ -5,7 +5,8 @@
     python cluster/cluster.py down    stop everything this cluster started, remove its pod bridge
 
 `make cluster-up` / `make cluster-down` run these. State lives in one folder, CLUSTER_DIR
-(default build/cluster in the checkout; not under /tmp: the operator gets a /tmp of its own).
+(default build/cluster in the checkout, or under /var/tmp for a checkout under /tmp: the operator
+and the pods get a /tmp of their own).
 The binaries come from cluster/build.sh (one wrapper module, Kubernetes 1.36.3, cached outside
 the repository). README.md, "A cluster on one machine", says what is real and what is not.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
+import hashlib
 import ipaddress
 import json
 import os
@@ -111,8 +113,18 @@ def timeout_scale() -> float:
     return float(os.environ.get("CLUSTER_TIMEOUT_SCALE", "1"))
 
 
+def default_state_dir(name: str) -> Path:
+    """A cluster's state folder: build/<name> in the checkout, or, for a checkout under /tmp
+    (the operator's and the pods' /tmp are their own, so no state may live there), a folder under
+    /var/tmp named after the checkout."""
+    if Path("/tmp") in REPO.parents:
+        tag = hashlib.sha256(str(REPO).encode()).hexdigest()[:12]
+        return Path("/var/tmp/elastic-idl-clusters") / f"{REPO.name}-{tag}" / name
+    return REPO / "build" / name
+
+
 def cluster_dir() -> Path:
-    d = Path(os.environ.get("CLUSTER_DIR", REPO / "build" / "cluster")).resolve()
+    d = Path(os.environ.get("CLUSTER_DIR", default_state_dir("cluster"))).resolve()
     if d == Path("/tmp") or Path("/tmp") in d.parents:
         raise ClusterError(f"CLUSTER_DIR must not be under /tmp ({d}): the operator gets a /tmp of its own")
     return d

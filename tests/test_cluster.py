@@ -95,7 +95,7 @@ class Kube:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Kube]:
-    state = REPO / "build" / "cluster-test"
+    state = ct.default_state_dir("cluster-test")
     env = {**os.environ, "CLUSTER_DIR": str(state)}
     cmd = [sys.executable, str(CLUSTER_PY)]
     try:
