@@ -770,6 +770,7 @@ def up(c: Cluster) -> None:
         "pods_dir": str(c.dir / "pods"),
         # `python` in a pod: the interpreter running this (the project's .venv) stands in for the image.
         "image_path": str(Path(sys.executable).parent),
+        "image_folders": [str(REPO)],
         "python": sys.executable,
     }
     for node in NODES:

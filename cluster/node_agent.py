@@ -531,6 +531,7 @@ class PodWorker(threading.Thread):
                 str(self.dir / "resolv.conf"): "/etc/resolv.conf",
             },
             "mounts": mounts,
+            "keep": self.node.agent.image_folders,
             "termination_log": str(term_log),
             "pid_file": str(c.dir / "pid"),
         }
@@ -1000,6 +1001,8 @@ class Agent:
         self.domain: str = config["cluster_domain"]
         self.api_service_ip: str = config["api_service_ip"]
         self.image_path: str = config["image_path"]
+        #: Host folders that are part of the "image" (the checkout): kept visible even under /tmp.
+        self.image_folders: list[str] = config.get("image_folders", [])
         self.python: str = config["python"]
         self.pods_dir = Path(config["pods_dir"])
         self.ipam = Ipam(config["pod_cidr"], {self.host_ip, self.dns})

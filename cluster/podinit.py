@@ -10,7 +10,8 @@
         One container: joins the sandbox's network, UTS and IPC namespaces, makes a PID and a
         mount namespace of its own and forks the container's PID 1, which mounts its /proc,
         /sys, /run, /dev (the host's device nodes null, zero, full, random, urandom, tty; a private
-        /dev/shm; /dev/termination-log), /tmp, /etc/hosts, /etc/hostname, /etc/resolv.conf and the
+        /dev/shm; /dev/termination-log), /tmp (keeping the spec's `keep` folders under /tmp
+        visible: a checkout there is part of the image), /etc/hosts, /etc/hostname, /etc/resolv.conf and the
         pod's volumes, changes to the working directory and execs the command with exactly the
         spec's environment. This process waits for it, writes its host PID to the spec's
         pid_file first (the node agent signals that PID: SIGTERM reaches a PID 1 only when it
@@ -129,7 +130,17 @@ def _pid1(spec: dict[str, Any]) -> None:
     # sight, and mount points such as the service account's /var/run/secrets can be made here.
     mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=65536k")
     _mount_dev(spec["termination_log"])
+    # /tmp of its own; host folders under /tmp that stand in for the image (a checkout under /tmp)
+    # stay where they are: moved aside first, back on top of the new /tmp after.
+    keep = [p for p in spec.get("keep", []) if p.startswith("/tmp/")]
+    for i, path in enumerate(keep):
+        os.mkdir(f"/run/.keep{i}")
+        mount(path, f"/run/.keep{i}", None, MS_BIND | MS_REC)
     mount(spec["tmp"], "/tmp", None, MS_BIND)
+    for i, path in enumerate(keep):
+        os.makedirs(path, exist_ok=True)  # in the pod's own /tmp folder
+        mount(f"/run/.keep{i}", path, None, MS_MOVE)
+        os.rmdir(f"/run/.keep{i}")
     for source, target in spec["etc"].items():  # hosts, hostname, resolv.conf
         mount(source, target, None, MS_BIND)
     for m in spec["mounts"]:

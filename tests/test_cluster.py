@@ -634,3 +634,62 @@ def test_a_1_to_3_flytekit_task_from_its_template_runs_pyflyte_execute_in_three_
     # 1:3 nodes, all three pods up at once: the rendezvous takes them all.
     assert out.literals["o0"].scalar.primitive.integer == 4 * world * 10 + world
     assert world == 3
+
+
+def _pod(kube: Kube, name: str, command: list[str], restart: str, grace: int = 30) -> dict[str, Any]:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": TRAIN_NS},
+        "spec": {
+            "restartPolicy": restart,
+            "terminationGracePeriodSeconds": grace,
+            "containers": [{"name": "main", "image": "example.com/none:1", "command": command}],
+        },
+    }
+    kube.run("delete", "pod", name, "-n", TRAIN_NS, "--ignore-not-found", "--wait=true")
+    kube.run("apply", "--server-side", "-f", "-", stdin=json.dumps(pod))
+    return pod
+
+
+def _pod_status(kube: Kube, name: str) -> dict[str, Any]:
+    return dict(json.loads(kube.run("get", "pod", name, "-n", TRAIN_NS, "-o", "json").stdout)["status"])
+
+
+@pytest.mark.cluster_long
+def test_a_failing_container_restarts_in_place_with_the_kubelets_back_off(train_ns: Kube) -> None:
+    _pod(train_ns, "e2e-crashloop", ["sh", "-c", "hostname; exit 3"], "OnFailure")
+    # The first restart at once, the second after 10 s of back-off: restartCount 2 within ~10-25 s,
+    # in between the container waits in CrashLoopBackOff with the last exit in lastState.
+    seen_backoff = False
+    deadline = time.monotonic() + 60
+    while True:
+        status = _pod_status(train_ns, "e2e-crashloop")
+        (cs,) = status.get("containerStatuses", [{}])
+        if cs.get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff":
+            seen_backoff = True
+            assert cs["lastState"]["terminated"]["exitCode"] == 3
+        if cs.get("restartCount", 0) >= 2:
+            break
+        assert time.monotonic() < deadline, status
+        time.sleep(0.3)
+    assert seen_backoff
+    assert status["phase"] == "Running"
+    first_ip = status["podIP"]
+    time.sleep(1)
+    assert _pod_status(train_ns, "e2e-crashloop")["podIP"] == first_ip  # an in-place restart keeps the address
+    train_ns.run("delete", "pod", "e2e-crashloop", "-n", TRAIN_NS, "--wait=true")
+
+
+@pytest.mark.cluster_long
+def test_graceful_deletion_kills_a_pid_1_without_a_sigterm_handler_after_the_grace_period(train_ns: Kube) -> None:
+    # `sleep` installs no SIGTERM handler: as a container's PID 1 it ignores SIGTERM, so only the
+    # SIGKILL at the end of the grace period stops it (exit 137), as in a container runtime.
+    _pod(train_ns, "e2e-grace-kill", ["sleep", "600"], "Never", grace=3)
+    _until(lambda: _pod_status(train_ns, "e2e-grace-kill").get("phase") == "Running", 60)
+    t0 = time.monotonic()
+    train_ns.run("delete", "pod", "e2e-grace-kill", "-n", TRAIN_NS, "--wait=true")
+    took = time.monotonic() - t0
+    assert 3 <= took < 20, took
+    events = json.loads(train_ns.run("get", "events", "-n", TRAIN_NS, "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "Killing" and e["involvedObject"]["name"] == "e2e-grace-kill" for e in events)
