@@ -77,6 +77,7 @@ BACKOFF_RESET = 2 * BACKOFF_MAX
 START_ERROR = 128  # podinit.py: the command could not start
 TERMINATION_MESSAGE_MAX = 4096
 FALLBACK_LOG_LINES, FALLBACK_LOG_BYTES = 80, 2048
+MOUNT_RETRY_SECONDS = 60.0
 #: The sources of a projected volume the agent writes (what the service account admission adds).
 PROJECTED_SOURCES = {"serviceAccountToken", "configMap", "downwardAPI"}
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -346,12 +347,21 @@ class PodWorker(threading.Thread):
         self.containers = [Container(c, self.dir / "containers" / c["name"]) for c in spec["containers"]]
         for c in self.containers:
             c.dir.mkdir(parents=True, exist_ok=True)
-        if self.failure is None:
+        # The volumes, retried as the kubelet retries a mount (the pod stays ContainerCreating):
+        # right after binding, the Node authorizer may not know the pod is this node's yet (403),
+        # and a new namespace's kube-root-ca.crt may not be published yet (404).
+        deadline = time.monotonic() + MOUNT_RETRY_SECONDS
+        while self.failure is None and not self.gone:
             try:
                 for vol in spec.get("volumes", []):
                     if "projected" in vol:
                         self.project(vol)
-            except (ApiError, OSError, KeyError, ValueError) as e:
+                break
+            except ApiError as e:
+                if e.status not in (403, 404) or time.monotonic() > deadline:
+                    self.failure = ("FailedMount", f"volume: {e}")
+                self.wake.wait(0.5)
+            except (OSError, KeyError, ValueError) as e:
                 self.failure = ("FailedMount", f"volume: {e}")
         if self.failure:
             self.node.event(self.pod, "Warning", "Failed", self.failure[1])

@@ -510,7 +510,10 @@ def test_the_node_agent_writes_only_what_a_node_may(train_ns: Kube) -> None:
         # Refused writes only as a kubelet's are: to a pod gone (404), or whose name is a new pod's
         # (409, the UID precondition; 403 from NodeRestriction when that one is on another node).
         code = ev["responseStatus"]["code"]
-        assert code < 300 or code in (404, 409) or (code == 403 and key == ("patch", "pods", "status")), ev
+        # A token asked for right after the binding, before the Node authorizer's graph has the pod:
+        # 403, and the agent retries, as the kubelet retries a mount.
+        refused_ok = key in (("patch", "pods", "status"), ("create", "serviceaccounts", "token"))
+        assert code < 300 or code in (404, 409) or (code == 403 and refused_ok), ev
     assert set(writes) <= allowed, writes
     # It did write: Nodes, Leases, pod status and the pods' final deletes (the jobs above ran).
     assert {("create", "nodes", ""), ("patch", "pods", "status"), ("create", "leases", "")} <= set(writes)
