@@ -696,3 +696,24 @@ def test_graceful_deletion_kills_a_pid_1_without_a_sigterm_handler_after_the_gra
     assert 3 <= took < 20, took
     events = json.loads(train_ns.run("get", "events", "-n", TRAIN_NS, "-o", "json").stdout)["items"]
     assert any(e["reason"] == "Killing" and e["involvedObject"]["name"] == "e2e-grace-kill" for e in events)
+
+
+@pytest.mark.cluster_long
+def test_the_go_backends_typed_jobs_pass_server_side_strict_dry_run(cluster: Kube, tmp_path: Path) -> None:
+    """The jobs go/kubeflow builds (the Kubernetes and Kubeflow Go types the flyteplugins plugin
+    sends; its test writes them when ELASTIC_IDL_TYPED_JOBS_DIR is set), as those types serialize."""
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    r = subprocess.run(
+        [go, "test", "-count=1", "-run", "^TestBuildEqualsPythonRenderer$", "."],
+        cwd=REPO / "go" / "kubeflow", env={**os.environ, "ELASTIC_IDL_TYPED_JOBS_DIR": str(tmp_path)},
+        capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    typed = {p.stem: json.loads(p.read_text()) for p in sorted(tmp_path.glob("*.json"))}
+    assert sorted(typed) == sorted(JOBS)  # every rendered job of the contract, and no other
+    refused = {}
+    for case, job in typed.items():
+        out = cluster.dry_run(job)
+        if out.returncode != 0 or "serverside-applied (server dry run)" not in out.stdout:
+            refused[case] = out.stderr.strip()
+    assert refused == {}

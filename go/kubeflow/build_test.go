@@ -158,6 +158,7 @@ func TestBuildEqualsPythonRenderer(t *testing.T) {
 				w, _ := yaml.Marshal(&expected)
 				t.Fatalf("Build differs from pytorchjob.yaml\n--- Build:\n%s\n--- pytorchjob.yaml:\n%s", g, w)
 			}
+			writeTypedJob(t, c.name, got)
 			compared++
 		})
 	}
@@ -228,4 +229,24 @@ func errorType(err error) string {
 		return "EncodeError"
 	}
 	return fmt.Sprintf("%T", err)
+}
+
+// typedJobsDirEnv names a folder where TestBuildEqualsPythonRenderer also writes
+// each case's job as Go's Kubernetes types serialize it (<case>.json): the
+// cluster test (tests/test_cluster.py) sends those to a real API server.
+const typedJobsDirEnv = "ELASTIC_IDL_TYPED_JOBS_DIR"
+
+func writeTypedJob(t *testing.T, name string, job *kubeflowv1.PyTorchJob) {
+	t.Helper()
+	dir := os.Getenv(typedJobsDirEnv)
+	if dir == "" {
+		return
+	}
+	b, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
