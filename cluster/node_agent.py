@@ -790,7 +790,9 @@ class PodWorker(threading.Thread):
         except ApiError as e:
             # Deleted meanwhile, or the name is another pod's now (409: the UID precondition; 403:
             # NodeRestriction, when that pod is bound to another node).
-            if e.status in (403, 404, 409):
+            # (422 names metadata.uid when the new pod of that name is on this node: the merge
+            # patch's UID is refused as a change of an immutable field.)
+            if e.status in (403, 404, 409) or (e.status == 422 and "metadata.uid" in str(e)):
                 self.gone = True
                 return
             raise
