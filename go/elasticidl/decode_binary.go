@@ -145,6 +145,18 @@ func upbNormalize(raw []byte, md protoreflect.MessageDescriptor) (normalised []b
 // in more bytes than it needs (which protobuf-go re-encodes in an unknown field).
 type upbState struct{ junk, longTag bool }
 
+// skipVarint reads one varint value at the start of b as upb does (up to 10
+// bytes) and returns its length, negative when it is malformed. A tenth byte
+// with junk above its lowest bit is cleared in place and noted in st.junk.
+func (st *upbState) skipVarint(b []byte) int {
+	_, n, junk := consumeVarintUpb(b, 10)
+	if n >= 0 && junk {
+		b[9] &= 1
+		st.junk = true
+	}
+	return n
+}
+
 // upbWalk walks the fields of b (a message, or a group's body when group != 0),
 // fixing 10th-byte junk in place, and returns the bytes it consumed.
 func upbWalk(b []byte, md protoreflect.MessageDescriptor, depth int, group protowire.Number, st *upbState) (int, error) {
@@ -168,13 +180,9 @@ func upbWalk(b []byte, md protoreflect.MessageDescriptor, depth int, group proto
 		}
 		switch wire {
 		case protowire.VarintType:
-			_, n, junk := consumeVarintUpb(b[pos:], 10)
+			n := st.skipVarint(b[pos:])
 			if n < 0 {
 				return 0, errWire
-			}
-			if junk {
-				b[pos+9] &= 1
-				st.junk = true
 			}
 			pos += n
 		case protowire.Fixed32Type, protowire.Fixed64Type:
@@ -205,13 +213,9 @@ func upbWalk(b []byte, md protoreflect.MessageDescriptor, depth int, group proto
 				}
 			case fd.IsList() && wireTypeOf(fd.Kind()) == protowire.VarintType: // packed varints
 				for p := 0; p < len(body); {
-					_, n, junk := consumeVarintUpb(body[p:], 10)
+					n := st.skipVarint(body[p:])
 					if n < 0 {
 						return 0, errWire
-					}
-					if junk {
-						body[p+9] &= 1
-						st.junk = true
 					}
 					p += n
 				}
