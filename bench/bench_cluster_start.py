@@ -14,6 +14,7 @@ side: compare only ratios on a shared machine).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -71,9 +72,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    env = {**os.environ, "CLUSTER_DIR": str(REPO / "build" / "cluster-bench")}
-    if Path("/tmp") in REPO.parents:  # no cluster state under /tmp (cluster/cluster.py)
-        env["CLUSTER_DIR"] = str(Path("/var/tmp/elastic-idl-clusters") / f"{REPO.name}-bench")
+    spec = importlib.util.spec_from_file_location("cluster_tool", CLUSTER_PY)
+    assert spec and spec.loader
+    cluster_tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cluster_tool)
+    env = {**os.environ, "CLUSTER_DIR": str(cluster_tool.default_state_dir("cluster-bench"))}
     up = subprocess.run([sys.executable, str(CLUSTER_PY), "up"], env=env, capture_output=True, text=True, check=False)
     if up.returncode != 0:
         raise SystemExit(up.stderr.strip())
