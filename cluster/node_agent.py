@@ -249,7 +249,6 @@ class Container:
     restarts: int = 0
     state: dict[str, Any] = field(default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
     last_state: dict[str, Any] = field(default_factory=dict)
-    started_mono: float = 0.0
     finished_mono: float = 0.0
     backoff: float = 0.0
     backoff_updated: float = -1e9
@@ -557,7 +556,6 @@ class PodWorker(threading.Thread):
                 stderr=subprocess.STDOUT,
                 env={"PATH": DEFAULT_PATH},
             )
-        c.started_mono = time.monotonic()
         c.state = {"running": {"startedAt": now()}}
         self.node.event(self.pod, "Normal", "Started", f"Started container {c.name}", c.name)
 
@@ -1040,12 +1038,9 @@ class Agent:
         self.pods_dir.mkdir(parents=True, exist_ok=True)
         for node in self.nodes:
             node.register()
-        threads = []
         for node in self.nodes:
             for target in (node.heartbeat, node.watch_pods):
-                t = threading.Thread(target=target, name=f"{node.name}-{target.__name__}", daemon=True)
-                t.start()
-                threads.append(t)
+                threading.Thread(target=target, name=f"{node.name}-{target.__name__}", daemon=True).start()
         log.info("serving %s", ", ".join(n.name for n in self.nodes))
         self.stopping.wait()
 
