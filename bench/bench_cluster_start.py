@@ -4,7 +4,7 @@ entrypoint (`python -m elastic_idl.pod`) vs stock `torchrun` as the container co
     .venv/bin/python bench/bench_cluster_start.py [--rounds 5]
 
 Starts a cluster of its own (cluster/cluster.py up, CLUSTER_DIR=build/cluster-bench; root, the
-binaries cached: README "A cluster on one machine") and stops it at the end. Each round applies the
+binaries cached: docs/guide/cluster.md) and stops it at the end. Each round applies the
 same 2-node elastic job (rendered by `elastic-idl render`) once per arm, in alternating order, and
 waits for `Succeeded`; the first step is the first line rank 0 writes
 (tests/workers/cluster_train.py). Prints medians and the ratio ours / torchrun (same run, side by

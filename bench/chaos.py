@@ -546,7 +546,7 @@ def _fmt(x: float | None) -> str:
 
 
 def table(results: list[RunResult]) -> str:
-    """The README table: fault class x launcher: passed / runs, median and worst time from fault to resumed."""
+    """The table: fault class x launcher: passed / runs, median and worst time from fault to resumed."""
     lines = [
         "| # | fault class | kind | class knobs | launcher | passed / runs | median fault -> resumed (s) | worst (s) | failures |",
         "| ---: | --- | --- | --- | --- | ---: | ---: | ---: | --- |",

@@ -2,9 +2,12 @@
 # Builds the one-machine cluster's binaries (cluster/go.mod) into a cache outside
 # the repository, keyed by the Kubernetes version and a hash of the module files,
 # so a second run builds nothing. Prints the cache's bin/ folder on stdout.
+# Then the object store (cluster/objectstore/go.mod, a module of its own: the Versity
+# S3 Gateway), into a cache of its own keyed by its version and a hash of its module files.
 #
-#   cluster/build.sh           build what is missing, print the bin folder
-#   cluster/build.sh path      print the bin folder (built or not)
+#   cluster/build.sh                   build what is missing, print the bin folder
+#   cluster/build.sh path              print the bin folder (built or not)
+#   cluster/build.sh objectstore-path  print the object store's bin folder (built or not)
 #
 # Environment: ELASTIC_IDL_CACHE (default ~/.cache/elastic-idl), CLUSTER_BUILD_NICE
 # (niceness of the build, default 19: it takes only idle CPU), CLUSTER_BUILD_P
@@ -34,10 +37,18 @@ key=$(cd "$here" && cat go.mod go.sum cmd/coredns/main.go | sha256sum | cut -c1-
 cache="${ELASTIC_IDL_CACHE:-$HOME/.cache/elastic-idl}/cluster/k8s-$K8S_VERSION-$key"
 bin="$cache/bin"
 
-if [[ "${1:-}" == path ]]; then
-  echo "$bin"
-  exit 0
-fi
+# The object store: its version is the one its go.mod requires.
+STORE_MODULE=github.com/versity/versitygw
+store_version=$(awk -v m="$STORE_MODULE" '$1 == m { print $2 }' "$here/objectstore/go.mod")
+[[ -n "$store_version" ]] || { echo "cluster/build.sh: no $STORE_MODULE in cluster/objectstore/go.mod" >&2; exit 1; }
+store_key=$(cd "$here/objectstore" && cat go.mod go.sum | sha256sum | cut -c1-16)
+store_cache="${ELASTIC_IDL_CACHE:-$HOME/.cache/elastic-idl}/objectstore/versitygw-$store_version-$store_key"
+store_bin="$store_cache/bin"
+
+case "${1:-}" in
+  path) echo "$bin"; exit 0 ;;
+  objectstore-path) echo "$store_bin"; exit 0 ;;
+esac
 
 command -v go >/dev/null || { echo "cluster/build.sh: missing command: go (Go 1.26 or newer)" >&2; exit 1; }
 
@@ -72,4 +83,17 @@ for entry in "${BINARIES[@]}"; do
   mv "$bin/.$name.tmp" "$bin/$name"
   echo "$name wall $(( $(date +%s) - start ))s cpu $(( $(cpu_seconds) - cpu0 ))s $(date -u +%FT%TZ)" >>"$cache/build-times.txt"
 done
+
+# The object store's main, built as it is (stamped with its version, as its Makefile does).
+mkdir -p "$store_bin"
+if [[ ! -x "$store_bin/versitygw" ]]; then
+  echo "== building versitygw ($STORE_MODULE/cmd/versitygw $store_version) into $store_bin" >&2
+  start=$(date +%s)
+  cpu0=$(cpu_seconds)
+  (cd "$here/objectstore" && GOWORK=off GOFLAGS=-mod=readonly nice -n "${CLUSTER_BUILD_NICE:-19}" \
+    go build "${pflag[@]}" -trimpath -ldflags="-s -w -X main.Version=$store_version" \
+    -o "$store_bin/.versitygw.tmp" "$STORE_MODULE/cmd/versitygw")
+  mv "$store_bin/.versitygw.tmp" "$store_bin/versitygw"
+  echo "versitygw wall $(( $(date +%s) - start ))s cpu $(( $(cpu_seconds) - cpu0 ))s $(date -u +%FT%TZ)" >>"$store_cache/build-times.txt"
+fi
 echo "$bin"

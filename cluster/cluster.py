@@ -8,14 +8,16 @@
 (default build/cluster in the checkout, or under /var/tmp for a checkout under /tmp: the operator
 and the pods get a /tmp of their own).
 The binaries come from cluster/build.sh (one wrapper module, Kubernetes 1.36.3, cached outside
-the repository). README.md, "A cluster on one machine", says what is real and what is not.
+the repository). docs/guide/cluster.md, "A cluster on one machine", says what is real and what is not.
 
 What runs, all on this machine as root, each talking to 127.0.0.1 only:
 etcd, kube-apiserver (Node,RBAC, NodeRestriction, an audit log), kube-controller-manager,
 kube-scheduler, the Kubeflow training operator (its own webhook, reached by the API server
 through a selector-less Service and an EndpointSlice naming the pod bridge's host address), and
 CoreDNS on the pod bridge's host address, port 53, answering cluster.local and the pod range's
-reverse zone only. The pod bridge (POD_BRIDGE, POD_CIDR) carries no route out: no forwarding,
+reverse zone only, and an S3-compatible object store (the Versity S3 Gateway, its posix backend,
+data in CLUSTER_DIR/objectstore) on the pod bridge's host address, port OBJECTSTORE_PORT, with
+credentials made per cluster and written to CLUSTER_DIR/objectstore.json. The pod bridge (POD_BRIDGE, POD_CIDR) carries no route out: no forwarding,
 no masquerading, no ClusterIP routing. Nodes and pods come with the node agent (phase 2).
 
 Failure: one line `cluster up: <what>` on stderr, everything started so far is stopped, exit 1.
@@ -30,6 +32,8 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -38,6 +42,7 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -86,14 +91,57 @@ COMPONENTS = [
     "kube-scheduler",
     "training-operator",
     "coredns",
+    "objectstore",
     "node-agent",
 ]
-BINARIES = [*COMPONENTS[:-1], "kubectl"]
+#: What cluster/build.sh builds into its bin folder (the object store goes to a folder of its own).
+BINARIES = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "training-operator",
+    "coredns",
+    "kubectl",
+]
 # The node agent (cluster/node_agent.py) serves this many Nodes: the largest job here (a 1:3
-# elastic job, 3 pods) plus one.
-NODES = [f"node-{i}" for i in range(4)]
+# elastic job, 3 pods) plus one. CLUSTER_NODES (or `up --nodes N`) serves more: the chaos harness
+# gives each job it runs at once Nodes of its own (bench/chaos_cluster.py).
+NODE_COUNT = 4
+NODES = [f"node-{i}" for i in range(NODE_COUNT)]
+MAX_NODES = 64
+#: In CLUSTER_DIR: the node agent's control socket (faults, node_agent.py), the log of every fault
+#: it injected, and its log of container starts and exits (exact times, exit codes).
+CONTROL_SOCKET = "node-agent.sock"
+FAULT_LOG = "faults.jsonl"
+LIFECYCLE_LOG = "lifecycle.jsonl"
+
+# Node loss, lowered from the defaults so that a lost Node is handled within a chaos run (docs/guide/cluster.md;
+# Kubernetes' defaults in brackets):
+#: kube-controller-manager --node-monitor-grace-period [50s]: a Node whose Lease and status were
+#: not renewed for this long is marked Ready=Unknown and tainted node.kubernetes.io/unreachable.
+NODE_MONITOR_GRACE_S = 20
+#: kube-controller-manager --node-monitor-period [5s]: how often the node lifecycle controller looks.
+NODE_MONITOR_PERIOD_S = 5
+#: The node agent's Lease: nodeLeaseDurationSeconds [40], renewed every quarter of it (as the
+#: kubelet renews), so that a Node misses at least three renewals before the grace period ends.
+NODE_LEASE_S = 20
+#: kube-apiserver --default-unreachable-toleration-seconds and --default-not-ready-toleration-seconds
+#: [300]: the DefaultTolerationSeconds admission plugin gives every pod these tolerations, so the
+#: taint eviction controller deletes a lost Node's pods this long after the taint. The pods then
+#: stay Terminating (no kubelet confirms) until the Node gets the node.kubernetes.io/out-of-service
+#: taint: the pod garbage collector (gcTerminating, every 20 s) force-deletes a terminating pod on a
+#: Node that is not Ready and has that taint.
+TOLERATION_S = 30
 NODE_AGENT = HERE / "node_agent.py"
 PODINIT = HERE / "podinit.py"
+
+# The object store: the Versity S3 Gateway (cluster/objectstore/go.mod), its posix backend, on the
+# pod bridge's host address (pods and the host reach it there; nothing else does), plain HTTP.
+OBJECTSTORE_BINARY = "versitygw"
+OBJECTSTORE_PORT = 7070
+OBJECTSTORE_REGION = "us-east-1"  # what S3 clients sign with when no region is set
+OBJECTSTORE_BUCKET = "elastic-idl"  # made by `up`; a client may make more
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
@@ -121,6 +169,19 @@ def default_state_dir(name: str) -> Path:
         tag = hashlib.sha256(str(REPO).encode()).hexdigest()[:12]
         return Path("/var/tmp/elastic-idl-clusters") / f"{REPO.name}-{tag}" / name
     return REPO / "build" / name
+
+
+def node_names(count: int | None = None) -> list[str]:
+    """The Nodes a cluster serves: `count`, else CLUSTER_NODES, else NODE_COUNT (node-0, node-1, ...)."""
+    if count is None:
+        text = os.environ.get("CLUSTER_NODES", "").strip()
+        try:
+            count = int(text) if text else NODE_COUNT
+        except ValueError:
+            raise ClusterError(f"CLUSTER_NODES must be a whole number, not {text!r}") from None
+    if not 1 <= count <= MAX_NODES:
+        raise ClusterError(f"the node count must be 1..{MAX_NODES}, not {count}")
+    return [f"node-{i}" for i in range(count)]
 
 
 def cluster_dir() -> Path:
@@ -254,12 +315,20 @@ class Cluster:
         self.timings: dict[str, float] = {}
         self.began = False  # set once `up` starts changing anything; a failure before that stops nothing
 
+    def nodes(self) -> list[str]:
+        """The Nodes this cluster serves (`up` records them)."""
+        return [str(n) for n in self.state.get("nodes", NODES)]  # type: ignore[attr-defined]
+
     def save(self) -> None:
         self.state_file.write_text(json.dumps(self.state, indent=2, sort_keys=True) + "\n")
 
     # -- processes
 
-    def spawn(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def spawn(
+        self, name: str, argv: Sequence[str], env: dict[str, str] | None = None, *, inherit_env: bool = True
+    ) -> subprocess.Popen[bytes]:
+        """Start one component in a session of its own, its output to logs/<name>.log; its
+        environment is this one's plus `env`, or only `env` when not `inherit_env`."""
         self.logs.mkdir(parents=True, exist_ok=True)
         self.pids.mkdir(parents=True, exist_ok=True)
         with (self.logs / f"{name}.log").open("ab") as log:
@@ -269,7 +338,7 @@ class Cluster:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, **(env or {})},
+                env={**(os.environ if inherit_env else {}), **(env or {})},
             )
         (self.pids / f"{name}.pid").write_text(f"{proc.pid} {_start_time(proc.pid)}\n")
         return proc
@@ -298,6 +367,16 @@ class Cluster:
         lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
         return lines[-1][:300] if lines else f"no output (log: {log})"
 
+    def running(self) -> list[str]:
+        """The components of this folder's pid files that still run (a pid file whose process is
+        gone, e.g. killed with the session, is no cluster)."""
+        alive = []
+        for pidfile in sorted(self.pids.glob("*.pid")) if self.pids.is_dir() else []:
+            pid_s, start = pidfile.read_text().split()
+            if _start_time(int(pid_s)) == start:
+                alive.append(pidfile.stem)
+        return alive
+
     def stop(self) -> list[str]:
         """Stop every process this cluster started, newest first; return what was stopped."""
         stopped = []
@@ -312,7 +391,7 @@ class Cluster:
                 stopped.append(name)
             pidfile.unlink()
         # Anything left from a lost pid file: a process running one of our binaries on this folder.
-        bindir = self.state.get("bin")
+        bindirs = [str(d) for d in (self.state.get("bin"), self.state.get("objectstore_bin")) if d]
         for proc in Path("/proc").iterdir():
             if not proc.name.isdigit():
                 continue
@@ -321,7 +400,7 @@ class Cluster:
                 cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
             except OSError:
                 continue
-            ours = bindir and exe.startswith(f"{bindir}/")
+            ours = any(exe.startswith(f"{d}/") for d in bindirs)
             pod = str(PODINIT) in cmdline or str(NODE_AGENT) in cmdline  # the node agent, a pod's processes
             if (ours or pod) and str(self.dir) in cmdline:
                 _terminate(int(proc.name))
@@ -409,6 +488,31 @@ def dns_query_a(server: str, name: str, port: int = 53, timeout: float = 2.0) ->
     return answers
 
 
+# ---------------------------------------------------------------- faults
+
+
+def agent_request(folder: Path, request: dict[str, object], timeout: float = 30.0) -> dict[str, object]:
+    """One request to the node agent's control socket in the cluster folder `folder` (the faults
+    node_agent.py's Faults lists); its answer. A refused request raises ClusterError with the
+    agent's reason."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout * timeout_scale())
+        s.connect(str(folder / CONTROL_SOCKET))
+        s.sendall(json.dumps(request).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    if not data:
+        raise ClusterError(f"node agent: no answer to {request.get('op')!r}")
+    answer = json.loads(data)
+    if not answer.get("ok"):
+        raise ClusterError(f"node agent: {request.get('op')}: {answer.get('error')}")
+    return dict(answer)
+
+
 # ---------------------------------------------------------------- up
 
 
@@ -416,11 +520,11 @@ def preflight() -> None:
     if os.geteuid() != 0:
         raise ClusterError("needs root (the pod bridge, the namespaces of pods and of the operator)")
     go_command()
-    for cmd in ("ip", "unshare", "sh", "mount"):
+    for cmd in ("ip", "bridge", "unshare", "sh", "mount", "nsenter"):
         if shutil.which(cmd) is None:
             raise ClusterError(f"missing command: {cmd}")
-    if Path(f"/sys/class/net/{POD_BRIDGE}").exists():
-        raise ClusterError(f"the pod bridge {POD_BRIDGE} exists already (another cluster is up: make cluster-down)")
+    for line in clear_stale_bridge(POD_BRIDGE):
+        print(f"== {line}", flush=True)
     routes = subprocess.run(["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True, check=True)
     for line in routes.stdout.splitlines():
         dest = line.split()[0] if line.split() else ""
@@ -435,16 +539,65 @@ def preflight() -> None:
                 raise ClusterError(f"the range {ours} is in use on this machine (route: {line.strip()})")
 
 
-def build() -> Path:
-    """cluster/build.sh: builds what is missing (once per version), prints the bin folder."""
+def cluster_processes() -> list[str]:
+    """The processes of any one-machine cluster on this machine, whatever its checkout or
+    CLUSTER_DIR: a binary from the build cache (cluster/build.sh's folders) or a node agent.
+    One "pid: command" line each."""
+    cache = Path(os.environ.get("ELASTIC_IDL_CACHE") or Path.home() / ".cache" / "elastic-idl")
+    roots = [f"{cache / 'cluster'}/", f"{cache / 'objectstore'}/"]
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or proc.name == str(os.getpid()):
+            continue
+        try:
+            exe = os.readlink(proc / "exe")
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(exe.startswith(r) for r in roots) or any(a.endswith(f"/cluster/{NODE_AGENT.name}") for a in argv):
+            found.append(f"{proc.name}: {' '.join(argv).strip()[:160]}")
+    return found
+
+
+def clear_stale_bridge(bridge: str) -> list[str]:
+    """A pod bridge left behind by a cluster whose processes are all gone (killed with the
+    session or the machine's processes, never brought down) is removed, with its ports; what was
+    removed is returned. A bridge while any cluster process runs is refused: that cluster is up."""
+    dev = Path(f"/sys/class/net/{bridge}")
+    if not dev.exists():
+        if _pod_links() and not cluster_processes():
+            return _remove_pod_links(wait_s=0)
+        return []
+    alias = (dev / "ifalias").read_text().strip() if (dev / "ifalias").exists() else ""
+    owner = f" (from CLUSTER_DIR={alias})" if alias else ""
+    running = cluster_processes()
+    if running:
+        raise ClusterError(
+            f"the pod bridge {bridge} exists and a cluster is up{owner}: make cluster-down "
+            f"({len(running)} of its processes run, e.g. {running[0]})"
+        )
+    done = []
+    for port in sorted((dev / "brif").iterdir()) if (dev / "brif").is_dir() else []:
+        subprocess.run(["ip", "link", "del", port.name], check=False)
+        done.append(f"removed the stale pod veth {port.name}")
+    subprocess.run(["ip", "link", "del", bridge], check=True)
+    done.append(f"removed the stale pod bridge {bridge}{owner}: no process of any cluster runs")
+    return done + _remove_pod_links(wait_s=0)
+
+
+def build() -> tuple[Path, Path]:
+    """cluster/build.sh: builds what is missing (once per version), prints the bin folder; then the
+    object store's bin folder (`build.sh objectstore-path`). Returns both."""
     result = subprocess.run([str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True, check=False)
     if result.returncode != 0:
         raise ClusterError("cluster/build.sh failed (its output is above)")
     bindir = Path(result.stdout.strip().splitlines()[-1])
-    for b in BINARIES:
-        if not (bindir / b).is_file():
-            raise ClusterError(f"missing binary after the build: {bindir / b}")
-    return bindir
+    store = subprocess.run([str(HERE / "build.sh"), "objectstore-path"], stdout=subprocess.PIPE, text=True, check=True)
+    storedir = Path(store.stdout.strip())
+    for path in [*(bindir / b for b in BINARIES), storedir / OBJECTSTORE_BINARY]:
+        if not path.is_file():
+            raise ClusterError(f"missing binary after the build: {path}")
+    return bindir, storedir
 
 
 def go_command() -> str:
@@ -473,17 +626,21 @@ def operator_dir() -> Path:
 def check_port_free(host: str, port: int, what: str) -> None:
     for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
         with socket.socket(socket.AF_INET, kind) as s:
+            if kind == socket.SOCK_STREAM:
+                # As servers bind (Go's listeners too): a previous cluster's connections in TIME_WAIT
+                # on the port are no conflict, a listening socket is.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind((host, port))
             except OSError:
                 raise ClusterError(f"port in use: {host}:{port} ({what})") from None
 
 
-def up(c: Cluster) -> None:
-    if c.pids.exists() and any(c.pids.iterdir()):
-        raise ClusterError(f"a cluster is already running from {c.dir} (make cluster-down)")
+def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
+    if c.running():
+        raise ClusterError(f"a cluster is already running from {c.dir}: {', '.join(c.running())} (make cluster-down)")
     preflight()
-    bindir = build()
+    bindir, storedir = build()
     opdir = operator_dir()
     # From here on, a failure stops what was started. A fresh state folder: a previous run's
     # data, logs and certificates go.
@@ -491,7 +648,7 @@ def up(c: Cluster) -> None:
     if c.dir.exists():
         shutil.rmtree(c.dir)
     c.dir.mkdir(parents=True)
-    c.state = {"bin": str(bindir), "k8s": K8S_VERSION}
+    c.state = {"bin": str(bindir), "objectstore_bin": str(storedir), "k8s": K8S_VERSION, "nodes": list(nodes)}
     c.save()
     t0 = time.monotonic()
 
@@ -500,11 +657,14 @@ def up(c: Cluster) -> None:
     subprocess.run(["ip", "link", "add", POD_BRIDGE, "type", "bridge"], check=True)
     c.state["bridge"] = POD_BRIDGE
     c.save()
+    # The bridge names its cluster (ip link show: alias), for the next `up` to say whose it is.
+    subprocess.run(["ip", "link", "set", "dev", POD_BRIDGE, "alias", str(c.dir)[:250]], check=True)
     Path(f"/proc/sys/net/ipv6/conf/{POD_BRIDGE}/disable_ipv6").write_text("1\n")
     Path(f"/proc/sys/net/ipv4/conf/{POD_BRIDGE}/forwarding").write_text("0\n")
     subprocess.run(["ip", "addr", "add", f"{BRIDGE_IP}/{POD_CIDR.prefixlen}", "dev", POD_BRIDGE], check=True)
     subprocess.run(["ip", "link", "set", POD_BRIDGE, "up"], check=True)
     check_port_free(str(BRIDGE_IP), 53, "CoreDNS")
+    check_port_free(str(BRIDGE_IP), OBJECTSTORE_PORT, "the object store")
 
     ports = {
         name: free_port()
@@ -580,6 +740,8 @@ def up(c: Cluster) -> None:
             "--enable-admission-plugins=NodeRestriction",
             f"--audit-policy-file={c.dir / 'audit-policy.yaml'}",
             f"--audit-log-path={c.dir / 'audit.log'}",
+            f"--default-not-ready-toleration-seconds={TOLERATION_S}",
+            f"--default-unreachable-toleration-seconds={TOLERATION_S}",
             # Webhook Services resolve to their EndpointSlices (no kube-proxy, no ClusterIP route).
             "--enable-aggregator-routing=true",
             "--profiling=false",
@@ -607,6 +769,8 @@ def up(c: Cluster) -> None:
             f"--service-account-private-key-file={c.dir / 'pki' / 'sa.key'}",
             f"--root-ca-file={pki.ca}",
             "--allocate-node-cidrs=false",
+            f"--node-monitor-grace-period={NODE_MONITOR_GRACE_S}s",
+            f"--node-monitor-period={NODE_MONITOR_PERIOD_S}s",
             "--profiling=false",
         ],
     )
@@ -756,7 +920,10 @@ def up(c: Cluster) -> None:
         30,
     )
 
-    # The node agent: one process serving NODES, each with a node's credentials.
+    start_objectstore(c, storedir / OBJECTSTORE_BINARY)
+
+    # The node agent: one process serving the Nodes, each with a node's credentials; its control
+    # socket takes the faults the chaos harness injects (node_agent.py, "Faults").
     agent_config = {
         "server": api,
         "ca": str(pki.ca),
@@ -772,8 +939,12 @@ def up(c: Cluster) -> None:
         "image_path": str(Path(sys.executable).parent),
         "image_folders": [str(REPO)],
         "python": sys.executable,
+        "lease_seconds": NODE_LEASE_S,
+        "control_socket": str(c.dir / CONTROL_SOCKET),
+        "fault_log": str(c.dir / FAULT_LOG),
+        "lifecycle_log": str(c.dir / LIFECYCLE_LOG),
     }
-    for node in NODES:
+    for node in nodes:
         crt, key = pki.issue(f"node-{node}", f"system:node:{node}", ["system:nodes"])
         agent_config["nodes"].append({"name": node, "cert": str(crt), "key": str(key)})  # type: ignore[attr-defined]
     (c.dir / "node-agent.json").write_text(json.dumps(agent_config, indent=2) + "\n")
@@ -825,7 +996,72 @@ def nodes_ready(c: Cluster) -> bool:
         taints = [t["key"] for t in node.get("spec", {}).get("taints", [])]
         if conds.get("Ready") == "True" and not any(t.startswith("node.kubernetes.io/") for t in taints):
             ready.add(node["metadata"]["name"])
-    return ready == set(NODES)
+    return ready == set(c.nodes())
+
+
+def start_objectstore(c: Cluster, binary: Path) -> None:
+    """The object store on the pod bridge's host address, with credentials made for this cluster
+    (its environment carries them, not its command line), its data in CLUSTER_DIR/objectstore (a
+    new cluster starts empty). Up once a signed ListBuckets answers; then `up` makes the bucket
+    OBJECTSTORE_BUCKET and writes CLUSTER_DIR/objectstore.json (0600) for clients."""
+    endpoint = f"http://{BRIDGE_IP}:{OBJECTSTORE_PORT}"
+    access = "EIDL" + secrets.token_hex(8).upper()  # 20 characters, as an AWS access key id
+    secret = secrets.token_urlsafe(30)  # 40 characters
+    data = c.dir / "objectstore"
+    data.mkdir(mode=0o700)
+    proc = c.spawn(
+        "objectstore",
+        [
+            str(binary),
+            f"--port={BRIDGE_IP}:{OBJECTSTORE_PORT}",
+            f"--region={OBJECTSTORE_REGION}",
+            "posix",
+            str(data),
+        ],
+        # Only these: the gateway reads dozens of variables (VGW_*, LOGFILE, WEBHOOK, ...) as flags.
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "ROOT_ACCESS_KEY_ID": access, "ROOT_SECRET_ACCESS_KEY": secret},
+        inherit_env=False,
+    )
+    c.wait("objectstore", proc, lambda: s3_request(endpoint, access, secret, "GET", "/")[0] == 200, 60)
+    status, body = s3_request(endpoint, access, secret, "PUT", f"/{OBJECTSTORE_BUCKET}")
+    if status != 200:
+        raise ClusterError(f"the object store refused the bucket {OBJECTSTORE_BUCKET}: {status} {body[:300]!r}")
+    config = {
+        "endpoint": endpoint,
+        "region": OBJECTSTORE_REGION,
+        "access_key_id": access,
+        "secret_access_key": secret,
+        "bucket": OBJECTSTORE_BUCKET,
+        # What flytekit (its S3Config, then s3fs) reads in a pod: `s3://` paths then go to the store.
+        "env": {
+            "FLYTE_AWS_ENDPOINT": endpoint,
+            "FLYTE_AWS_ACCESS_KEY_ID": access,
+            "FLYTE_AWS_SECRET_ACCESS_KEY": secret,
+        },
+    }
+    path = c.dir / "objectstore.json"
+    path.touch(mode=0o600)
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    c.state["objectstore"] = endpoint
+    c.save()
+
+
+def s3_request(endpoint: str, access: str, secret: str, method: str, path: str) -> tuple[int, bytes]:
+    """One S3 request (path style, no body), signed with AWS Signature Version 4 by botocore (the
+    signer flytekit's S3 client uses); its status and body. HTTP errors are answers too."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    request = AWSRequest(method=method, url=endpoint + path, data=b"")
+    S3SigV4Auth(Credentials(access, secret), "s3", OBJECTSTORE_REGION).add_auth(request)
+    body = b"" if method in ("PUT", "POST") else None  # urllib then sends Content-Length: 0
+    prepared = urllib.request.Request(request.url, data=body, headers=dict(request.headers), method=method)
+    try:
+        with urllib.request.urlopen(prepared, timeout=5) as r:
+            return int(r.status), bytes(r.read())
+    except urllib.error.HTTPError as e:
+        return int(e.code), bytes(e.read())
 
 
 def reverse_zone() -> str:
@@ -867,6 +1103,30 @@ def webhook_answers(c: Cluster) -> bool:
 # ---------------------------------------------------------------- down
 
 
+#: The host side of a pod's link, as the node agent names it: its veth (ev + 10 hex digits of the
+#: pod's UID) or its degraded link's tap (evt + the same).
+POD_LINK = re.compile(r"evt?[0-9a-f]{10}")
+
+
+def _pod_links() -> list[str]:
+    return sorted(p.name for p in Path("/sys/class/net").iterdir() if POD_LINK.fullmatch(p.name))
+
+
+def _remove_pod_links(wait_s: float = 10.0) -> list[str]:
+    """Pod links left once every process is stopped. A pod's veth goes with its network namespace,
+    which the kernel tears down after its last process, in the background (a second or more on a
+    busy machine); and a degraded pod's veth is on no bridge. Waits for them, then removes what is
+    left (one cluster per machine: every such link is this one's)."""
+    deadline = time.monotonic() + wait_s
+    while _pod_links() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    done = []
+    for name in _pod_links():
+        subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+        done.append(f"removed the pod link {name}, left behind")
+    return done
+
+
 def down(c: Cluster) -> list[str]:
     """Stop every process, remove the bridge; return what was done. The folder (logs, audit log)
     stays for reading; the next `up` clears it."""
@@ -880,6 +1140,7 @@ def down(c: Cluster) -> list[str]:
     if bridge and Path(f"/sys/class/net/{bridge}").exists():
         subprocess.run(["ip", "link", "del", str(bridge)], check=True)
         done.append(f"removed the bridge {bridge}")
+    done += _remove_pod_links()
     c.state.pop("bridge", None)
     if c.state_file.exists():
         c.save()
@@ -889,9 +1150,11 @@ def down(c: Cluster) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument("--nodes", type=int, help=f"how many Nodes (default: CLUSTER_NODES, else {NODE_COUNT})")
     args = parser.parse_args(argv)
     try:
         c = Cluster(cluster_dir())
+        nodes = node_names(args.nodes)
     except ClusterError as e:
         print(f"cluster {args.command}: {e}", file=sys.stderr)
         return 1
@@ -901,7 +1164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"== cluster down ({c.dir})")
         return 0
     try:
-        up(c)
+        up(c, nodes)
     except (ClusterError, KeyboardInterrupt, subprocess.CalledProcessError) as e:
         if isinstance(e, subprocess.CalledProcessError):
             e = ClusterError(f"{' '.join(map(str, e.cmd))} failed (exit {e.returncode})")

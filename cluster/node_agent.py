@@ -11,7 +11,7 @@ scheduler binds pods, the controllers keep EndpointSlices, CoreDNS answers from 
 What it does, per Node, with that Node's own credentials (``system:node:<name>`` in
 ``system:nodes``; the API server's Node authorizer and NodeRestriction admission hold it to them):
 
-- registers the Node, keeps its Lease (every 10 s) and its Ready condition;
+- registers the Node, keeps its Lease (renewed every quarter of its duration) and its Ready condition;
 - watches the pods bound to it (``spec.nodeName``); for each (keyed by UID):
   a sandbox (network, UTS and IPC namespaces; a veth on the pod bridge; an address of the pod
   range, a new one for every new pod, kept across in-place restarts; hostname = pod name), then
@@ -29,6 +29,10 @@ What it does, per Node, with that Node's own credentials (``system:node:<name>``
   exitCode, reason, message from the termination log, restartCount, ready, started), Events
   (Started, Killing, BackOff, Failed).
 
+It also injects faults on request (``Faults``: a control socket the chaos harness drives): a pod
+partitioned, a namespace's links degraded, a Node lost, a pod's Ready withheld, a pod's start held,
+a process killed. It never decides what a real component would.
+
 What it does not do: images (the host's file system is every image; ``python`` is the project's
 .venv), probes (a running container is Ready), cgroups and resource limits, init and sidecar
 containers (a pod with them fails), volumes other than emptyDir, the kubelet's own API
@@ -38,23 +42,30 @@ link variables of Services other than ``kubernetes``, host networking, dnsPolicy
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
+import heapq
 import http.client
 import ipaddress
 import json
 import logging
 import math
 import os
+import random
 import re
 import secrets
+import select
 import signal
+import socket
+import socketserver
 import ssl
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -66,8 +77,8 @@ HERE = Path(__file__).resolve().parent
 PODINIT = HERE / "podinit.py"
 K8S_VERSION = "v1.36.3"
 
-LEASE_SECONDS = 40  # the kubelet's nodeLeaseDurationSeconds
-LEASE_RENEW = 10.0  # a quarter of it, as the kubelet renews
+LEASE_SECONDS = 40  # the kubelet's nodeLeaseDurationSeconds (the config's lease_seconds wins)
+LEASE_RENEW_FRACTION = 0.25  # renewed every quarter of it, as the kubelet renews
 NODE_STATUS_EVERY = 60.0
 # The kubelet's container restart back-off in Kubernetes 1.36 (pkg/kubelet: initialCrashLoopBackOff,
 # MaxContainerBackOff; the entry is reset once it is older than twice the maximum).
@@ -253,6 +264,8 @@ class Container:
     backoff: float = 0.0
     backoff_updated: float = -1e9
     done: bool = False  # terminated and not to be restarted
+    #: Why the agent signalled it ("deletion", "fault", "node-lost"); None: it ended by itself.
+    killed_by: str | None = None
 
     @property
     def name(self) -> str:
@@ -264,7 +277,9 @@ class Container:
         except (OSError, ValueError):
             return None
 
-    def signal(self, sig: int) -> None:
+    def signal(self, sig: int, why: str | None = None) -> None:
+        if why is not None and self.killed_by is None:
+            self.killed_by = why
         pid = self.pid1()
         try:
             if pid is not None:
@@ -292,6 +307,9 @@ class PodWorker(threading.Thread):
         self.ip: str | None = None
         self.sandbox: subprocess.Popen[bytes] | None = None
         self.veth = f"ev{self.uid.replace('-', '')[:10]}"
+        self.port: str | None = None  # the pod's port on the pod bridge: its veth, or its netem tap
+        self.netem: Netem | None = None
+        self.withhold_until: float | None = None  # the Ready condition is False until then (a fault)
         self.containers: list[Container] = []
         self.start_time = now()
         self.kill_deadline: float | None = None
@@ -419,13 +437,25 @@ class PodWorker(threading.Thread):
             raise RuntimeError(f"the sandbox did not start (see {self.dir / 'sandbox.log'})")
         pid = str(self.sandbox.pid)
         run("ip", "link", "add", self.veth, "type", "veth", "peer", "name", "eth0", "netns", pid)
-        run("ip", "link", "set", self.veth, "master", agent.bridge, "up")
+        degrade = agent.faults.degraded.get(self.ns)
+        if degrade is None:
+            run("ip", "link", "set", self.veth, "master", agent.bridge, "up")
+            self.port = self.veth
+        else:
+            # A degraded link (the fault `degrade`): the veth stays off the bridge and a forwarder
+            # carries the pod's frames to a tap on the bridge, each delayed and some dropped, as
+            # `tc netem` on the pod's eth0 would (this kernel has no netem).
+            self.netem = Netem(agent, self, degrade)
+            self.port = self.netem.tap_name
         for args in (
             ("addr", "add", f"{self.ip}/{agent.ipam.prefix}", "dev", "eth0"),
             ("link", "set", "eth0", "up"),
             ("link", "set", "lo", "up"),
         ):
             run("nsenter", f"--net=/proc/{pid}/ns/net", "ip", *args)
+        if self.netem is not None:
+            # Whole frames with their checksums through the forwarder: no segmentation or checksum offload.
+            run("nsenter", f"--net=/proc/{pid}/ns/net", agent.python, str(PODINIT), "offload-off", "eth0")
         self.write_etc()
 
     def hostname(self) -> str:
@@ -557,6 +587,11 @@ class PodWorker(threading.Thread):
                 env={"PATH": DEFAULT_PATH},
             )
         c.state = {"running": {"startedAt": now()}}
+        c.killed_by = None
+        withhold = self.node.agent.faults.take_withhold(self)
+        if withhold is not None:
+            self.withhold_until = time.monotonic() + withhold
+        self.node.agent.lifecycle(self, "start", container=c.name, restart=c.restarts, ip=self.ip)
         self.node.event(self.pod, "Normal", "Started", f"Started container {c.name}", c.name)
 
     def set_waiting(self, c: Container, reason: str, message: str) -> None:
@@ -580,6 +615,7 @@ class PodWorker(threading.Thread):
         if message:
             c.state["terminated"]["message"] = message
         c.proc = None
+        self.node.agent.lifecycle(self, "exit", container=c.name, restart=c.restarts, code=code, killed_by=c.killed_by)
         policy = self.pod["spec"].get("restartPolicy", "Always")
         restart = policy == "Always" or (policy == "OnFailure" and code != 0)
         c.done = self.killing or not restart
@@ -620,10 +656,22 @@ class PodWorker(threading.Thread):
         self.start_container(c)
 
     def loop(self) -> None:
+        # The fault `hold-start`: the containers wait (ContainerCreating, as behind a slow image pull).
+        while self.failure is None and self.node.agent.faults.held(self) and not self.gone:
+            if self.pod["metadata"].get("deletionTimestamp"):
+                break
+            if not self.node.lost.is_set():
+                self.report()
+            self.wake.wait(0.2)
+            self.wake.clear()
         if self.failure is None:
             for c in self.containers:
                 self.start_container(c)
         while True:
+            if self.node.lost.is_set():  # the fault `lose-node`: a dead kubelet does nothing
+                self.wake.wait(0.5)
+                self.wake.clear()
+                continue
             if self.gone:  # force-deleted (or our final delete went through): stop at once
                 self.kill_now()
                 return
@@ -635,13 +683,13 @@ class PodWorker(threading.Thread):
                 for c in self.containers:
                     if c.proc is not None:
                         self.node.event(self.pod, "Normal", "Killing", f"Stopping container {c.name}", c.name)
-                        c.signal(signal.SIGTERM if grace > 0 else signal.SIGKILL)
+                        c.signal(signal.SIGTERM if grace > 0 else signal.SIGKILL, "deletion")
                     if c.proc is None:
                         c.done = True
             if self.killing and self.kill_deadline is not None and time.monotonic() >= self.kill_deadline:
                 for c in self.containers:
                     if c.proc is not None:
-                        c.signal(signal.SIGKILL)
+                        c.signal(signal.SIGKILL, "deletion")
                 self.kill_deadline = None
             for c in self.containers:
                 if c.proc is not None and (code := c.proc.poll()) is not None:
@@ -665,15 +713,19 @@ class PodWorker(threading.Thread):
             self.wake.wait(0.2)
             self.wake.clear()
 
-    def kill_now(self) -> None:
+    def kill_now(self, why: str = "deletion") -> None:
         for c in self.containers:
             if c.proc is not None:
-                c.signal(signal.SIGKILL)
+                c.signal(signal.SIGKILL, why)
                 try:
-                    c.proc.wait(10)
+                    code = c.proc.wait(10)
                 except subprocess.TimeoutExpired:
                     c.proc.kill()
+                    code = c.proc.wait()
                 c.proc = None
+                self.node.agent.lifecycle(
+                    self, "exit", container=c.name, restart=c.restarts, code=code, killed_by=c.killed_by
+                )
 
     def final_delete(self) -> None:
         if self.gone:
@@ -694,6 +746,9 @@ class PodWorker(threading.Thread):
                 raise
 
     def stop_sandbox(self) -> None:
+        if self.netem is not None:
+            self.netem.stop()
+            self.netem = None
         if self.sandbox is not None:
             self.sandbox.kill()
             self.sandbox.wait()
@@ -705,6 +760,58 @@ class PodWorker(threading.Thread):
         self.kill_now()
         self.stop_sandbox()
         self.ip = None
+
+    # -- faults (node_agent.py, "Faults")
+
+    def container_pids(self) -> list[int]:
+        """Every process of the pod's containers, as host PIDs: the members of each container's
+        PID namespace (its PID 1 and all it started)."""
+        namespaces = set()
+        for c in self.containers:
+            pid = c.pid1()
+            if pid is not None and c.proc is not None:
+                with _suppress_gone():
+                    namespaces.add(os.readlink(f"/proc/{pid}/ns/pid"))
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with _suppress_gone():
+                    if os.readlink(f"/proc/{entry}/ns/pid") in namespaces:
+                        pids.append(int(entry))
+        return pids
+
+    def host_pid(self, pid_in_pod: int) -> int | None:
+        """The host PID of the process that is `pid_in_pod` in one of the pod's containers."""
+        for pid in self.container_pids():
+            with _suppress_gone():
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("NSpid:") and int(line.split()[-1]) == pid_in_pod:
+                        return pid
+        return None
+
+    def set_port(self, forwarding: bool) -> None:
+        """The pod's bridge port forwarding, or disabled: a disabled port drops every frame to and
+        from the pod without a trace (no FIN, no RST, no ICMP); the pod's own link stays up."""
+        if self.port is not None and Path(f"/sys/class/net/{self.port}").exists():
+            run("bridge", "link", "set", "dev", self.port, "state", "3" if forwarding else "0")
+
+    def freeze(self) -> list[int]:
+        """The Node is lost: every process of the pod stopped (SIGSTOP), every frame dropped."""
+        self.set_port(False)
+        pids = self.container_pids()
+        for pid in pids:
+            with _suppress_gone():
+                os.kill(pid, signal.SIGSTOP)
+        return pids
+
+    def power_off(self) -> None:
+        """The lost Node comes back rebooted: the pod's processes are gone (SIGKILL: they were
+        stopped), its containers exited as a machine's power loss ends them."""
+        for c in self.containers:
+            if c.proc is not None:
+                c.signal(signal.SIGKILL, "node-lost")
+        with contextlib.suppress(RuntimeError):
+            self.set_port(True)
 
     # -- status
 
@@ -722,7 +829,19 @@ class PodWorker(threading.Thread):
 
     def status_body(self) -> dict[str, Any]:
         agent = self.node.agent
-        ready = bool(self.containers) and all("running" in c.state for c in self.containers) and not self.killing
+        withheld = False  # the fault `withhold-ready`
+        if self.withhold_until is not None:
+            if time.monotonic() < self.withhold_until:
+                withheld = True
+            else:
+                self.withhold_until = None
+                self.node.agent.faults.log("withhold-ready ended", ns=self.ns, pod=self.pod_name, uid=self.uid)
+        ready = (
+            bool(self.containers)
+            and all("running" in c.state for c in self.containers)
+            and not self.killing
+            and not withheld
+        )
         stamp = now()
 
         def cond(kind: str, ok: bool, reason: str | None = None) -> dict[str, Any]:
@@ -748,7 +867,7 @@ class PodWorker(threading.Thread):
                 "name": c.name,
                 "image": c.spec.get("image", ""),
                 "imageID": "",
-                "ready": running and not self.killing,
+                "ready": running and not self.killing and not withheld,
                 "started": running,
                 "restartCount": c.restarts,
                 "state": c.state,
@@ -797,6 +916,11 @@ class PodWorker(threading.Thread):
         self.reported = body
 
 
+def _suppress_gone() -> contextlib.AbstractContextManager[None]:
+    """A process that ended meanwhile (its /proc entry is gone) is no error."""
+    return contextlib.suppress(FileNotFoundError, ProcessLookupError, PermissionError, ValueError, IndexError)
+
+
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
@@ -813,6 +937,8 @@ class Node:
         self.finished_uids: set[str] = set()
         self.lock = threading.Lock()
         self.last_status = 0.0
+        #: The fault `lose-node`: no Lease, no status, no pod handled, until `restore-node`.
+        self.lost = threading.Event()
 
     def node_status(self) -> dict[str, Any]:
         stamp = now()
@@ -887,7 +1013,7 @@ class Node:
     def renew_lease(self, node_uid: str) -> None:
         path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{self.name}"
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        spec = {"holderIdentity": self.name, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": stamp}
+        spec = {"holderIdentity": self.name, "leaseDurationSeconds": self.agent.lease_seconds, "renewTime": stamp}
         try:
             lease = self.api.call("GET", path)
         except ApiError as e:
@@ -908,17 +1034,21 @@ class Node:
         node_uid = self.api.call("GET", f"/api/v1/nodes/{self.name}")["metadata"]["uid"]
         while not self.agent.stopping.is_set():
             try:
-                self.renew_lease(node_uid)
-                if time.monotonic() - self.last_status >= NODE_STATUS_EVERY:
-                    self.post_status()
+                if not self.lost.is_set():
+                    self.renew_lease(node_uid)
+                    if time.monotonic() - self.last_status >= NODE_STATUS_EVERY:
+                        self.post_status()
             except (ApiError, OSError) as e:
                 log.warning("node %s: heartbeat: %s", self.name, e)
-            self.agent.stopping.wait(LEASE_RENEW)
+            self.agent.stopping.wait(self.agent.lease_seconds * LEASE_RENEW_FRACTION)
 
     def watch_pods(self) -> None:
         selector = urllib.parse.quote(f"spec.nodeName={self.name}")
         base = f"/api/v1/pods?fieldSelector={selector}"
         while not self.agent.stopping.is_set():
+            if self.lost.is_set():  # a lost Node watches nothing; back, it lists its pods afresh
+                self.agent.stopping.wait(0.5)
+                continue
             try:
                 listing = self.api.call("GET", base)
                 seen = set()
@@ -929,10 +1059,12 @@ class Node:
                     if uid not in seen:
                         self.workers[uid].deleted()
                 rv = listing["metadata"]["resourceVersion"]
-                while not self.agent.stopping.is_set():
+                while not self.agent.stopping.is_set() and not self.lost.is_set():
                     for ev in self.api.watch(
                         f"{base}&watch=1&resourceVersion={rv}&timeoutSeconds=60&allowWatchBookmarks=true"
                     ):
+                        if self.lost.is_set():
+                            break
                         obj = ev["object"]
                         if ev["type"] == "ERROR":
                             raise ApiError(int(obj.get("code", 500)), str(obj.get("message")))
@@ -959,6 +1091,35 @@ class Node:
                 worker = PodWorker(self, pod)
                 self.workers[uid] = worker
                 worker.start()
+
+    def lose(self) -> list[dict[str, Any]]:
+        """The fault `lose-node`: the Node stops renewing its Lease and status and handles nothing;
+        each of its pods is frozen (SIGSTOP) and cut off (every frame dropped)."""
+        self.lost.set()
+        with self.lock:
+            workers = list(self.workers.values())
+        frozen = []
+        for w in workers:
+            pids = w.freeze()
+            frozen.append({"namespace": w.ns, "pod": w.pod_name, "uid": w.uid, "pids": len(pids)})
+        return frozen
+
+    def restore(self) -> list[dict[str, Any]]:
+        """The fault `restore-node`: the lost Node is back, rebooted: its pods' processes are gone
+        (their containers exit 137, as a kubelet after a reboot finds them); it renews its Lease
+        and status again and lists its pods afresh (those deleted meanwhile are torn down)."""
+        with self.lock:
+            workers = list(self.workers.values())
+        for w in workers:
+            w.power_off()
+        self.lost.clear()
+        try:
+            self.post_status()
+        except (ApiError, OSError) as e:
+            log.warning("node %s: status after restore: %s", self.name, e)
+        for w in workers:
+            w.wake.set()
+        return [{"namespace": w.ns, "pod": w.pod_name, "uid": w.uid} for w in workers]
 
     def finished(self, uid: str) -> None:
         with self.lock:
@@ -998,6 +1159,362 @@ class Node:
             log.info("event %s for %s: %s", reason, meta["name"], e)
 
 
+# ---------------------------------------------------------------- faults
+
+#: Linux constants of the netem forwarder: a tap device (linux/if_tun.h) and a raw packet socket.
+TUNSETIFF = 0x400454CA
+IFF_TAP, IFF_NO_PI = 0x0002, 0x1000
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4  # a frame this host sent (a raw socket sees its own sends)
+MAX_FRAME = 65535
+
+
+class FaultError(Exception):
+    """A fault request the agent cannot carry out; the message names the field and the rule."""
+
+
+class Netem(threading.Thread):
+    """A degraded link for one pod, where this kernel has no `tc netem`: the pod's veth is off the
+    bridge, and this forwarder carries each frame the pod sends to a tap on the bridge after
+    `delay_ms`, dropping a `loss` fraction of them (drawn from `seed`, the pod's name and UID);
+    frames to the pod pass at once. netem on the pod's eth0 egress does the same. The tap goes
+    with its file (the agent's exit removes it); the veth goes with the pod's network namespace."""
+
+    def __init__(self, agent: Agent, worker: PodWorker, params: dict[str, Any]) -> None:
+        super().__init__(name=f"netem-{worker.ns}/{worker.pod_name}", daemon=True)
+        self.delay = float(params["delay_ms"]) / 1000.0
+        self.loss = float(params["loss"])
+        self.rng = random.Random(f"{params['seed']}:{worker.ns}/{worker.pod_name}:{worker.uid}")
+        self.tap_name = "evt" + worker.veth[2:]
+        self.veth = worker.veth
+        self.agent = agent
+        self.pod = {"ns": worker.ns, "pod": worker.pod_name, "uid": worker.uid}
+        self.stopping = threading.Event()
+        self.queue: list[tuple[float, int, bytes]] = []
+        self.cv = threading.Condition()
+        self.counts = {"from_pod": 0, "dropped": 0, "to_pod": 0}
+        run("ip", "link", "set", self.veth, "arp", "off", "up")
+        Path(f"/proc/sys/net/ipv6/conf/{self.veth}/disable_ipv6").write_text("1\n")
+        self.tap = os.open("/dev/net/tun", os.O_RDWR)
+        try:
+            fcntl.ioctl(self.tap, TUNSETIFF, struct_ifreq(self.tap_name, IFF_TAP | IFF_NO_PI))
+            Path(f"/proc/sys/net/ipv6/conf/{self.tap_name}/disable_ipv6").write_text("1\n")
+            run("ip", "link", "set", self.tap_name, "master", agent.bridge, "up")
+            self.raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            self.raw.bind((self.veth, ETH_P_ALL))
+        except BaseException:
+            os.close(self.tap)
+            raise
+        self.start()
+        for target in (self.from_pod, self.to_pod):
+            threading.Thread(target=target, name=f"{self.name}-{target.__name__}", daemon=True).start()
+
+    def from_pod(self) -> None:
+        while not self.stopping.is_set():
+            ready, _, _ = select.select([self.raw], [], [], 0.2)
+            if not ready:
+                continue
+            try:
+                frame, addr = self.raw.recvfrom(MAX_FRAME)
+            except OSError:
+                return  # the veth is gone with the pod
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            self.counts["from_pod"] += 1
+            if self.rng.random() < self.loss:
+                self.counts["dropped"] += 1
+                continue
+            with self.cv:
+                heapq.heappush(self.queue, (time.monotonic() + self.delay, self.counts["from_pod"], frame))
+                self.cv.notify()
+
+    def run(self) -> None:  # the sender: each frame to the bridge when its delay is up
+        while not self.stopping.is_set():
+            with self.cv:
+                while not self.stopping.is_set() and (not self.queue or self.queue[0][0] > time.monotonic()):
+                    self.cv.wait(0.2 if not self.queue else max(0.0, self.queue[0][0] - time.monotonic()))
+                if self.stopping.is_set():
+                    return
+                _, _, frame = heapq.heappop(self.queue)
+            with contextlib.suppress(OSError):
+                os.write(self.tap, frame)
+
+    def to_pod(self) -> None:
+        while not self.stopping.is_set():
+            ready, _, _ = select.select([self.tap], [], [], 0.2)
+            if not ready:
+                continue
+            try:
+                frame = os.read(self.tap, MAX_FRAME)
+                self.raw.send(frame)
+                self.counts["to_pod"] += 1
+            except OSError:
+                if self.stopping.is_set():
+                    return
+
+    def stop(self) -> None:
+        with self.cv:
+            if self.stopping.is_set():  # stopped already (the pod's end and the agent's may both ask)
+                return
+            self.stopping.set()
+            self.cv.notify_all()
+        self.join(2)
+        time.sleep(0.3)  # the readers see the flag within their select timeout
+        self.raw.close()
+        with contextlib.suppress(OSError):
+            os.close(self.tap)
+        self.agent.faults.log("netem stopped", **self.pod, **self.counts)
+
+
+def struct_ifreq(name: str, flags: int) -> bytes:
+    """struct ifreq with a name and the flags short (TUNSETIFF)."""
+    return name.encode().ljust(16, b"\0") + flags.to_bytes(2, sys.byteorder) + b"\0" * 22
+
+
+class Faults:
+    """The faults the chaos harness asks for, over the control socket (one JSON request per line,
+    one JSON answer per line). The agent injects them as a network, a machine or a slow image
+    registry would fail; it never decides what a real component would (the node lifecycle
+    controller, the taint eviction and pod garbage collectors, the operator and the scheduler
+    decide what follows). Every fault injected and healed goes to the fault log (JSON lines,
+    host times), and every container start and exit to the lifecycle log.
+
+    Requests (`op` and its fields):
+
+    - ``kill`` namespace, pod, signal (a number or a name such as ``SIGKILL``); ``pid`` (the PID
+      inside the pod, as the process sees it: a worker process) or else the container's PID 1;
+    - ``partition`` namespace, pod, seconds: every frame to and from the pod dropped (its bridge
+      port disabled: no FIN, no RST, no ICMP), healed after `seconds`; ``heal`` namespace, pod;
+    - ``degrade`` namespace, loss (0..1), delay_ms, seed: every pod of the namespace started from
+      now on sends through a degraded link (`Netem`); ``off: true`` ends it for new pods;
+    - ``lose-node`` node / ``restore-node`` node (`Node.lose`, `Node.restore`);
+    - ``withhold-ready`` namespace, pod, seconds, next (bool): the pod's Ready condition stays
+      False for `seconds` after its containers start (its Service then has no ready address and
+      cluster DNS answers NXDOMAIN); ``next``: the next incarnation of that name, not this one;
+    - ``hold-start`` namespace, pod / ``release`` namespace, pod: the pod's containers wait
+      (ContainerCreating, as behind a slow image pull) until released;
+    - ``pods``: the pods the agent runs (namespace, name, uid, node, ip, port).
+    """
+
+    def __init__(self, agent: Agent, log_path: str | None) -> None:
+        self.agent = agent
+        self.log_path = Path(log_path) if log_path else None
+        self.lock = threading.Lock()
+        self.degraded: dict[str, dict[str, Any]] = {}
+        self.withheld: dict[tuple[str, str], dict[str, Any]] = {}
+        self.holding: set[tuple[str, str]] = set()
+
+    def log(self, what: str, **fields: Any) -> None:
+        record = {"t": time.time(), "fault": what, **fields}
+        log.info("fault: %s", json.dumps(record, sort_keys=True))
+        if self.log_path is not None:
+            with self.lock, self.log_path.open("a") as fh:
+                fh.write(json.dumps(record, sort_keys=True) + "\n")
+
+    # -- asked by pod workers
+
+    def held(self, w: PodWorker) -> bool:
+        return (w.ns, w.pod_name) in self.holding
+
+    def take_withhold(self, w: PodWorker) -> float | None:
+        with self.lock:
+            entry = self.withheld.get((w.ns, w.pod_name))
+            if entry is None or entry["not_uid"] == w.uid:
+                return None
+            del self.withheld[(w.ns, w.pod_name)]
+        self.log("withhold-ready started", ns=w.ns, pod=w.pod_name, uid=w.uid, seconds=entry["seconds"])
+        return float(entry["seconds"])
+
+    # -- requests
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        op = req.get("op")
+        handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "ping": lambda r: {},
+            "pods": self.op_pods,
+            "kill": self.op_kill,
+            "partition": self.op_partition,
+            "heal": self.op_heal,
+            "degrade": self.op_degrade,
+            "lose-node": self.op_lose_node,
+            "restore-node": self.op_restore_node,
+            "withhold-ready": self.op_withhold,
+            "hold-start": self.op_hold,
+            "release": self.op_release,
+        }
+        if op not in handlers:
+            raise FaultError(f"op: {op!r} is not one of {', '.join(sorted(handlers))}")
+        return handlers[str(op)](req)
+
+    @staticmethod
+    def _str(req: dict[str, Any], key: str) -> str:
+        value = req.get(key)
+        if not isinstance(value, str) or not value:
+            raise FaultError(f"{key}: a non-empty string is required, not {value!r}")
+        return value
+
+    @staticmethod
+    def _number(req: dict[str, Any], key: str, low: float, high: float) -> float:
+        value = req.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise FaultError(f"{key}: a number in {low:g}..{high:g} is required, not {value!r}")
+        return float(value)
+
+    def _worker(self, req: dict[str, Any]) -> PodWorker:
+        ns, name = self._str(req, "namespace"), self._str(req, "pod")
+        found = [
+            w for node in self.agent.nodes for w in list(node.workers.values()) if (w.ns, w.pod_name) == (ns, name)
+        ]
+        live = [w for w in found if not w.gone and w.sandbox is not None]
+        if not live:
+            raise FaultError(f"pod {ns}/{name}: no running incarnation on this agent's Nodes")
+        return live[-1]
+
+    def _node(self, req: dict[str, Any]) -> Node:
+        name = self._str(req, "node")
+        for node in self.agent.nodes:
+            if node.name == name:
+                return node
+        raise FaultError(f"node: {name!r} is not one of this agent's Nodes")
+
+    def op_pods(self, req: dict[str, Any]) -> dict[str, Any]:
+        pods = []
+        for node in self.agent.nodes:
+            for w in list(node.workers.values()):
+                pods.append(
+                    {"namespace": w.ns, "pod": w.pod_name, "uid": w.uid, "node": node.name, "ip": w.ip, "port": w.port}
+                )
+        return {"pods": pods}
+
+    def op_kill(self, req: dict[str, Any]) -> dict[str, Any]:
+        w = self._worker(req)
+        sig_value = req.get("signal", "SIGKILL")
+        try:
+            sig = signal.Signals[sig_value] if isinstance(sig_value, str) else signal.Signals(sig_value)
+        except (KeyError, ValueError):
+            raise FaultError(f"signal: {sig_value!r} is not a signal") from None
+        if "pid" in req:
+            pid_in_pod = int(self._number(req, "pid", 1, 2**22))
+            host = w.host_pid(pid_in_pod)
+            if host is None:
+                raise FaultError(f"pid: no process {pid_in_pod} in pod {w.ns}/{w.pod_name}")
+            os.kill(host, sig)
+            self.log("kill", ns=w.ns, pod=w.pod_name, uid=w.uid, signal=sig.name, pid=pid_in_pod, host_pid=host)
+            return {"uid": w.uid, "host_pid": host}
+        c = w.containers[0]
+        pid1 = c.pid1()
+        if pid1 is None or c.proc is None:
+            raise FaultError(f"pod {w.ns}/{w.pod_name}: its container is not running")
+        c.signal(sig, "fault")
+        self.log("kill", ns=w.ns, pod=w.pod_name, uid=w.uid, signal=sig.name, pid=1, host_pid=pid1)
+        return {"uid": w.uid, "host_pid": pid1}
+
+    def op_partition(self, req: dict[str, Any]) -> dict[str, Any]:
+        w = self._worker(req)
+        seconds = self._number(req, "seconds", 0.1, 3600)
+        w.set_port(False)
+        until = time.time() + seconds
+        self.log("partition", ns=w.ns, pod=w.pod_name, uid=w.uid, port=w.port, seconds=seconds)
+
+        def heal() -> None:
+            try:
+                w.set_port(True)
+                self.log("partition healed", ns=w.ns, pod=w.pod_name, uid=w.uid, port=w.port)
+            except RuntimeError as e:  # the pod (and its port) went meanwhile
+                self.log("partition ended with the pod", ns=w.ns, pod=w.pod_name, uid=w.uid, error=str(e))
+
+        timer = threading.Timer(seconds, heal)
+        timer.daemon = True
+        timer.start()
+        return {"uid": w.uid, "port": w.port, "until": until}
+
+    def op_heal(self, req: dict[str, Any]) -> dict[str, Any]:
+        w = self._worker(req)
+        w.set_port(True)
+        self.log("heal", ns=w.ns, pod=w.pod_name, uid=w.uid, port=w.port)
+        return {"uid": w.uid}
+
+    def op_degrade(self, req: dict[str, Any]) -> dict[str, Any]:
+        ns = self._str(req, "namespace")
+        if req.get("off"):
+            self.degraded.pop(ns, None)
+            self.log("degrade off", ns=ns)
+            return {}
+        params = {
+            "loss": self._number(req, "loss", 0, 1),
+            "delay_ms": self._number(req, "delay_ms", 0, 10_000),
+            "seed": int(self._number(req, "seed", -(2**63), 2**63)),
+        }
+        self.degraded[ns] = params
+        self.log("degrade", ns=ns, **params)
+        return {"applies_to": "pods started from now on"}
+
+    def op_lose_node(self, req: dict[str, Any]) -> dict[str, Any]:
+        node = self._node(req)
+        if node.lost.is_set():
+            raise FaultError(f"node: {node.name} is lost already")
+        frozen = node.lose()
+        self.log("lose-node", node=node.name, pods=frozen)
+        return {"pods": frozen}
+
+    def op_restore_node(self, req: dict[str, Any]) -> dict[str, Any]:
+        node = self._node(req)
+        if not node.lost.is_set():
+            raise FaultError(f"node: {node.name} is not lost")
+        pods = node.restore()
+        self.log("restore-node", node=node.name, pods=pods)
+        return {"pods": pods}
+
+    def op_withhold(self, req: dict[str, Any]) -> dict[str, Any]:
+        ns, name = self._str(req, "namespace"), self._str(req, "pod")
+        seconds = self._number(req, "seconds", 0.1, 3600)
+        not_uid = None
+        if req.get("next"):
+            current = [
+                w for node in self.agent.nodes for w in list(node.workers.values()) if (w.ns, w.pod_name) == (ns, name)
+            ]
+            not_uid = current[-1].uid if current else None
+        with self.lock:
+            self.withheld[(ns, name)] = {"seconds": seconds, "not_uid": not_uid}
+        self.log("withhold-ready armed", ns=ns, pod=name, seconds=seconds, not_uid=not_uid)
+        return {"not_uid": not_uid}
+
+    def op_hold(self, req: dict[str, Any]) -> dict[str, Any]:
+        key = (self._str(req, "namespace"), self._str(req, "pod"))
+        self.holding.add(key)
+        self.log("hold-start", ns=key[0], pod=key[1])
+        return {}
+
+    def op_release(self, req: dict[str, Any]) -> dict[str, Any]:
+        key = (self._str(req, "namespace"), self._str(req, "pod"))
+        self.holding.discard(key)
+        for node in self.agent.nodes:
+            for w in list(node.workers.values()):
+                if (w.ns, w.pod_name) == key:
+                    w.wake.set()
+        self.log("release", ns=key[0], pod=key[1])
+        return {}
+
+
+class _ControlHandler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        agent: Agent = self.server.agent  # type: ignore[attr-defined]
+        for line in self.rfile:
+            try:
+                req = json.loads(line)
+                if not isinstance(req, dict):
+                    raise FaultError("a request is a JSON object")
+                answer = {"ok": True, **agent.faults.handle(req)}
+            except (FaultError, ValueError, RuntimeError, OSError) as e:
+                answer = {"ok": False, "error": str(e)}
+            self.wfile.write((json.dumps(answer) + "\n").encode())
+            self.wfile.flush()
+
+
+class _ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
 # ---------------------------------------------------------------- the agent
 
 
@@ -1032,7 +1549,32 @@ class Agent:
             "ephemeral-storage": "100Gi",
         }
         self.allocatable = dict(self.capacity)
+        self.lease_seconds = int(config.get("lease_seconds", LEASE_SECONDS))
+        self.faults = Faults(self, config.get("fault_log"))
+        self.lifecycle_path = Path(config["lifecycle_log"]) if config.get("lifecycle_log") else None
+        self.lifecycle_lock = threading.Lock()
+        self.control_socket: str | None = config.get("control_socket")
         self.nodes = [Node(self, n["name"], n["cert"], n["key"]) for n in config["nodes"]]
+
+    def lifecycle(self, w: PodWorker, event: str, **fields: Any) -> None:
+        """One container start or exit, with the host's exact time (the API's times are seconds)."""
+        if self.lifecycle_path is None:
+            return
+        record = {"t": time.time(), "event": event, "ns": w.ns, "pod": w.pod_name, "uid": w.uid, "node": w.node.name}
+        with self.lifecycle_lock, self.lifecycle_path.open("a") as fh:
+            fh.write(json.dumps({**record, **fields}, sort_keys=True) + "\n")
+
+    def serve_control(self) -> None:
+        """The control socket (mode 0600, root's only): fault requests (Faults)."""
+        assert self.control_socket is not None
+        Path(self.control_socket).unlink(missing_ok=True)
+        old = os.umask(0o177)
+        try:
+            server = _ControlServer(self.control_socket, _ControlHandler)
+        finally:
+            os.umask(old)
+        server.agent = self  # type: ignore[attr-defined]
+        threading.Thread(target=server.serve_forever, name="control", daemon=True).start()
 
     def run(self) -> None:
         self.pods_dir.mkdir(parents=True, exist_ok=True)
@@ -1041,6 +1583,8 @@ class Agent:
         for node in self.nodes:
             for target in (node.heartbeat, node.watch_pods):
                 threading.Thread(target=target, name=f"{node.name}-{target.__name__}", daemon=True).start()
+        if self.control_socket:
+            self.serve_control()
         log.info("serving %s", ", ".join(n.name for n in self.nodes))
         self.stopping.wait()
 

@@ -1,4 +1,4 @@
-"""The rendered PyTorchJobs against a real control plane (cluster/, README "A cluster on one machine").
+"""The rendered PyTorchJobs against a real control plane (cluster/, docs/guide/cluster.md).
 
 One cluster per module (``cluster/cluster.py up`` in ``build/cluster-test``, ``down`` at the end):
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the Kubeflow training operator with
@@ -20,14 +20,18 @@ once per version into ~/.cache/elastic-idl).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,7 +151,7 @@ def _until(ready: Any, seconds: float) -> None:
 
 
 #: Jobs only dry-run, never applied: the operator (v1.9.4) sizes its work by the replica count
-#: and ran out of memory on these 2^31 - 1 replicas (README, "A cluster on one machine").
+#: and ran out of memory on these 2^31 - 1 replicas (docs/guide/cluster.md).
 MAX_APPLIED_PODS = 16
 
 
@@ -219,6 +223,49 @@ def operator_pods(cluster: Kube) -> dict[str, dict[str, Any]]:
         time.sleep(2)
         result = collect()
     return result
+
+
+def test_a_bridge_left_by_a_killed_cluster_is_removed_and_a_running_ones_is_refused(tmp_path: Path) -> None:
+    """A cluster whose processes were killed (the session ended; no `down`) leaves its pod bridge:
+    the next `up` removes it and its ports, saying so; while any cluster process runs it refuses.
+    Runs before this module's cluster is up (file order)."""
+    if ct.cluster_processes() or Path(f"/sys/class/net/{ct.POD_BRIDGE}").exists():
+        pytest.skip("a cluster is up on this machine")
+    bridge, veth = "eidlt0", "evstale0"
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+    try:
+        subprocess.run(["ip", "link", "set", "dev", bridge, "alias", "/var/tmp/gone-cluster"], check=True)
+        subprocess.run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "evstale1"], check=True)
+        subprocess.run(["ip", "link", "set", veth, "master", bridge], check=True)
+        # A node agent of another checkout still runs: that cluster is up.
+        agent = tmp_path / "cluster" / "node_agent.py"
+        agent.parent.mkdir()
+        agent.write_text("import time\ntime.sleep(60)\n")
+        proc = subprocess.Popen([sys.executable, str(agent)])
+        try:
+            _until(lambda: any(str(agent) in p for p in ct.cluster_processes()), 10)
+            with pytest.raises(
+                ct.ClusterError, match=r"eidlt0 exists and a cluster is up \(from CLUSTER_DIR=/var/tmp/gone"
+            ):
+                ct.clear_stale_bridge(bridge)
+            assert Path(f"/sys/class/net/{bridge}/brif/{veth}").exists()
+        finally:
+            proc.kill()
+            proc.wait()
+        assert ct.clear_stale_bridge(bridge) == [
+            f"removed the stale pod veth {veth}",
+            f"removed the stale pod bridge {bridge} (from CLUSTER_DIR=/var/tmp/gone-cluster): no process of any cluster runs",
+        ]
+        left = {p.name for p in Path("/sys/class/net").iterdir()}
+        assert not left & {bridge, veth, "evstale1"}
+        assert ct.clear_stale_bridge(bridge) == []
+        # A pod's veth whose namespace outlived its cluster (no bridge left): removed too.
+        subprocess.run(["ip", "link", "add", "ev00000000ab", "type", "veth", "peer", "name", "evstale1"], check=True)
+        assert ct.clear_stale_bridge(bridge) == ["removed the pod link ev00000000ab, left behind"]
+        assert not Path("/sys/class/net/ev00000000ab").exists()
+    finally:
+        for dev in (veth, bridge, "ev00000000ab"):
+            subprocess.run(["ip", "link", "del", dev], capture_output=True, check=False)
 
 
 def test_up_reports_versions_and_the_operator_crd(cluster: Kube) -> None:
@@ -719,3 +766,160 @@ def test_the_go_backends_typed_jobs_pass_server_side_strict_dry_run(cluster: Kub
         if out.returncode != 0 or "serverside-applied (server dry run)" not in out.stdout:
             refused[case] = out.stderr.strip()
     assert refused == {}
+
+
+# ---------------------------------------------------------------- the object store
+
+#: What the pod writes with flytekit's S3 client (FileAccessProvider, then s3fs), from nothing but
+#: its env: a directory tree (put recursive, as flytekit uploads a folder), a single file, and one
+#: object in 5 MiB parts (a multipart upload); then what it lists under the tree.
+OBJECTSTORE_TREE = {"a.txt": 11, "empty": 0, "sub/b.bin": 70_000, "sub/deeper/c.bin": 1_000_000}
+OBJECTSTORE_BIG = 12 * 2**20
+OBJECTSTORE_POD = """
+import json, random, sys, tempfile
+from pathlib import Path
+
+from flytekit.core.data_persistence import FileAccessProvider
+
+prefix, tree, big = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+blob = lambda name, size: random.Random(name).randbytes(size)
+fap = FileAccessProvider(local_sandbox_dir=tempfile.mkdtemp(), raw_output_prefix=prefix + "/raw")
+local = Path(tempfile.mkdtemp())
+for name, size in tree.items():
+    (local / "tree" / name).parent.mkdir(parents=True, exist_ok=True)
+    (local / "tree" / name).write_bytes(blob(name, size))
+(local / "one.txt").write_bytes(blob("one.txt", 4321))
+fap.put_data(str(local / "tree"), prefix + "/tree", is_multipart=True)
+fap.put_data(str(local / "one.txt"), prefix + "/one.txt")
+fs = fap.get_filesystem("s3")
+part, data = 5 * 2**20, blob("big.bin", big)
+with fs.open(prefix + "/big.bin", "wb", block_size=part) as f:  # a part per block written
+    for i in range(0, big, part):
+        f.write(data[i : i + part])
+fs.invalidate_cache()
+seen = {
+    "find": sorted(fs.find(prefix + "/tree")),
+    "ls": sorted(fs.ls(prefix + "/tree", detail=False)),
+    "big": fs.info(prefix + "/big.bin")["size"],
+}
+fs.pipe(prefix + "/pod-saw.json", json.dumps(seen).encode())
+print("pod wrote", prefix)
+"""
+
+
+def _blob(name: str, size: int) -> bytes:
+    """The bytes the pod writes for `name` (the same seeded generator)."""
+    import random
+
+    return random.Random(name).randbytes(size)
+
+
+def _objectstore_config(kube: Kube) -> dict[str, Any]:
+    """What `cluster up` wrote for the store's clients: endpoint, region, keys, bucket, pod env."""
+    return dict(json.loads((kube.dir / "objectstore.json").read_text()))
+
+
+@contextlib.contextmanager
+def _objectstore(kube: Kube) -> Iterator[tuple[dict[str, Any], Any]]:
+    """The store's client settings and a botocore S3 client from them, with path-style addressing
+    as boto3 users set it; the client is closed afterwards."""
+    import botocore.config
+    import botocore.session
+
+    config = _objectstore_config(kube)
+    client = botocore.session.get_session().create_client(
+        "s3",
+        endpoint_url=config["endpoint"],
+        region_name=config["region"],
+        aws_access_key_id=config["access_key_id"],
+        aws_secret_access_key=config["secret_access_key"],
+        config=botocore.config.Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+    )
+    try:
+        yield config, client
+    finally:
+        client.close()
+
+
+def test_a_pod_writes_to_the_object_store_with_flytekits_client_and_the_host_reads_it_back(
+    train_ns: Kube,
+) -> None:
+    with _objectstore(train_ns) as (config, s3):
+        bucket = config["bucket"]
+        # A new cluster's store: one bucket, empty (the data lives in CLUSTER_DIR, which `up` clears).
+        assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == [bucket]
+        assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+        name, run = "e2e-objectstore", "pod-run"
+        prefix = f"s3://{bucket}/{run}"
+        args = [prefix, json.dumps(OBJECTSTORE_TREE), str(OBJECTSTORE_BIG)]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": TRAIN_NS},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "example.com/none:1",
+                        "command": ["python", "-c", OBJECTSTORE_POD, *args],
+                        # Only the store's address and credentials, as a Flyte deployment sets them.
+                        "env": [{"name": k, "value": v} for k, v in sorted(config["env"].items())],
+                    }
+                ],
+            },
+        }
+        train_ns.run("delete", "pod", name, "-n", TRAIN_NS, "--ignore-not-found", "--wait=true")
+        applied = time.monotonic()
+        train_ns.run("apply", "--server-side", "-f", "-", stdin=json.dumps(pod))
+
+        def log() -> str:
+            logs = sorted((train_ns.dir / "pods").glob(f"{TRAIN_NS}_{name}_*/containers/main/log"))
+            return logs[-1].read_text(errors="replace")[-3000:] if logs else "(no log)"
+
+        deadline = time.monotonic() + 60
+        while (phase := _pod_status(train_ns, name).get("phase")) not in ("Succeeded", "Failed"):
+            assert time.monotonic() < deadline, log()
+            time.sleep(0.3)
+        assert phase == "Succeeded", log()
+        TIMES["objectstore_pod_apply_to_succeeded"] = round(time.monotonic() - applied, 1)
+
+        def read(key: str) -> bytes:
+            return bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+        # Every byte, read back through the store on the host (a client of its own, path style).
+        expected = {f"{run}/tree/{k}": _blob(k, n) for k, n in OBJECTSTORE_TREE.items()}
+        expected |= {f"{run}/one.txt": _blob("one.txt", 4321), f"{run}/big.bin": _blob("big.bin", OBJECTSTORE_BIG)}
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=f"{run}/")["Contents"]]
+        assert sorted(keys) == sorted([*expected, f"{run}/pod-saw.json"])  # nothing else, nothing lost
+        for key, data in expected.items():
+            assert read(key) == data, key
+        # The 12 MiB object went up in parts: its ETag is a multipart upload's (<md5 of md5s>-<parts>).
+        assert s3.head_object(Bucket=bucket, Key=f"{run}/big.bin")["ETag"].strip('"').endswith("-3")
+        # The prefixes, as `ls` sees them: one level with a delimiter.
+        level = s3.list_objects_v2(Bucket=bucket, Prefix=f"{run}/tree/", Delimiter="/")
+        assert [p["Prefix"] for p in level["CommonPrefixes"]] == [f"{run}/tree/sub/"]
+        assert sorted(o["Key"] for o in level["Contents"]) == [f"{run}/tree/a.txt", f"{run}/tree/empty"]
+        # And what the pod's s3fs listed.
+        seen = json.loads(read(f"{run}/pod-saw.json"))
+        tree = f"{bucket}/{run}/tree"
+        assert seen["find"] == sorted(f"{tree}/{k}" for k in OBJECTSTORE_TREE)
+        assert seen["ls"] == [f"{tree}/a.txt", f"{tree}/empty", f"{tree}/sub"]
+        assert seen["big"] == OBJECTSTORE_BIG
+
+
+def test_the_object_store_listens_on_the_bridge_only_and_checks_signatures(cluster: Kube) -> None:
+    config = _objectstore_config(cluster)
+    assert config["endpoint"] == f"http://{ct.BRIDGE_IP}:{ct.OBJECTSTORE_PORT}"
+    assert (cluster.dir / "objectstore.json").stat().st_mode & 0o077 == 0
+    # Not on every address: loopback has nothing on its port.
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", ct.OBJECTSTORE_PORT), timeout=5).close()
+    key, secret = config["access_key_id"], config["secret_access_key"]
+    assert ct.s3_request(config["endpoint"], key, secret, "GET", "/")[0] == 200
+    status, body = ct.s3_request(config["endpoint"], key, secret + "x", "GET", "/")
+    assert status == 403 and b"SignatureDoesNotMatch" in body
+    with pytest.raises(urllib.error.HTTPError) as refused:  # no signature at all
+        urllib.request.urlopen(f"{config['endpoint']}/{config['bucket']}", timeout=5)
+    assert refused.value.code == 403
+    refused.value.close()

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
-from elastic_idl._launch.forkserver import thread_count
+from elastic_idl._launch.forkserver import settled_thread_count
 from elastic_idl._launch.launcher import (
     LaunchFailedError,
     RendezvousIncompleteError,
@@ -110,7 +110,7 @@ def _no_leftovers(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     env_before = {k: os.environ.get(k) for k in LAUNCH_ENV}
     yield
     assert _children() - before_children == set()
-    assert thread_count() == 1, [
+    assert settled_thread_count() == 1, [
         Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task")
     ]
     assert {s: signal.getsignal(s) for s in handlers} == handlers

@@ -18,7 +18,7 @@ from google.protobuf import json_format
 
 import elastic_idl as ei
 from elastic_idl._launch.failures import FailureLog, WorkerExit, write_report
-from elastic_idl._launch.forkserver import Zygote, cpython_forkserver, fork_hazard
+from elastic_idl._launch.forkserver import Zygote, cpython_forkserver, fork_hazard, settled_thread_count, thread_count
 from elastic_idl._launch.launcher import worker_main_of
 from elastic_idl._launch.worker import KIND_CALLABLE, KIND_MODULE, KIND_SCRIPT, WorkerMain, _substitute
 from elastic_idl._task.messages import FailureReport
@@ -154,6 +154,26 @@ def test_fork_hazard_sees_other_threads() -> None:
     finally:
         stop.set()
         t.join()
+
+
+def test_a_thread_that_is_ending_is_given_a_moment_and_a_running_one_is_not() -> None:
+    # A joined thread may still be listed by the kernel for a moment (join returns before the OS
+    # thread exits): the fork check waits that out instead of taking the cold path for nothing.
+    ending = threading.Thread(target=time.sleep, args=(0.05,), daemon=True)
+    ending.start()
+    assert thread_count() == 2
+    assert settled_thread_count() == 1
+    stop = threading.Event()
+    running = threading.Thread(target=stop.wait, daemon=True)
+    running.start()
+    try:
+        started = time.monotonic()
+        assert settled_thread_count(grace_s=0.1) == 2
+        assert time.monotonic() - started >= 0.1
+    finally:
+        stop.set()
+        running.join()
+    assert settled_thread_count() == 1
 
 
 def test_the_warm_fork_server_stands_in_for_cpythons_and_stops_cleanly() -> None:

@@ -27,7 +27,9 @@ __all__ = [
     "HostNotFoundError",
     "LaunchFailedError",
     "LaunchInterruptedError",
+    "PeerLostError",
     "RenderError",
+    "RendezvousClosedError",
     "RendezvousIncompleteError",
     "RendezvousStoreLostError",
     "SkewError",
@@ -386,6 +388,35 @@ class RendezvousIncompleteError(LaunchFailedError):
         self.timeout_s = timeout_s
 
 
+class PeerLostError(RendezvousIncompleteError):
+    """The group lost a node while it ran, and too few nodes re-formed within ``join_timeout``.
+
+    A :class:`RendezvousIncompleteError` (``joined``, ``needed``, ``timeout_s``) raised by a
+    rendezvous that followed a completed one: a node of the running group was lost (its
+    heartbeat expired, or it died and did not come back) and the survivors are fewer than
+    ``min_nodes``. Unlike a job that never gathered its nodes, this is an infrastructure
+    failure: exit code 200, which the operator's ``ExitCode`` policy retries; the flytekit task
+    in a pod exits 200 too, writing nothing.
+
+    Attributes:
+        lost: The torch node descriptors (``addr_pid_id``) of the previous round that did not
+            rejoin; empty when the state could not tell.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        report: Any,
+        *,
+        joined: int,
+        needed: int,
+        timeout_s: float,
+        lost: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message, report, joined=joined, needed=needed, timeout_s=timeout_s)
+        self.lost = tuple(lost)
+
+
 class RendezvousStoreLostError(LaunchFailedError):
     """The rendezvous store cannot be reached: its host (the endpoint's node, worker-0 in a pod) is gone.
 
@@ -395,6 +426,16 @@ class RendezvousStoreLostError(LaunchFailedError):
     workers failed with no restart left. The pod entrypoint exits 200, a code the
     operator's ``ExitCode`` policy retries, so the group can re-form around the
     restarted host instead of waiting out a timeout.
+    """
+
+
+class RendezvousClosedError(LaunchFailedError):
+    """The rendezvous was closed by another node: the job already ended there, for good or ill.
+
+    Raised to a node that arrives (or comes back) after the others finished and shut the
+    rendezvous down. That node's outcome is not the job's: the nodes that ran decided it. The
+    flytekit task writes nothing for it (no error document that would fail a task another pod
+    completed); the pod entrypoint exits 3, as for any failed launch.
     """
 
 

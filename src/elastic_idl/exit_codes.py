@@ -14,8 +14,9 @@ code        meaning
             ``join_timeout``
 128 + N     stopped by signal N (130 SIGINT, 143 SIGTERM), as a shell reports it
 200         the rendezvous store is unreachable because its host (worker-0) is
-            gone: retryable (>= 128, which the operator's ExitCode policy
-            retries) and never a signal (128 + N stops at 192)
+            gone, or the group lost a node while it ran and too few re-formed
+            within ``join_timeout``: retryable (>= 128, which the operator's
+            ExitCode policy retries) and never a signal (128 + N stops at 192)
 ==========  =================================================================
 
 Torch-free; imports only the error types (:mod:`elastic_idl._errors`, stdlib only).
@@ -29,6 +30,7 @@ import signal
 from elastic_idl._errors import (
     LaunchFailedError,
     LaunchInterruptedError,
+    PeerLostError,
     RendezvousIncompleteError,
     RendezvousStoreLostError,
 )
@@ -64,7 +66,7 @@ class ExitCode(enum.IntEnum):
     SIGINT = SIGNAL_BASE + signal.SIGINT
     #: 128 + SIGTERM: terminated.
     SIGTERM = SIGNAL_BASE + signal.SIGTERM
-    #: The rendezvous store's host is gone: retry the pod (not a signal: above 128 + 64).
+    #: The rendezvous store's host, or a node of the running group, is gone: retry the pod (not a signal: above 128 + 64).
     STORE_LOST = 200
 
 
@@ -80,7 +82,7 @@ EXIT_STORE_LOST = ExitCode.STORE_LOST
 #: The table in one line, for --help epilogs.
 EXIT_CODES_TEXT = (
     "Exit codes: 0 ok, 1 invalid input, 2 usage, 3 the job failed, 4 the rendezvous never completed, "
-    "128+N stopped by signal N (130 SIGINT, 143 SIGTERM), 200 the rendezvous store's host is gone (retry the pod)."
+    "128+N stopped by signal N (130 SIGINT, 143 SIGTERM), 200 the rendezvous store's host or a running peer is gone (retry the pod)."
 )
 
 
@@ -95,6 +97,8 @@ def exit_code_of(exc: BaseException) -> int:
         return ExitCode.SIGINT
     if isinstance(exc, LaunchInterruptedError):
         return signal_exit_code(exc.signal)
+    if isinstance(exc, PeerLostError):  # before its base class: a lost node, not one that never came
+        return ExitCode.STORE_LOST
     if isinstance(exc, RendezvousIncompleteError):
         return ExitCode.RENDEZVOUS
     if isinstance(exc, RendezvousStoreLostError):

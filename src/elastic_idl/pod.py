@@ -40,8 +40,10 @@ flags, no task, no ENTRYPOINT); 3 the job failed (workers failed after all
 restarts); 4 the rendezvous never completed (fewer than min nodes within the join
 timeout, or the rendezvous host never resolved); 128+N stopped by signal N (130
 SIGINT, 143 SIGTERM); 200 the rendezvous store is unreachable
-because its host (worker-0) is gone: retryable (>= 128, which the operator's
-ExitCode policy retries) and never a signal (128+N stops at 192).
+because its host (worker-0) is gone, or the group lost a node while it ran and
+fewer than min nodes re-formed within the join timeout (``PeerLostError``):
+retryable (>= 128, which the operator's ExitCode policy retries) and never a
+signal (128+N stops at 192).
 
 Endpoint override, for running pods outside Kubernetes: ``--rdzv-endpoint
 HOST:PORT`` or ``$ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE`` replaces the endpoint

@@ -1,7 +1,7 @@
 """One launcher process ("node") for the multi-process tests: launch a task and print the outcome as JSON.
 
     python node.py --fn NAME [--arg A ...] [--min 1 --max 2 --nproc 1 --restarts 0]
-                   [--endpoint HOST:PORT --run-id ID --join-timeout S --rdzv-option k=v ...]
+                   [--endpoint HOST:PORT --run-id ID --join-timeout S --read-timeout S --rdzv-option k=v ...]
 
 Prints one JSON line: {"ok": value} or {"error": type name, "message": ..., "failures": [...]}.
 Exit code: 0 ok, 3 launch failed, 130 interrupted.
@@ -38,6 +38,7 @@ def main() -> int:
     ap.add_argument("--run-id")
     ap.add_argument("--join-timeout", type=int)
     ap.add_argument("--last-call-timeout", type=int)
+    ap.add_argument("--read-timeout", type=int)
     ap.add_argument("--rdzv-option", action="append", default=[])
     ap.add_argument("--start-method")
     args = ap.parse_args()
@@ -50,6 +51,8 @@ def main() -> int:
         e.join_timeout.CopyFrom(Duration(seconds=args.join_timeout))
     if args.last_call_timeout:
         e.last_call_timeout.CopyFrom(Duration(seconds=args.last_call_timeout))
+    if args.read_timeout:
+        e.read_timeout.CopyFrom(Duration(seconds=args.read_timeout))
     for kv in args.rdzv_option:
         opt = e.rdzv_options.add()
         opt.key, _, opt.value = kv.partition("=")

@@ -21,17 +21,77 @@ What the agent changes compared with ``torch.distributed.launcher.api.launch_age
   unless the ``elastic_idl`` logger is at DEBUG; other log records with a traceback are
   pre-formatted: torch's formatter would import ``torch._dynamo`` (~2 s) to print them.
 - A one-node job skips the rendezvous' random start-up delay (0-0.3 s).
+- While the workers run, the agent watches the round they were started for
+  (:class:`_RoundWatch`): a node of the round that is dead by torch's keep-alive rule
+  starts a new round, as a node waiting to join does; so does this node finding itself
+  dropped from the round (it was frozen or cut off), and workers that fail once their
+  round is void that way use no restart; a rendezvous closed by another node stops the
+  workers and ends the launch (unless every other node had finished). See "Dead peers" below.
+- Each launch's rendezvous node identity is unique (:func:`_unique_node_identity`).
+
+Dead peers. torch's agent leaves a running round only when a local worker fails or
+``num_nodes_waiting() > 0``. A peer that vanishes without closing its sockets (its
+processes frozen, a partition, its machine lost) fails nothing locally: the workers wait
+in ``init_process_group`` or a collective for the process group timeout (gloo: 30 min).
+A peer that fails for good closes the rendezvous; workers waiting in
+``init_process_group`` for its ranks (whose processes never connected) wait just as long.
+Three ways to notice, and why the keep-alive:
+
+- the rendezvous keep-alive: every agent already renews its heartbeat in the rendezvous
+  state every ``keep_alive_interval``, and torch already judges a node dead when its
+  heartbeat is older than ``keep_alive_interval x keep_alive_max_attempt`` (the state
+  holder's ``sync`` drops it). Reading that state costs one store read per second at
+  most (torch caches it for 1 s) and needs no change in the workers; the verdict is the
+  one torch applies at the next rendezvous, so both sides agree on who is alive, and a
+  frozen agent is caught along with its workers. The closed flag is in the same state.
+- the store: a store connection does not break when its peer freezes (no FIN, no RST)
+  and the workers' store belongs to node rank 0, so the other nodes' stores say nothing
+  about each other; a key-based liveness protocol would duplicate the keep-alive.
+- a watchdog on collective progress: it needs the user's code to report steps (or
+  hooks in every collective), cannot tell a slow step from a hung one without a timeout
+  the user must tune, and sees nothing while a worker waits in ``init_process_group``.
+
+The detection bound is torch's expiry plus one read: a peer's last heartbeat is written
+before it stops (and at most ``keep_alive_interval`` before: it is renewed once it is that
+old), it expires ``keep_alive_interval x keep_alive_max_attempt`` after it was written, and
+a fresh read of the state comes within ``1 s + monitor_interval`` (torch caches it for 1 s):
+at most ``keep_alive_interval x keep_alive_max_attempt + 1 s + monitor_interval`` after the
+peer stopped, which is ``keep_alive_interval x (keep_alive_max_attempt + 1) +
+monitor_interval`` or less (the interval is whole seconds), plus the clock skew between the
+nodes (heartbeats are wall-clock times); at least ``keep_alive_interval x
+(keep_alive_max_attempt - 1)``. A closed rendezvous is seen within ``1 s +
+monitor_interval``. Then the workers are stopped (SIGTERM, SIGKILL after
+``shutdown_timeout``), and the new round forms like any other (``last_call_timeout`` when
+fewer than ``max_nodes`` come), or fails after ``join_timeout`` with a
+:class:`~elastic_idl.PeerLostError` when fewer than ``min_nodes`` do.
+A lost node that hosts the rendezvous store: the state cannot be read at all. torch's store
+client, once a read times out after ``read_timeout``, waits with no timeout for the host to
+confirm the cancelled read (a frozen host: indefinitely; a machine that is gone: until TCP
+gives up), and torch's heartbeat thread holds the state's lock through its own such read.
+The watch reads in a thread of its own (:func:`_within`) and gives up after ``read_timeout +
+keep_alive_interval x keep_alive_max_attempt``: the workers are stopped and the launch ends
+with a ``RendezvousStoreLostError`` (exit 200 in a pod, retried under the ExitCode policy;
+the host's replacement starts a new store). Bound after the host stopped: that deadline plus
+``1 s + monitor_interval`` (75-76 s at torch's defaults), plus ``shutdown_timeout`` at worst
+for the workers to stop. The exit barrier (this node's workers succeeded, the others' not yet)
+waits on the same store: each of its store calls is bounded by ``read_timeout + 5 s``, after
+which this node leaves the barrier, its success standing, and abandons the rendezvous instead
+of closing it (closing writes to the store, and torch's shutdown joins the heartbeat thread).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import logging
 import os
 import runpy
+import secrets
 import signal
 import socket
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -65,7 +125,11 @@ with warnings.catch_warnings():
         RendezvousTimeoutError,
     )
     from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
-    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
+        DynamicRendezvousHandler,
+        _NodeDesc,
+        create_handler,
+    )
     from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
     from torch.distributed.launcher.api import LaunchConfig
     from torch.numa.binding import AffinityMode, NumaOptions
@@ -73,9 +137,11 @@ with warnings.catch_warnings():
 from elastic_idl._errors import (
     LaunchFailedError,
     LaunchInterruptedError,
+    PeerLostError,
     RendezvousIncompleteError,
     RendezvousStoreLostError,
 )
+from elastic_idl._errors import RendezvousClosedError as ClosedByAnotherNodeError
 from elastic_idl._launch.failures import (
     FailureLog,
     WorkerExit,
@@ -234,15 +300,23 @@ def build_launch_config(
     )
 
 
-def _wait_for_key(store: dist.Store, key: str, timeout_s: float) -> bool:
-    """Wait until ``key`` exists, in slices of at most 1 s so that signal handlers run; False on timeout."""
+def _wait_for_key(store: dist.Store, key: str, timeout_s: float, *, call_deadline_s: float | None = None) -> bool:
+    """Wait until ``key`` exists, in slices of at most 1 s so that signal handlers run; False on timeout.
+
+    With ``call_deadline_s``, a slice that has not returned by then raises :class:`_StoreUnreachable`
+    (see :func:`_within`: a frozen host never confirms a timed-out wait).
+    """
     deadline = time.monotonic() + timeout_s
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             return False
+        wait = timedelta(seconds=min(1.0, left))
         try:
-            store.wait([key], timedelta(seconds=min(1.0, left)))
+            if call_deadline_s is None:
+                store.wait([key], wait)
+            else:
+                _within(functools.partial(store.wait, [key], wait), call_deadline_s, "a wait on the rendezvous store")
             return True
         except dist.DistStoreError:
             continue
@@ -284,6 +358,254 @@ def _server_store(host: str, port: int, timeout_s: float) -> tuple[dist.TCPStore
     return store, actual
 
 
+#: The exit barrier's arrival counter, in a round's rendezvous store (torch's agent adds 1 per node).
+_EXIT_BARRIER_COUNT_KEY = _TERMINAL_STATE_SYNC_ID + store_util._NUM_MEMBERS
+
+
+class _ClosedWhileRunning(RendezvousClosedError):
+    """The round watch found the rendezvous closed while this node's workers ran."""
+
+
+class _StoreUnreachable(RendezvousConnectionError):
+    """A call to the rendezvous store did not return within its deadline: its host is lost."""
+
+
+def _within(call: Callable[[], Any], deadline_s: float, what: str) -> Any:
+    """``call()``'s result (or its exception), or :class:`_StoreUnreachable` after ``deadline_s``.
+
+    The call runs in a daemon thread; one that never returns is left behind (it holds no
+    lock of this module's, and the launch that raised ends). Why a thread: torch's store
+    client, once a read times out, waits with no timeout for the host to confirm the cancelled
+    read, and a frozen or lost host never does. The wait is in slices, so signals are handled.
+    """
+    box: list[Any] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as exc:  # handed to the caller's thread
+            box.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"elastic-idl: {what}", daemon=True).start()
+    if not done.wait(deadline_s):
+        raise _StoreUnreachable(f"{what} did not return within {deadline_s:.0f} s: the store's host is lost or frozen")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class _StateView:
+    """What the watch reads from one sync of torch's rendezvous state."""
+
+    round: int
+    closed: bool
+    participants: frozenset[Any]
+    queued: frozenset[Any]  # the wait list and the redundancy list: nodes that want the next round
+    waiting: int
+
+
+class _RoundWatch:
+    """While the workers run, watch the rendezvous round they were started for (see the module docs).
+
+    Reads torch's own rendezvous state the way torch's ``num_nodes_waiting`` does (the
+    state holder's ``sync`` under the heartbeat lock), and applies torch's own verdict on
+    dead nodes: the sync drops every node whose heartbeat is older than
+    ``keep_alive_interval x keep_alive_max_attempt``. :meth:`nodes_waiting` answers for
+    the handler's ``num_nodes_waiting``: torch's agent starts a new round, without using
+    a restart, when it is positive.
+    """
+
+    def __init__(self, inner: RendezvousHandler, *, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> None:
+        self._inner: Any = inner
+        holder = getattr(inner, "_state_holder", None)
+        lock = getattr(inner, "_heartbeat_lock", None)
+        settings = getattr(inner, "settings", None)
+        #: Whether this torch has what the watch reads; without it, only torch's own check runs.
+        self.usable = (
+            isinstance(inner, DynamicRendezvousHandler)
+            and holder is not None
+            and lock is not None
+            and settings is not None
+        )
+        self.expiry_s = 0.0
+        if self.usable:
+            assert settings is not None
+            self.expiry_s = settings.keep_alive_interval.total_seconds() * settings.keep_alive_max_attempt
+        #: How long one read of the state may take before the store's host counts as lost:
+        #: ``read_timeout`` (the store client's own bound for a read) plus the keep-alive expiry
+        #: (the heartbeat thread may hold the state's lock through a read of its own).
+        self.deadline_s = float(read_timeout_s) + self.expiry_s
+        #: Set once a read missed its deadline: the store's host is lost; nothing may wait on it.
+        self.unreachable = False
+        self._round: int | None = None
+        self._members: frozenset[Any] = frozenset()
+        self._store: Any = None
+        self._world_size = 0
+        self._benign_close = False
+        #: The members of the last round this node completed (None before the first one).
+        self.last_members: frozenset[Any] | None = None
+        #: Nodes of a running round found dead (their descriptors), since the last completed round.
+        self.lost: list[str] = []
+
+    def _me(self) -> Any:
+        return getattr(self._inner, "_this_node", None)
+
+    def _read(self, *, sync: bool) -> _StateView:
+        holder = self._inner._state_holder
+        with self._inner._heartbeat_lock:
+            if sync:
+                holder.sync()
+            state = holder.state
+            return _StateView(
+                round=int(state.round),
+                closed=bool(state.closed),
+                participants=frozenset(state.participants),
+                queued=frozenset(state.wait_list) | frozenset(state.redundancy_list),
+                waiting=len(state.wait_list),
+            )
+
+    def _read_within_deadline(self) -> _StateView:
+        """A synced read of the state, or :class:`_StoreUnreachable` after :attr:`deadline_s`."""
+        try:
+            view: _StateView = _within(lambda: self._read(sync=True), self.deadline_s, "a read of the rendezvous state")
+        except _StoreUnreachable:
+            self.unreachable = True
+            _log.warning(
+                "elastic-idl: the rendezvous store did not answer within %.0f s (read_timeout + keep-alive "
+                "expiry): its host is lost; stopping this node's workers",
+                self.deadline_s,
+            )
+            raise
+        return view
+
+    def round_started(self, store: Any, world_size: int) -> None:
+        """Note the round the agent just completed (call right after ``next_rendezvous``)."""
+        self._store, self._world_size = store, world_size
+        self.lost = []
+        self._benign_close = False
+        if not self.usable:
+            return
+        view = self._read(sync=False)  # the state the join just synced
+        self._round, self._members = view.round, view.participants
+        self.last_members = view.participants
+
+    def round_left(self) -> None:
+        """The workers of the round are stopped: nothing to watch until the next round."""
+        self._round, self._members, self._store = None, frozenset(), None
+
+    def nodes_waiting(self) -> int:
+        """torch's ``num_nodes_waiting``, or at least 1 when this node must leave the running round.
+
+        Raises:
+            RendezvousClosedError: Another node closed the rendezvous without finishing its part
+                (its workers failed with no restart left): the job is over.
+        """
+        if not self.usable:
+            return int(self._inner.num_nodes_waiting())
+        view = self._read_within_deadline()
+        if self._round is None:
+            return view.waiting
+        if view.closed:
+            if self._benign_close or self._others_finished():
+                self._benign_close = True  # they succeeded and gave up waiting for us in the exit barrier
+                return view.waiting
+            _log.warning(
+                "elastic-idl: another node closed rendezvous round %d while this node's workers ran "
+                "(it failed for good); stopping them",
+                self._round,
+            )
+            raise _ClosedWhileRunning(
+                "another node closed the rendezvous while this node's workers ran (it failed for good)"
+            )
+        reason, void = self._leave_reason(view)
+        if reason is None:
+            return view.waiting
+        _log.log(
+            logging.WARNING if void else logging.INFO,
+            "elastic-idl: %s; restarting this node's workers in a new round",
+            reason,
+        )
+        return max(view.waiting, 1)
+
+    def _leave_reason(self, view: _StateView) -> tuple[str | None, bool]:
+        """Why this node must leave the running round, or None; and whether the round is void.
+
+        Void: a node of it is dead, or this node was dropped from it. A node that left the round
+        to join the next one (its workers failed) leaves it valid: failures it caused here count.
+        """
+        if self._round is None:
+            return None, False
+        if view.round != self._round or self._me() not in view.participants:
+            reason = (
+                f"this node is no longer a participant of rendezvous round {self._round} (its heartbeat "
+                f"expired: it was frozen or cut off for {self.expiry_s:.0f} s or more)"
+            )
+            return reason, True
+        gone = self._members - view.participants
+        if not gone:
+            return None, False
+        dead = sorted(repr(node) for node in gone if node not in view.queued)
+        if not dead:
+            return f"node(s) of rendezvous round {self._round} left it to join the next one", False
+        self.lost = dead
+        reason = (
+            f"node(s) {', '.join(dead)} of rendezvous round {self._round} lost: no heartbeat for "
+            f"{self.expiry_s:.0f} s (keep_alive_interval x keep_alive_max_attempt)"
+        )
+        return reason, True
+
+    def round_void(self) -> str | None:
+        """After the workers failed: why the round they ran in is void (see :meth:`_leave_reason`), or None.
+
+        A node dropped from its round (frozen, then thawed: its workers' peers are gone) sees its
+        workers fail as a consequence; so may the survivors of a lost node. Never raises: when the
+        state cannot be read, the failure stands.
+        """
+        if not self.usable or self._round is None:
+            return None
+        try:
+            view = self._read_within_deadline()
+        except _StoreUnreachable:
+            raise  # the launch ends: a lost store host is not a failure of these workers
+        except Exception:
+            return None
+        if view.closed:
+            return None
+        reason, void = self._leave_reason(view)
+        return reason if void else None
+
+    def _others_finished(self) -> bool:
+        """Whether every other node of the round has reached the exit barrier (its workers succeeded)."""
+        store, size = self._store, self._world_size
+        if store is None or size < 1:
+            return False
+        try:
+            arrived = int(store.add(_EXIT_BARRIER_COUNT_KEY, 0))
+        except Exception:
+            return False
+        return arrived >= size - 1
+
+    def missing(self) -> list[str] | None:
+        """After a rendezvous that timed out: the last round's nodes that did not rejoin.
+
+        None when no round completed before (the job never gathered its nodes).
+        """
+        if self.last_members is None:
+            return None
+        if self.lost:
+            return list(self.lost)
+        if not self.usable or self.unreachable:
+            return []
+        view = self._read(sync=False)
+        back = view.participants | view.queued | {self._me()}
+        return sorted(repr(node) for node in self.last_members - back)
+
+
 class FreshStoreHandler(RendezvousHandler):
     """A rendezvous handler whose every round gives the workers a brand-new TCPStore.
 
@@ -301,6 +623,10 @@ class FreshStoreHandler(RendezvousHandler):
     key space of the rendezvous store, and every node points its workers at it as
     an agent-owned store. Nothing stale can be read, no port is raced for, and the
     store still outlives the worker processes (the point of torch's sharing).
+
+    Its ``num_nodes_waiting`` also answers for the round watch (:class:`_RoundWatch`,
+    ``watch``): a dead node of the running round, or this node dropped from it, makes
+    torch's agent start a new round; a rendezvous closed by another node ends the launch.
     """
 
     def __init__(self, inner: RendezvousHandler, *, bind_host: str | None, read_timeout_s: float) -> None:
@@ -311,6 +637,8 @@ class FreshStoreHandler(RendezvousHandler):
         self.max_participants_seen = 0
         self._probed: Any = None
         self._install_participant_probe()
+        #: Watches the running round for dead nodes and a closed rendezvous.
+        self.watch = _RoundWatch(inner, read_timeout_s=read_timeout_s)
 
     def _install_participant_probe(self) -> None:
         """Count the nodes seen in the current round (for the rendezvous-timeout message)."""
@@ -348,8 +676,10 @@ class FreshStoreHandler(RendezvousHandler):
 
     def next_rendezvous(self) -> RendezvousInfo:
         self._drop_server()  # the previous round's workers are stopped by now
+        self.watch.round_left()
         self.max_participants_seen = 0
         info = self._inner.next_rendezvous()
+        self.watch.round_started(info.store, info.world_size)
         store = info.store
         master_addr = info.bootstrap_store_info.master_addr if info.bootstrap_store_info else None
         if info.rank == 0:
@@ -377,7 +707,12 @@ class FreshStoreHandler(RendezvousHandler):
         inner.set_closed()
 
     def num_nodes_waiting(self) -> int:
-        return self._inner.num_nodes_waiting()
+        """Nodes waiting to join, or at least 1 when a node of the running round is dead (see :class:`_RoundWatch`).
+
+        Raises:
+            RendezvousClosedError: Another node closed the rendezvous while this node's workers ran.
+        """
+        return self.watch.nodes_waiting()
 
     def get_run_id(self) -> str:
         return self._inner.get_run_id()
@@ -396,7 +731,11 @@ class FreshStoreHandler(RendezvousHandler):
         SIGTERM (preempted) must leave that decision to the others.
         """
         stop = getattr(self._inner, "_stop_heartbeats", None)
-        if stop is not None:
+        if stop is not None and self.watch.unreachable:
+            # torch's stop joins the heartbeat thread, which may wait on the lost host forever:
+            # stop it from a thread of its own (the stop flag is set at once) and go on.
+            threading.Thread(target=stop, name="elastic-idl: stop heartbeats", daemon=True).start()
+        elif stop is not None:
             with contextlib.suppress(Exception):
                 stop()
         self._drop_server()
@@ -415,6 +754,8 @@ class FreshStoreHandler(RendezvousHandler):
         self._drop_server()
         self._remove_participant_probe()
         self._inner = _ReleasedHandler(self._inner.get_backend(), self._inner.get_run_id())
+        # the old one holds the inner handler and a round's store
+        self.watch = _RoundWatch(self._inner, read_timeout_s=self._read_timeout_s)
 
 
 class _ReleasedHandler(RendezvousHandler):
@@ -477,7 +818,34 @@ def _make_handler(params: RendezvousParameters, *, loopback: bool) -> tuple[Rend
         handler: RendezvousHandler = create_handler(store, backend, params)
     else:
         handler = rdzv_registry.get_rendezvous_handler(params)
+    _unique_node_identity(handler)
     return handler, endpoint
+
+
+def _unique_node_identity(handler: RendezvousHandler) -> None:
+    """Give this launch's rendezvous node an identity no earlier incarnation of it had.
+
+    torch names a node ``(addr, pid, local_id)``: the FQDN (or ``local_addr``), the agent's
+    pid and a per-process counter from 0. A pod recreated under the same name has the same
+    hostname, its entrypoint is PID 1 again and its first handler gets 0 again: exactly the
+    dead pod's identity, so the rendezvous takes the new node for the old participant (its
+    exit step removes the old entry as its own, and a frozen old incarnation that comes back
+    heartbeats for the new one). The counter is replaced by a random 63-bit token, so every
+    launch is a new node. ``addr`` stays as torch made it: torch publishes it as
+    ``MASTER_ADDR`` of node rank 0 and the launcher hosts the workers' store on it; and
+    ``addr`` then ``pid`` still order the node ranks (ranks sort by the identity), so node
+    ranks follow host names as before. A handler that is not torch's dynamic one is left as is.
+    """
+    if not isinstance(handler, DynamicRendezvousHandler):
+        return
+    node: _NodeDesc = handler._this_node
+    executor: Any = getattr(handler, "_op_executor", None)
+    if not isinstance(node, _NodeDesc) or getattr(executor, "_node", None) is not node:
+        _log.warning("elastic-idl: this torch's rendezvous handler has no node identity to renew; kept torch's")
+        return
+    unique = dataclasses.replace(node, local_id=secrets.randbits(63))
+    handler._this_node = unique
+    executor._node = unique
 
 
 #: Exit codes of a worker still running when torch stopped its group (SIGTERM, then SIGKILL), or of one that ended well.
@@ -555,16 +923,29 @@ class _Agent(LocalElasticAgent):
         size: Any = self._worker_group.group_world_size
         if store is None or size is None:  # never rendezvoused: nobody to wait for
             return
+        handler = self._worker_group.spec.rdzv_handler
+        # One store call may take read_timeout; one that takes longer waits on a lost host (see _within).
+        per_call = (handler._read_timeout_s if isinstance(handler, FreshStoreHandler) else DEFAULT_READ_TIMEOUT_S) + 5.0
         self._in_exit_barrier = True
         try:
-            key = store_util._barrier_nonblocking(store=store, world_size=size, key_prefix=_TERMINAL_STATE_SYNC_ID)
-            if not _wait_for_key(store, key, self._exit_barrier_timeout):
+            key = _within(
+                lambda: store_util._barrier_nonblocking(
+                    store=store, world_size=size, key_prefix=_TERMINAL_STATE_SYNC_ID
+                ),
+                per_call,
+                "the exit barrier's count",
+            )
+            if not _wait_for_key(store, key, self._exit_barrier_timeout, call_deadline_s=per_call):
                 _log.warning(
                     "elastic-idl: other nodes did not finish within %s s; leaving the exit barrier",
                     self._exit_barrier_timeout,
                 )
         except SignalException:
             raise
+        except _StoreUnreachable as exc:
+            _log.warning("elastic-idl: leaving the exit barrier (this node's workers succeeded): %s", exc)
+            if isinstance(handler, FreshStoreHandler):
+                handler.watch.unreachable = True  # nothing may wait on that store again (see _release)
         except Exception:
             _log.exception("elastic-idl: error in the exit barrier")
         finally:
@@ -583,8 +964,24 @@ class _Agent(LocalElasticAgent):
         if result.state == WorkerState.HEALTHY:
             self._last_healthy_ns = polled_ns
         elif result.state in (WorkerState.FAILED, WorkerState.UNHEALTHY):
+            void = self._void_round(worker_group)
+            if void is not None:
+                # torch's loop asks num_nodes_waiting next, which says the same: a new round, no restart used.
+                _log.warning(
+                    "elastic-idl: attempt %d: workers ended (%s) after %s; not a failure: "
+                    "restarting them in a new round",
+                    self.attempt(),
+                    ", ".join(f"rank {r}: exit code {f.exitcode}" for r, f in sorted(result.failures.items())),
+                    void,
+                )
+                return RunResult(state=WorkerState.HEALTHY)
             self._capture(worker_group, result, ended)
         return result
+
+    def _void_round(self, worker_group: WorkerGroup) -> str | None:
+        """Why the round of the failed workers is void (their failure is the membership change's), or None."""
+        handler = worker_group.spec.rdzv_handler
+        return handler.watch.round_void() if isinstance(handler, FreshStoreHandler) else None
 
     def _processes(self) -> list[Any]:
         """The worker processes of the running attempt (torch's multiprocessing context), by local rank."""
@@ -915,7 +1312,7 @@ def _outcome(result: RunResult | None, run: _Run) -> tuple[LaunchFailedError | N
         summary = (
             f"rendezvous {config.run_id!r} at {run.endpoint} was closed by another node before this one could join"
         )
-        return LaunchFailedError(summary, failure_log.report(summary)), {}
+        return ClosedByAnotherNodeError(summary, failure_log.report(summary)), {}
     if result.is_failed():
         assert run.agent is not None
         root = failure_log.describe_root()
@@ -956,6 +1353,23 @@ def _rendezvous_error(exc: Exception, run: _Run) -> LaunchFailedError:
         seen = handler.max_participants_seen if isinstance(handler, FreshStoreHandler) else -1
         joined = max(seen, 1) if seen >= 0 else -1
         joined_text = f"{joined} of the {config.min_nodes}" if joined >= 0 else f"fewer than the {config.min_nodes}"
+        missing = handler.watch.missing() if isinstance(handler, FreshStoreHandler) else None
+        if missing is not None:
+            # The group ran and lost a node: an infrastructure failure, retried (see PeerLostError).
+            lost = f"node(s) {', '.join(missing)}" if missing else "a node"
+            summary = (
+                f"rendezvous {config.run_id!r} at {endpoint}: {lost} of the running group did not come back "
+                f"(lost, or dead); the group did not re-form within join_timeout={run.join_timeout}s: {joined_text} "
+                f"node(s) needed joined (min_nodes={config.min_nodes}, max_nodes={config.max_nodes})"
+            )
+            return PeerLostError(
+                summary,
+                run.failure_log.report(summary),
+                joined=joined,
+                needed=config.min_nodes,
+                timeout_s=run.join_timeout,
+                lost=missing,
+            )
         summary = (
             f"rendezvous {config.run_id!r} at {endpoint} did not complete within "
             f"join_timeout={run.join_timeout}s: {joined_text} node(s) needed joined "
@@ -971,7 +1385,9 @@ def _rendezvous_error(exc: Exception, run: _Run) -> LaunchFailedError:
         )
     if isinstance(exc, RendezvousClosedError):
         summary = f"rendezvous {config.run_id!r} at {endpoint} is closed: the job already ended on another node"
-        return LaunchFailedError(summary, run.failure_log.report(summary))
+        if isinstance(exc, _ClosedWhileRunning):
+            summary = f"rendezvous {config.run_id!r} at {endpoint}: {exc}; this node's workers were stopped"
+        return ClosedByAnotherNodeError(summary, run.failure_log.report(summary))
     summary = f"lost the rendezvous store at {endpoint} (run id {config.run_id!r}): {exc}"
     return RendezvousStoreLostError(summary, run.failure_log.report(summary))
 
@@ -983,8 +1399,8 @@ def _release(run: _Run) -> None:
     server threads and sockets go away with the launch, not with the exception.
     """
     handler, agent = run.handler, run.agent
-    if isinstance(handler, FreshStoreHandler) and not run.shutdown_rdzv:
-        handler.abandon()
+    if isinstance(handler, FreshStoreHandler) and (not run.shutdown_rdzv or handler.watch.unreachable):
+        handler.abandon()  # closing would write to the store; after a lost host, that write never returns
     elif handler is not None and run.shutdown_rdzv:
         with contextlib.suppress(Exception):
             handler.shutdown()

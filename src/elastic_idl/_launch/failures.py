@@ -1,4 +1,4 @@
-"""Failure records of a launch, and the one exception a failed launch raises. Torch-free.
+"""Failure records of a launch. Torch-free.
 
 torch's ``ChildFailedError`` lists only the failed ranks of the last attempt.
 The launcher's agent reports every failed worker of every attempt here, as it

@@ -48,13 +48,34 @@ def thread_count() -> int:
         return threading.active_count()
 
 
+#: How long a thread that has been joined may still be listed by the kernel. CPython marks a thread
+#: finished (``join`` returns) just before the OS thread exits, so right after a join the process
+#: may still show it for a moment; on a loaded machine that moment was long enough for a fork check
+#: to see two threads (a fresh-clone CI run).
+THREAD_EXIT_GRACE_S = 0.25
+
+
+def settled_thread_count(grace_s: float = THREAD_EXIT_GRACE_S) -> int:
+    """:func:`thread_count`, after giving threads that are ending up to ``grace_s`` to go.
+
+    Returns at once when the process runs one thread; a thread that is really running keeps the
+    count above one and costs the grace period once.
+    """
+    deadline = time.monotonic() + grace_s
+    n = thread_count()
+    while n > 1 and time.monotonic() < deadline:
+        time.sleep(0.005)
+        n = thread_count()
+    return n
+
+
 def fork_hazard() -> str | None:
     """Why forking this process now would be unsafe, or None when it is safe."""
     if not sys.platform.startswith("linux"):
         return f"a warm fork server needs Linux (this is {sys.platform})"
     if sys.version_info >= (3, 14):  # pragma: no cover - CPython 3.14 changed the forkserver protocol
         return "a warm fork server supports CPython 3.10 to 3.13"
-    n = thread_count()
+    n = settled_thread_count()
     if n > 1:
         return f"the launcher process runs {n} threads (a fork copies only the calling one, with any lock others held)"
     torch = sys.modules.get("torch")

@@ -1,0 +1,1311 @@
+"""Chaos on the one-machine cluster: 14 fault classes against a rendered elastic job, in real pods.
+
+Each run renders a PyTorchJob (2 Worker pods, 1 worker process each, the renderer's default restart
+policy ``ExitCode``) for the training of ``chaos_train.py``, applies it to the cluster of
+``cluster/`` (docs/guide/cluster.md) in a namespace of its own, injects one fault class
+at a moment drawn from the seed, and checks the outcome. The real training operator, scheduler,
+endpoint and node lifecycle controllers, taint eviction, pod garbage collector and CoreDNS decide
+what follows a fault; the node agent only injects it (node_agent.py, "Faults"), and this harness
+only does what a cluster's operator (a person) would: delete a pod, cordon Nodes, taint a lost Node
+``node.kubernetes.io/out-of-service``. Every figure it reports comes from these runs.
+
+Pass conditions (issue 21), each run:
+
+- the job's outcome is the class's (Succeeded; classes 7 and 14: Failed), within the 5-minute cap
+  (a capped run is a hang);
+- the committed state (the last commit) equals the fault-free run's for the seed;
+- every step is committed exactly once and in order: the commits form one chain (each names its
+  parent and the steps since it), each carries its world size, the mask of the ranks whose shares
+  every step of it summed (all of the world's) and the ids of the worker processes that made it;
+  two worlds committing a step, a step committed twice, or a commit on top of anything but the
+  last one breaks the chain;
+- the job's terminal condition comes after the last commit (the first pod to exit 0, which is
+  what makes an elastic job Succeeded, exited after it; the condition's time is not before it);
+- every resume starts from the last commit; the progress lost (steps done past the last commit
+  before the fault) is counted and at most the checkpoint interval;
+- class 7 fails only after exactly the allowed restarts (max_restarts + 1 worker failures);
+- one FailureReport per pod incarnation of our entrypoint that ended by itself (none for one that
+  succeeded, at most one for one the cluster killed);
+- the task's output (rank 0's pod's result file) is present and holds the final state, or absent
+  when the job must fail (stock torchrun writes none: not checked);
+- a job that must fail has every pod stopped within STOP_BOUND_S of its failure; a job that
+  succeeded, within SETTLE_S.
+
+Several runs go at once, each in its own namespace on Nodes of its own (a lane of
+NODES_PER_LANE Nodes, labelled LANE_LABEL; the job's pods get that node selector), so that a lost
+or cordoned Node touches one run only.
+
+Usage::
+
+    .venv/bin/python bench/chaos_cluster.py                      # the matrix (make chaos; starts its cluster)
+    .venv/bin/python bench/chaos_cluster.py --classes 2,8 --runs 3 --torchrun-runs 1
+    .venv/bin/python bench/chaos_cluster.py --one 8 --seed 7     # rerun one run (its seed reproduces it)
+    .venv/bin/python bench/chaos_cluster.py --summary            # the table from the results file
+    CLUSTER_DIR=... bench/chaos_cluster.py --reuse ...           # on a cluster that is up (enough Nodes)
+
+Start it under ``flock /var/lock/elastic-idl-cluster.lock``: one cluster per machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import http.client
+import importlib.util
+import json
+import os
+import queue
+import random
+import shutil
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import chaos_train  # bench/ is on sys.path when this runs as a script; tests add it
+import elastic_idl as ei
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+TRAIN_SCRIPT = BENCH / "chaos_train.py"
+
+_spec = importlib.util.spec_from_file_location("cluster_tool", REPO / "cluster" / "cluster.py")
+assert _spec and _spec.loader
+ct = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("cluster_tool", ct)
+_spec.loader.exec_module(ct)
+
+JOB = "chaos"
+STEPS = 100
+BATCH = 64
+CHECKPOINT_EVERY = 5
+STEP_TIME_S = 0.05
+MAX_RESTARTS = 3
+#: flytekit's default rendezvous timeouts (what an Elastic task without rdzv_configs gets).
+RDZV = {"timeout": 900, "join_timeout": 900}
+#: A run longer than this is a hang.
+CAP_S = 300.0
+#: Pods still running this long after the job succeeded are left behind.
+SETTLE_S = 60.0
+#: A job that must fail: every pod stopped within this long of its Failed condition (class 14's
+#: bound: the survivors of a peer that failed for good must not wait out the 30-minute timeout).
+STOP_BOUND_S = 90.0
+#: Class 13: the recreated pod's container starts within this long of the dead one's exit.
+RECREATE_S = 5.0
+NODES_PER_LANE = 3
+LANE_LABEL = "chaos.elastic-idl.dev/lane"
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
+RESULTS = BENCH / "results" / "chaos-cluster.json"
+SUMMARY = BENCH / "results" / "chaos-cluster.md"
+SIDES = ("ours", "torchrun")
+#: How often a run asks the API server for its job and pods (its files: every 0.25 s).
+API_POLL_S = 0.75
+
+
+@dataclass(frozen=True)
+class FaultClass:
+    number: int
+    name: str
+    title: str
+    expect: str = "Succeeded"
+    nnodes: str = "2"
+    world: int = 2
+    steps: int = STEPS
+    rdzv: tuple[tuple[str, int], ...] = ()
+    backoff_limit: int | None = None
+    fault_steps: tuple[int, int] = (8, STEPS - 30)  # the (first) fault comes after a step drawn from here
+
+
+CLASSES: dict[int, FaultClass] = {
+    c.number: c
+    for c in (
+        FaultClass(0, "none", "no fault (the reference run)"),
+        FaultClass(1, "kill-nonhost", "SIGKILL of worker-1's container"),
+        FaultClass(2, "kill-host", "SIGKILL of worker-0's container (the rendezvous store host)"),
+        FaultClass(3, "kill-process", "SIGKILL of one worker process (its pod's launcher lives)"),
+        FaultClass(4, "double", "two container SIGKILLs, the second during the recovery from the first"),
+        FaultClass(
+            5,
+            "late-join",
+            "worker-1 starts late (its containers held, as behind a slow image pull), nnodes 1:2",
+            nnodes="1:2",
+            steps=3 * STEPS,
+            rdzv=(("last_call_timeout", 5),),
+            fault_steps=(2, 10),
+        ),
+        FaultClass(6, "drain", "graceful deletion of a pod (drain, spot reclaim)"),
+        FaultClass(
+            7,
+            "exceed",
+            "worker-1's worker process killed at every resume, past max_restarts: must fail",
+            expect="Failed",
+            rdzv=(("join_timeout", 60),),
+            backoff_limit=2,
+        ),
+        FaultClass(8, "partition", "one pod's network drops every packet for 20 s, then heals"),
+        FaultClass(9, "node-lost", "a Node lost (no Lease, processes stopped, packets dropped)"),
+        FaultClass(10, "degraded", "5% packet loss and 50 ms added latency on every pod, the whole run"),
+        FaultClass(11, "dns-gap", "worker-0 recreated while its Service has no ready address for 10 s"),
+        FaultClass(
+            12,
+            "unschedulable",
+            "a replacement pod unschedulable (its Nodes cordoned) for longer than join_timeout",
+            rdzv=(("join_timeout", 60),),
+        ),
+        FaultClass(13, "fast-recreate", "worker-1 force-deleted: recreated within 5 s into the running round"),
+        FaultClass(
+            14,
+            "fail-for-good",
+            "worker-1 fails for good (non-retryable) while the other is in init_process_group or a collective",
+            expect="Failed",
+        ),
+    )
+}
+BY_NAME = {c.name: c for c in CLASSES.values()}
+PARTITION_S = 20.0
+DNS_GAP_S = 10.0
+DEGRADE = {"loss": 0.05, "delay_ms": 50}
+
+
+def find_class(text: str) -> FaultClass:
+    if text.isdigit() and int(text) in CLASSES:
+        return CLASSES[int(text)]
+    if text in BY_NAME:
+        return BY_NAME[text]
+    raise SystemExit(f"unknown fault class {text!r}: one of {', '.join(f'{n} {c.name}' for n, c in CLASSES.items())}")
+
+
+def rendered_policy() -> str:
+    """The restartPolicy the renderer writes for an elastic Worker whose task leaves it unset."""
+    custom, _, version = ei.Elastic(nnodes=2).to_template()
+    job = ei.render_pytorchjob(custom, ei.JobOptions(name=JOB, image="x", entrypoint=["x"]), task_type_version=version)
+    return str(job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"])
+
+
+# ---------------------------------------------------------------- the API server
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+
+
+class Kube:
+    """A client of the cluster's API server with the admin's certificate (a kept-alive connection per thread)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.dir = folder
+        state = json.loads((folder / "cluster.json").read_text())
+        self.port = int(state["ports"]["apiserver"])
+        self.nodes: list[str] = list(state.get("nodes", ct.NODES))
+        pki = folder / "pki"
+        self.ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        self.ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        self.local = threading.local()
+        self.conns: list[http.client.HTTPSConnection] = []
+        self.conns_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close every kept-alive connection (of every thread)."""
+        with self.conns_lock:
+            for conn in self.conns:
+                conn.close()
+            self.conns = []
+
+    def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        for attempt in (0, 1):  # a kept-alive connection the server closed meanwhile: once more, anew
+            conn = getattr(self.local, "conn", None)
+            if conn is None:
+                conn = self.local.conn = http.client.HTTPSConnection(
+                    "127.0.0.1", self.port, context=self.ctx, timeout=30
+                )
+                with self.conns_lock:
+                    self.conns.append(conn)
+            try:
+                conn.request(method, path, body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+                break
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self.local.conn = None
+                if attempt:
+                    raise
+        out = json.loads(raw) if raw else {}
+        if resp.status >= 300:
+            raise ApiError(resp.status, str(out.get("message", raw[:300])))
+        return out
+
+    def agent(self, **request: Any) -> dict[str, Any]:
+        return dict(ct.agent_request(self.dir, request))
+
+
+# ---------------------------------------------------------------- one run
+
+
+class RunEnded(Exception):
+    """The run is over (verdict or cap): the scenario stops injecting."""
+
+
+@dataclass
+class Result:
+    number: int
+    name: str
+    side: str
+    seed: int
+    passed: bool = False
+    reason: str = ""
+    outcome: str | None = None
+    fault_to_resumed_s: float | None = None
+    wall_s: float = 0.0
+    lost_steps: int = 0
+    faults: list[tuple[float, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    lane: int = 0
+    date: str = ""
+    folder: str = ""
+
+    def rerun(self) -> str:
+        return f".venv/bin/python bench/chaos_cluster.py --one {self.number} --seed {self.seed} --side {self.side}"
+
+
+def _tail(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The whole JSON lines appended to `path` since `offset`; the new offset."""
+    if not path.exists():
+        return [], offset
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        data = fh.read()
+    end = data.rfind(b"\n") + 1
+    out = []
+    for line in data[:end].split(b"\n"):
+        if line.strip():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+    return out, offset + end
+
+
+def _rfc3339(text: str) -> float:
+    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+class Run:
+    """One job of one fault class on one lane: apply, inject, watch, judge."""
+
+    def __init__(self, kube: Kube, cls: FaultClass, side: str, seed: int, lane: int, root: Path) -> None:
+        self.kube, self.cls, self.side, self.seed, self.lane = kube, cls, side, seed, lane
+        self.rng = random.Random(f"{cls.number}:{side}:{seed}")
+        self.ns = f"chaos-{cls.number:02d}-{side}-{seed}"
+        self.dir = root / self.ns
+        self.shared = self.dir / "shared"
+        self.result = Result(cls.number, cls.name, side, seed, lane=lane, folder=str(self.dir))
+        self.lock = threading.Lock()
+        self.events: list[dict[str, Any]] = []
+        self.lifecycle: list[dict[str, Any]] = []
+        self.faultlog: list[dict[str, Any]] = []
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.job: dict[str, Any] = {}
+        self.ended = threading.Event()
+        self.t0 = 0.0
+        self.lost_node: str | None = None
+        self.cordoned: list[str] = []
+        self.dns_seen: list[tuple[float, list[str]]] = []
+        self._offsets = {"events": 0, "lifecycle": 0, "faults": 0}
+        self._api_polled = 0.0
+        self.lane_nodes = [n for i, n in enumerate(kube.nodes) if i // NODES_PER_LANE == lane]
+
+    # -- what the scenario uses
+
+    def fault(self, what: str) -> float:
+        t = time.time()
+        self.result.faults.append((round(t - self.t0, 2), what))
+        return t
+
+    def check(self) -> None:
+        if self.ended.is_set():
+            raise RunEnded
+
+    def sleep(self, seconds: float) -> None:
+        if self.ended.wait(seconds):
+            raise RunEnded
+
+    def wait(self, what: Callable[[], Any], seconds: float = CAP_S) -> Any:
+        deadline = time.monotonic() + seconds
+        while True:
+            with self.lock:
+                value = what()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError
+            self.sleep(0.1)
+
+    def steps(self) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["event"] == "step"]
+
+    def wait_step(self, n: int, after: float = 0.0) -> dict[str, Any]:
+        """The first step event numbered n or more (after time `after`)."""
+        return dict(self.wait(lambda: next((e for e in self.steps() if e["step"] >= n and e["t"] > after), None)))
+
+    def pod(self, index: int) -> str:
+        return f"{JOB}-worker-{index}"
+
+    def agent(self, **request: Any) -> dict[str, Any]:
+        return self.kube.agent(**request)
+
+    def kill_container(self, index: int) -> None:
+        self.agent(op="kill", namespace=self.ns, pod=self.pod(index), signal="SIGKILL")
+        self.fault(f"SIGKILL worker-{index}'s container")
+
+    def kill_worker_process(self, index: int) -> bool:
+        path = self.shared / "pids" / f"{self.pod(index)}.0"
+        try:
+            pid = int(path.read_text())
+            self.agent(op="kill", namespace=self.ns, pod=self.pod(index), signal="SIGKILL", pid=pid)
+        except (OSError, ValueError, ct.ClusterError):
+            return False
+        self.fault(f"SIGKILL worker-{index}'s worker process (pid {pid} in the pod)")
+        return True
+
+    def at_step(self) -> dict[str, Any]:
+        """Wait for the seed's step and jitter: the moment of the (first) fault."""
+        at = self.rng.randint(*self.cls.fault_steps)
+        jitter = self.rng.uniform(0.0, STEP_TIME_S)
+        event = self.wait_step(at)
+        self.sleep(jitter)
+        return event
+
+    def node_of(self, index: int) -> str:
+        """The Node the scheduler bound the pod to (once it did)."""
+        return str(self.wait(lambda: self.pods.get(self.pod(index), {}).get("spec", {}).get("nodeName"), 60))
+
+    # -- the job
+
+    def render(self) -> dict[str, Any]:
+        cls = self.cls
+        rdzv: dict[str, Any] = dict(RDZV) | dict(cls.rdzv)
+        rdzv["timeout"] = rdzv["join_timeout"]  # flytekit's legacy key must agree with join_timeout
+        cfg = ei.Elastic(
+            nnodes=cls.nnodes,
+            max_restarts=MAX_RESTARTS,
+            rdzv_configs=rdzv,
+            run_policy={"backoff_limit": cls.backoff_limit} if cls.backoff_limit else None,
+        )
+        custom, _, version = cfg.to_template()
+        train = [
+            f"--shared={self.shared}",
+            f"--seed={self.seed}",
+            f"--steps={cls.steps}",
+            f"--batch={BATCH}",
+            f"--every={CHECKPOINT_EVERY}",
+            f"--step-time={STEP_TIME_S}",
+            f"--poison={self.shared / 'poison.json'}",
+        ]
+        common: dict[str, Any] = {"name": JOB, "image": "chaos:local", "namespace": self.ns}
+        if self.side == "ours":
+            options = ei.JobOptions(
+                **common,
+                entrypoint=["chaos_train:run", *train],
+                pod_args=["--call"],
+                env={
+                    "PYTHONPATH": str(BENCH),
+                    "ELASTIC_IDL_FAILURE_PATH": f"{self.shared}/failures/",
+                    "ELASTIC_IDL_OUTPUT": f"{self.shared}/result.json",
+                },
+            )
+        else:
+            options = ei.JobOptions(**common, command=["torchrun"], args=[str(TRAIN_SCRIPT), *train])
+        job = ei.render_pytorchjob(custom, options, task_type_version=version)
+        spec = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), LANE_LABEL: str(self.lane)}
+        return dict(job)
+
+    def setup(self) -> None:
+        if self.dir.exists():
+            shutil.rmtree(self.dir)
+        self.shared.mkdir(parents=True)
+        (self.shared / "failures").mkdir()
+        for path in (self.kube.dir / ct.LIFECYCLE_LOG, self.kube.dir / ct.FAULT_LOG):
+            key = "lifecycle" if path.name == ct.LIFECYCLE_LOG else "faults"
+            self._offsets[key] = path.stat().st_size if path.exists() else 0
+        with contextlib.suppress(ApiError):
+            self.kube.call("DELETE", f"/api/v1/namespaces/{self.ns}")
+        deadline = time.monotonic() + 120
+        while True:  # a namespace of a previous run of this seed goes first
+            try:
+                self.kube.call("GET", f"/api/v1/namespaces/{self.ns}")
+            except ApiError as e:
+                if e.status == 404:
+                    break
+                raise
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"namespace {self.ns} from an earlier run is not gone after 120 s")
+            time.sleep(1)
+        self.kube.call(
+            "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}}
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.kube.call("GET", f"/api/v1/namespaces/{self.ns}/serviceaccounts/default")
+                break
+            except ApiError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+
+    def apply(self, job: dict[str, Any]) -> None:
+        (self.dir / "pytorchjob.json").write_text(json.dumps(job, indent=1))
+        self.kube.call("POST", f"/apis/kubeflow.org/v1/namespaces/{self.ns}/pytorchjobs", job)
+
+    def poll(self) -> None:
+        """Refresh what the scenario and the verdict read: the training's events, the agent's
+        lifecycle and fault logs (this namespace's lines), the job and its pods."""
+        events, self._offsets["events"] = _tail(self.shared / "events.jsonl", self._offsets["events"])
+        life, self._offsets["lifecycle"] = _tail(self.kube.dir / ct.LIFECYCLE_LOG, self._offsets["lifecycle"])
+        faults, self._offsets["faults"] = _tail(self.kube.dir / ct.FAULT_LOG, self._offsets["faults"])
+        job, pods = None, None
+        if time.monotonic() - self._api_polled >= API_POLL_S:  # the API server less often than the files
+            self._api_polled = time.monotonic()
+            try:
+                job = self.kube.call("GET", f"/apis/kubeflow.org/v1/namespaces/{self.ns}/pytorchjobs/{JOB}")
+                pods = self.kube.call("GET", f"/api/v1/namespaces/{self.ns}/pods")["items"]
+            except (ApiError, OSError, http.client.HTTPException):
+                job, pods = None, None
+        with self.lock:
+            self.events += events
+            self.lifecycle += [r for r in life if r.get("ns") == self.ns]
+            self.faultlog += [r for r in faults if r.get("ns") == self.ns or r.get("node") == self.lost_node]
+            if job is not None:
+                self.job = job
+                self.pods = {p["metadata"]["name"]: p for p in pods or []}
+
+    def condition(self) -> tuple[str, float] | None:
+        for cond in self.job.get("status", {}).get("conditions", []):
+            if cond["type"] in ("Succeeded", "Failed") and cond["status"] == "True":
+                return str(cond["type"]), _rfc3339(cond["lastTransitionTime"])
+        return None
+
+    def running_pods(self) -> list[str]:
+        """Pods whose containers still run (the agent's lifecycle: a start without an exit). Not
+        counted: the frozen processes of a pod on the lost Node once the pod object is gone (the
+        pod GC deleted it; on a real cluster that machine is down)."""
+        last: dict[str, dict[str, Any]] = {}
+        for r in self.lifecycle:
+            last[r["uid"]] = r
+        known = {p["metadata"]["uid"] for p in self.pods.values()}
+        return sorted(
+            {
+                r["pod"]
+                for r in last.values()
+                if r["event"] == "start" and not (r["node"] == self.lost_node and r["uid"] not in known)
+            }
+        )
+
+    # -- the run
+
+    def go(self) -> Result:
+        r = self.result
+        r.date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.setup()
+        job = self.render()
+        before = getattr(self, f"before_{self.cls.name.replace('-', '_')}", None)
+        if before is not None:
+            before()
+        self.t0 = time.time()
+        self.apply(job)
+        scenario = threading.Thread(target=self._scenario, name=f"scenario-{self.ns}", daemon=True)
+        scenario.start()
+        verdict_at: float | None = None
+        capped = False
+        try:
+            while True:
+                self.poll()
+                now = time.time()
+                cond = self.condition()
+                if cond is not None and verdict_at is None:
+                    verdict_at = now
+                if cond is not None:
+                    settle = SETTLE_S if cond[0] == "Succeeded" else STOP_BOUND_S
+                    if not self.running_pods():
+                        break
+                    if now - verdict_at > settle:  # type: ignore[operator]
+                        break
+                if now - self.t0 > CAP_S:
+                    capped = True
+                    break
+                time.sleep(0.25)
+        finally:
+            self.ended.set()
+            scenario.join(10)
+        self._api_polled = 0.0
+        self.poll()
+        r.wall_s = round(time.time() - self.t0, 1)
+        try:
+            self.judge(capped)
+        except Exception as e:  # a defect of the judge: the run fails, with the reason
+            r.passed, r.reason = False, f"harness: {type(e).__name__}: {e}"
+            traceback.print_exc()
+        self.write_record()
+        return r
+
+    def _scenario(self) -> None:
+        fn = getattr(self, f"scenario_{self.cls.name.replace('-', '_')}", None)
+        if fn is None:
+            return
+        try:
+            fn()
+        except RunEnded:
+            pass
+        except TimeoutError:
+            self.result.notes.append("the scenario timed out waiting for its moment")
+        except Exception as e:
+            self.result.notes.append(f"scenario: {type(e).__name__}: {e}")
+
+    def cleanup(self) -> None:
+        """Undo what the run did to the cluster (a lost Node back, cordons and taints off) and
+        delete its namespace (its pods go with it)."""
+        if self.lost_node is not None:
+            self._restore_node()
+        for node in self.cordoned:
+            with contextlib.suppress(ApiError):
+                self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": False}},
+                               "application/merge-patch+json")  # fmt: skip
+        self.cordoned = []
+        with contextlib.suppress(ct.ClusterError):
+            self.agent(op="degrade", namespace=self.ns, off=True)
+        with contextlib.suppress(ct.ClusterError):
+            self.agent(op="release", namespace=self.ns, pod=self.pod(1))
+        with contextlib.suppress(ApiError):
+            self.kube.call("DELETE", f"/api/v1/namespaces/{self.ns}")
+
+    def _restore_node(self) -> None:
+        node = self.lost_node
+        assert node is not None
+        deadline = time.monotonic() + 60
+        # As a person would: the Node comes back once its pods are gone (the pod GC force-deletes
+        # them after the out-of-service taint); then the taint goes.
+        while time.monotonic() < deadline:
+            pods = self.kube.call("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")["items"]
+            if not pods:
+                break
+            time.sleep(1)
+        with contextlib.suppress(ct.ClusterError):
+            self.agent(op="restore-node", node=node)
+        n = self.kube.call("GET", f"/api/v1/nodes/{node}")
+        taints = [t for t in n["spec"].get("taints", []) if t["key"] != OUT_OF_SERVICE]
+        self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"taints": taints or None}},
+                       "application/merge-patch+json")  # fmt: skip
+        self.lost_node = None
+
+    # -- the classes: what happens before the job is applied, and the fault
+
+    def scenario_kill_nonhost(self) -> None:
+        self.at_step()
+        self.kill_container(1)
+
+    def scenario_kill_host(self) -> None:
+        self.at_step()
+        self.kill_container(0)
+
+    def scenario_kill_process(self) -> None:
+        victim = self.rng.randrange(2)
+        self.at_step()
+        if not self.kill_worker_process(victim):
+            self.result.notes.append("could not read the worker's pid")
+
+    def scenario_double(self) -> None:
+        first, second = self.rng.randrange(2), self.rng.randrange(2)
+        delay = self.rng.uniform(0.0, 1.0)
+        self.at_step()
+        t = time.time()
+        self.kill_container(first)
+        # The second fault: during the recovery, `delay` after a container of the job (re)starts.
+        self.wait(lambda: any(r["event"] == "start" and r["t"] > t for r in self.lifecycle), 120)
+        self.sleep(delay)
+        order = [second, 1 - second]
+        for index in order:
+            try:
+                self.kill_container(index)
+                return
+            except ct.ClusterError:
+                continue
+        self.result.notes.append("no container to kill for the second fault")
+
+    def before_late_join(self) -> None:
+        self.agent(op="hold-start", namespace=self.ns, pod=self.pod(1))
+
+    def scenario_late_join(self) -> None:
+        self.at_step()
+        self.agent(op="release", namespace=self.ns, pod=self.pod(1))
+        self.fault("worker-1's containers start (released)")
+
+    def scenario_drain(self) -> None:
+        victim = self.rng.randrange(2)
+        self.at_step()
+        self.kube.call("DELETE", f"/api/v1/namespaces/{self.ns}/pods/{self.pod(victim)}")
+        self.fault(f"delete worker-{victim} (graceful: SIGTERM, 30 s grace)")
+
+    def scenario_exceed(self) -> None:
+        """Kill worker-1's worker process each time training has resumed (a start, then steps)."""
+        at = self.rng.randint(*self.cls.fault_steps)
+        kills = 0
+        last = 0.0
+        while kills < 10:
+            start = self.wait(
+                lambda last=last: next((e for e in self.events if e["event"] == "start" and e["t"] > last), None)
+            )
+            self.wait(lambda start=start: len([e for e in self.steps() if e["t"] > start["t"]]) >= (at % 5) + 1)
+            if self.kill_worker_process(1):
+                kills += 1
+                last = time.time()
+            else:
+                self.sleep(0.2)
+
+    def scenario_partition(self) -> None:
+        victim = self.rng.randrange(2)
+        self.at_step()
+        self.agent(op="partition", namespace=self.ns, pod=self.pod(victim), seconds=PARTITION_S)
+        self.fault(f"partition worker-{victim} for {PARTITION_S:g} s")
+
+    def scenario_node_lost(self) -> None:
+        victim = self.rng.randrange(2)
+        node = self.node_of(victim)
+        self.at_step()
+        self.lost_node = node
+        self.agent(op="lose-node", node=node)
+        self.fault(f"lose {node} (worker-{victim}'s Node)")
+        # The node lifecycle controller marks it Unknown and taints it, the taint eviction controller
+        # deletes its pods; they stay Terminating (no kubelet confirms). Then, as an operator of a
+        # real cluster would, the out-of-service taint.
+        self.wait(
+            lambda: (
+                [p for p in self.pods.values() if p["spec"].get("nodeName") == node]
+                and all(
+                    p["metadata"].get("deletionTimestamp")
+                    for p in self.pods.values()
+                    if p["spec"].get("nodeName") == node
+                )
+            ),
+            240,
+        )
+        self.fault(f"the pods on {node} are Terminating: taint {OUT_OF_SERVICE}")
+        n = self.kube.call("GET", f"/api/v1/nodes/{node}")
+        taints = [*n["spec"].get("taints", []), {"key": OUT_OF_SERVICE, "value": "nodeshutdown", "effect": "NoExecute"}]
+        self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"taints": taints}}, "application/merge-patch+json")
+
+    def before_degraded(self) -> None:
+        self.agent(op="degrade", namespace=self.ns, seed=self.seed, **DEGRADE)
+        self.result.faults.append((0.0, f"degrade every pod: {DEGRADE['loss']:.0%} loss, {DEGRADE['delay_ms']} ms"))
+
+    def scenario_dns_gap(self) -> None:
+        self.at_step()
+        self.agent(op="withhold-ready", namespace=self.ns, pod=self.pod(0), seconds=DNS_GAP_S, next=True)
+        t = time.time()
+        self.kill_container(0)
+        name = f"{self.pod(0)}.{self.ns}.svc.{ct.CLUSTER_DOMAIN}"
+        while time.time() - t < 40:  # what cluster DNS answers meanwhile
+            with contextlib.suppress(OSError):
+                self.dns_seen.append((time.time(), ct.dns_query_a(str(ct.BRIDGE_IP), name)))
+            self.sleep(0.5)
+
+    def scenario_unschedulable(self) -> None:
+        victim = self.rng.randrange(2)
+        self.at_step()
+        for node in self.lane_nodes:
+            self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}},
+                           "application/merge-patch+json")  # fmt: skip
+            self.cordoned.append(node)
+        self.fault(f"cordon {', '.join(self.lane_nodes)}")
+        self.kill_container(victim)
+        old = self.pods.get(self.pod(victim), {}).get("metadata", {}).get("uid")
+        # The replacement is made and stays Pending: the scheduler finds no Node.
+        self.wait(
+            lambda: (
+                (p := self.pods.get(self.pod(victim))) is not None
+                and p["metadata"]["uid"] != old
+                and not p["spec"].get("nodeName")
+            ),
+            120,
+        )
+        pending = time.time()
+        self.fault(f"worker-{victim}'s replacement is Pending (unschedulable)")
+        join = dict(self.cls.rdzv)["join_timeout"]
+        self.sleep(join + 15)
+        for node in self.cordoned:
+            self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": False}},
+                           "application/merge-patch+json")  # fmt: skip
+        self.cordoned = []
+        self.fault(f"uncordon after {time.time() - pending:.0f} s Pending")
+
+    def scenario_fast_recreate(self) -> None:
+        self.at_step()
+        self.kube.call(
+            "DELETE",
+            f"/api/v1/namespaces/{self.ns}/pods/{self.pod(1)}",
+            {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+        )
+        self.fault("force-delete worker-1 (grace 0)")
+
+    def scenario_fail_for_good(self) -> None:
+        variant = self.rng.choice(["collective", "init"])
+        event = self.at_step()
+        poison = {"pod": self.pod(1), "at_step": event["step"], "at_init": variant == "init"}
+        path = self.shared / "poison.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(poison))
+        os.replace(tmp, path)
+        where = (
+            "in a collective, then before init_process_group at every restart"
+            if variant == "init"
+            else "in a collective"
+        )
+        self.fault(f"worker-1 fails for good ({where})")
+
+    # -- the verdict
+
+    def incarnations(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for r in self.lifecycle:
+            inc = out.setdefault(
+                r["uid"], {"pod": r["pod"], "uid": r["uid"], "node": r["node"], "starts": [], "exits": []}
+            )
+            inc["starts" if r["event"] == "start" else "exits"].append(r)
+        return out
+
+    def judge(self, capped: bool) -> None:
+        r, cls = self.result, self.cls
+        problems: list[str] = []
+        cond = self.condition()
+        r.outcome = cond[0] if cond else None
+        commits = chaos_train.read_commits(self.shared / "commits.jsonl")
+        steps = self.steps()
+        starts = [e for e in self.events if e["event"] == "start"]
+        faults_t = [self.t0 + t for t, _ in r.faults]
+        incs = self.incarnations()
+        (self.dir / "record").mkdir(exist_ok=True)
+
+        if capped:
+            problems.append(f"hang: no verdict within {CAP_S:.0f} s (job {r.outcome or 'running'}, pods running: "
+                            f"{', '.join(self.running_pods()) or 'none'})")  # fmt: skip
+        elif r.outcome != cls.expect:
+            problems.append(f"job {r.outcome}, expected {cls.expect}{self._why_failed()}")
+        if cls.number not in (0, 10) and not r.faults:
+            problems.append("the fault never fired")
+        problems += [f"scenario: {n}" for n in r.notes]
+
+        # The commit chain.
+        parent, prev = chaos_train.ROOT, 0
+        for c in commits:
+            if c.get("parent") != parent or c.get("prev") != prev:
+                problems.append(f"commit of step {c.get('step')} on {c.get('parent')} (prev {c.get('prev')}), "
+                                f"not on the last commit (step {prev}): two worlds, or a resume from an older commit")  # fmt: skip
+                break
+            if chaos_train.commit_id(c) != c.get("id"):
+                problems.append(f"commit of step {c.get('step')}: its id does not match its record")
+                break
+            world = int(c["world"])
+            if c["ranks"] != (1 << world) - 1 or len(set(c["members"])) != world:
+                problems.append(f"commit of step {c['step']}: world {world} but ranks mask {c['ranks']} and "
+                                f"{len(set(c['members']))} member(s)")  # fmt: skip
+                break
+            parent, prev = c["id"], c["step"]
+        if cls.expect == "Succeeded" and r.outcome == "Succeeded":
+            ref = chaos_train.reference(self.seed, cls.steps, BATCH)
+            last = commits[-1] if commits else {}
+            if {k: last.get(k) for k in ("step", "acc", "applied")} != ref:
+                problems.append(f"committed state differs from the fault-free run's: step {last.get('step')}")
+            if last and last.get("world") != cls.world:
+                problems.append(f"the last commit's world is {last.get('world')}, expected {cls.world}")
+            # The terminal condition after the last commit.
+            if last and cond is not None:
+                first_ok = min((x["t"] for i in incs.values() for x in i["exits"] if x.get("code") == 0), default=None)
+                if first_ok is not None and first_ok < last["t"]:
+                    problems.append(f"a pod exited 0 {last['t'] - first_ok:.2f} s before the last commit "
+                                    "(the job could be Succeeded before it)")  # fmt: skip
+                if cond[1] < int(last["t"]):
+                    problems.append("the job's Succeeded condition is older than the last commit")
+
+        # Resumes from the last commit; lost progress.
+        lost_total = 0
+        for s in starts[1:]:
+            before = [c for c in commits if c["t"] < s["t"]]
+            last_step = before[-1]["step"] if before else 0
+            if s["from"] != last_step:
+                problems.append(f"an attempt resumed from step {s['from']}, the last commit was step {last_step}")
+                break
+            done = max((e["step"] for e in steps if e["t"] < s["t"]), default=0)
+            lost = max(0, done - s["from"])
+            lost_total += lost
+            if lost > CHECKPOINT_EVERY:
+                problems.append(f"lost {lost} steps at a resume, more than the checkpoint interval {CHECKPOINT_EVERY}")
+        r.lost_steps = lost_total
+
+        # Time from the fault to training resumed (class 5: from the late pod's start to a step in
+        # the world of 2; must-fail classes: from the last fault to the Failed condition).
+        if cls.expect == "Failed":
+            if r.outcome == "Failed" and faults_t:
+                seen = self._verdict_seen()
+                r.fault_to_resumed_s = round(seen - faults_t[-1], 1) if seen else None
+        elif cls.number == 10:
+            if steps:
+                r.fault_to_resumed_s = None
+                r.notes.append(f"training took {steps[-1]['t'] - steps[0]['t']:.1f} s")
+        elif faults_t:
+            t0 = faults_t[0]
+            later = [s for s in starts if s["t"] > t0 and (cls.number != 5 or s["world"] == 2)]
+            if later:
+                after = [e for e in steps if e["t"] > later[0]["t"]]
+                if after:
+                    r.fault_to_resumed_s = round(after[0]["t"] - t0, 1)
+
+        problems += self._class_checks(incs, starts, commits)
+        if self.side == "ours":
+            problems += self._reports(incs)
+            problems += self._output()
+        if cond is not None and not capped:
+            left = self.running_pods()
+            if left:
+                bound = SETTLE_S if cond[0] == "Succeeded" else STOP_BOUND_S
+                problems.append(f"pods still running {bound:.0f} s after the job {cond[0]}: {', '.join(left)}")
+        r.passed = not problems
+        r.reason = "; ".join(problems) or "ok"
+
+    def _verdict_seen(self) -> float | None:
+        cond = self.condition()
+        return cond[1] + 0.5 if cond else None  # the condition's time is whole seconds
+
+    def _why_failed(self) -> str:
+        exits = [x for i in self.incarnations().values() for x in i["exits"] if x.get("code") not in (0, None)]
+        own = [x for x in exits if not x.get("killed_by")]
+        if not own:
+            return ""
+        x = own[0]
+        return f": {x['pod']} exited {x['code']}"
+
+    def _class_checks(
+        self, incs: dict[str, dict[str, Any]], starts: list[dict[str, Any]], commits: list[dict[str, Any]]
+    ) -> list[str]:
+        cls, r = self.cls, self.result
+        problems = []
+        if cls.number == 4 and len(r.faults) >= 2:
+            t1, t2 = (self.t0 + r.faults[0][0], self.t0 + r.faults[1][0])
+            if any(t1 < s["t"] < t2 for s in starts):
+                problems.append("the second fault came after training had resumed")
+        if cls.number == 4 and len(r.faults) < 2:
+            problems.append("the second fault never fired")
+        if cls.number == 7:
+            kills = [f for f in r.faults if "worker process" in f[1]]
+            allowed = MAX_RESTARTS + 1
+            if r.outcome == "Failed" and len(kills) != allowed:
+                problems.append(f"failed after {len(kills)} worker failures, not max_restarts + 1 = {allowed}")
+            attempts = {s["restart"] for s in starts}
+            if r.outcome == "Failed" and attempts != set(range(allowed)):
+                problems.append(f"attempts {sorted(attempts)}, expected 0..{MAX_RESTARTS}")
+        if cls.number == 9:
+            said = " ".join(w for _, w in r.faults)
+            if OUT_OF_SERVICE not in said:
+                problems.append("the lost Node's pods never became Terminating (no eviction)")
+        if cls.number == 11:
+            started = [f for f in self.faultlog if f.get("fault") == "withhold-ready started"]
+            if not started:
+                problems.append("the recreated worker-0 never had its Ready condition withheld")
+            elif not any(not a for _, a in self.dns_seen):
+                problems.append("cluster DNS never answered NXDOMAIN for worker-0")
+        if cls.number == 12:
+            said = [w for _, w in r.faults if w.startswith("uncordon")]
+            if not said:
+                problems.append("the replacement was never Pending (unschedulable) past join_timeout")
+        if cls.number == 13:
+            old = [i for i in incs.values() if i["pod"] == self.pod(1) and i["exits"]]
+            fault_t = self.t0 + r.faults[0][0] if r.faults else None
+            if fault_t is not None:
+                dead = [i for i in old if i["exits"][-1]["t"] >= fault_t]
+                new = [i for i in incs.values() if i["pod"] == self.pod(1) and i["starts"][0]["t"] > fault_t]
+                if dead and new:
+                    gap = new[0]["starts"][0]["t"] - dead[0]["exits"][-1]["t"]
+                    r.notes.append(f"recreated {gap:.1f} s after its death")
+                    if gap > RECREATE_S:
+                        problems.append(f"worker-1 recreated {gap:.1f} s after its death, not within {RECREATE_S:g} s")
+        return problems
+
+    def _reports(self, incs: dict[str, dict[str, Any]]) -> list[str]:
+        """One FailureReport per incarnation of our entrypoint that ended by itself."""
+        from google.protobuf import json_format
+
+        reports: dict[str, list[tuple[float, Path]]] = {}
+        for path in sorted((self.shared / "failures").glob("*.json")):
+            pod, stamp = path.name.split(".")[:2]
+            t = dt.datetime.strptime(stamp + "." + path.name.split(".")[2][:6], "%Y%m%dT%H%M%S.%f")
+            reports.setdefault(pod, []).append((t.replace(tzinfo=dt.timezone.utc).timestamp(), path))
+            rep = ei.FailureReport()
+            try:
+                json_format.Parse(path.read_text(), rep)
+            except (ValueError, json_format.ParseError) as e:
+                return [f"{path.name}: not a FailureReport: {e}"]
+            if not rep.summary:
+                return [f"{path.name}: no summary"]
+        problems = []
+        used: set[Path] = set()
+        for inc in sorted(incs.values(), key=lambda i: i["starts"][0]["t"] if i["starts"] else 0):
+            if not inc["starts"]:
+                continue
+            begin = inc["starts"][0]["t"] - 1
+            end = inc["exits"][-1]["t"] + 1 if inc["exits"] else float("inf")
+            mine = [p for t, p in reports.get(inc["pod"], []) if begin <= t <= end and p not in used]
+            used.update(mine)
+            if not inc["exits"]:
+                continue
+            x = inc["exits"][-1]
+            by_itself = not x.get("killed_by")
+            if x["code"] == 0 and mine:
+                problems.append(f"{inc['pod']} ({inc['uid'][:8]}) succeeded but left {len(mine)} FailureReport(s)")
+            elif x["code"] != 0 and by_itself and len(mine) != 1:
+                problems.append(f"{inc['pod']} ({inc['uid'][:8]}) ended by itself (exit {x['code']}) with "
+                                f"{len(mine)} FailureReport(s), not 1")  # fmt: skip
+            elif not by_itself and len(mine) > 1:
+                problems.append(f"{inc['pod']} ({inc['uid'][:8]}) has {len(mine)} FailureReports")
+        return problems
+
+    def _output(self) -> list[str]:
+        path = self.shared / "result.json"
+        if self.cls.expect == "Failed":
+            return [f"the task's output exists though the job must fail: {path.name}"] if path.exists() else []
+        if self.result.outcome != "Succeeded":
+            return []
+        if not path.exists():
+            return ["the task's output (rank 0's result) is missing"]
+        got = json.loads(path.read_text())
+        ref = chaos_train.reference(self.seed, self.cls.steps, BATCH)
+        want = {"step": ref["step"], "acc": ref["acc"]}
+        if got.get("rank") != 0 or got.get("return_value") != want:
+            return [f"the task's output is {got.get('return_value')}, not {want}"]
+        return []
+
+    def write_record(self) -> None:
+        rec = self.dir / "record"
+        rec.mkdir(exist_ok=True)
+        (rec / "lifecycle.jsonl").write_text("".join(json.dumps(x) + "\n" for x in self.lifecycle))
+        (rec / "faults.jsonl").write_text("".join(json.dumps(x) + "\n" for x in self.faultlog))
+        (rec / "job.json").write_text(json.dumps(self.job, indent=1))
+        (rec / "pods.json").write_text(json.dumps(self.pods, indent=1))
+        (rec / "result.json").write_text(json.dumps(asdict(self.result), indent=1))
+        if self.dns_seen:
+            (rec / "dns.json").write_text(json.dumps(self.dns_seen))
+        for log in (self.kube.dir / "pods").glob(f"{self.ns}_*/containers/*/log"):
+            shutil.copy(log, rec / f"{log.parts[-4]}.log")
+
+
+# ---------------------------------------------------------------- the matrix
+
+
+class Results:
+    """The results file: one record per run, appended as each run ends (resumable)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self.records: list[dict[str, Any]] = []
+        if path is not None and path.exists():
+            self.records = json.loads(path.read_text())["runs"]
+
+    def done(self, number: int, side: str, seed: int) -> bool:
+        return any((r["class"], r["side"], r["seed"]) == (number, side, seed) for r in self.records)
+
+    def add(self, r: Result) -> None:
+        record = {
+            "class": r.number,
+            "name": r.name,
+            "side": r.side,
+            "seed": r.seed,
+            "passed": r.passed,
+            "reason": r.reason,
+            "outcome": r.outcome,
+            "fault_to_resumed_s": r.fault_to_resumed_s,
+            "wall_s": r.wall_s,
+            "lost_steps": r.lost_steps,
+            "faults": r.faults,
+            "notes": r.notes,
+            "date": r.date,
+            "source": SOURCE,
+        }
+        with self.lock:
+            self.records = [x for x in self.records if (x["class"], x["side"], x["seed"]) != (r.number, r.side, r.seed)]
+            self.records.append(record)
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = self.path.with_suffix(".tmp")
+                body = {
+                    "about": SETTINGS,
+                    "runs": sorted(self.records, key=lambda x: (x["class"], x["side"], x["seed"])),
+                }
+                tmp.write_text(json.dumps(body, indent=1) + "\n")
+                os.replace(tmp, self.path)
+
+
+SOURCE = ""  # source_state(), set by main()
+SETTINGS = {
+    "cluster": f"Kubernetes {ct.K8S_VERSION}, training operator v1.9.4, node agent (README, 'A cluster on one machine')",
+    "job": f"2 Worker pods x 1 process, {STEPS} steps of {STEP_TIME_S} s, commit every {CHECKPOINT_EVERY}, "
+    f"max_restarts {MAX_RESTARTS}, rdzv {RDZV}, restartPolicy as rendered",
+    "cap_s": CAP_S,
+    "node_monitor_grace_s": ct.NODE_MONITOR_GRACE_S,
+    "toleration_s": ct.TOLERATION_S,
+}
+
+
+def source_state() -> str:
+    """The commit the pods ran, and whether the launcher's source differed from it (pods run the checkout)."""
+    git = ["git", "-C", str(REPO)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
+    dirty = subprocess.run([*git, "status", "--porcelain", "--", "src"], capture_output=True, text=True, check=False)
+    changed = len(dirty.stdout.splitlines())
+    return head.stdout.strip() + (f" with {changed} uncommitted file(s) under src/" if changed else "")
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def table(records: list[dict[str, Any]]) -> str:
+    records = sorted(records, key=lambda r: (r["class"], r["side"], r["seed"]))  # as the file keeps them
+    lines = [
+        "| # | fault | side | passed / runs | median / worst fault -> resumed (s) | reasons (seeds) |",
+        "| ---: | --- | --- | ---: | ---: | --- |",
+    ]
+    keys = sorted({(r["class"], r["side"]) for r in records}, key=lambda k: (k[0], SIDES.index(k[1])))
+    for number, side in keys:
+        rs = [r for r in records if (r["class"], r["side"]) == (number, side)]
+        cls = CLASSES[number]
+        times = [r["fault_to_resumed_s"] for r in rs if r["passed"] and r["fault_to_resumed_s"] is not None]
+        why: dict[str, list[int]] = {}
+        for r in rs:
+            if not r["passed"]:
+                key = r["reason"].split(";")[0]
+                key = key.split(" (")[0] if key.startswith("hang") else key
+                why.setdefault(key[:110], []).append(r["seed"])
+        reasons = "; ".join(f"{k} ({', '.join(map(str, v))})" for k, v in why.items()) or "-"
+        med = f"{_fmt(statistics.median(times))} / {_fmt(max(times))}" if times else "-"
+        title = cls.title + (" (to Failed)" if cls.expect == "Failed" else "")
+        lines.append(
+            f"| {number} | {title} | {side} | {sum(r['passed'] for r in rs)} / {len(rs)} | {med} | {reasons} |"
+        )
+    return "\n".join(lines)
+
+
+def side_by_side(records: list[dict[str, Any]]) -> str:
+    """The table of docs/guide/when-pods-die.md (--docs, or --readme): one row per class, ours beside stock torchrun; each side's
+    passed / runs, median / worst fault -> resumed of its passed runs, and its most frequent reason
+    for a run that did not pass."""
+    lines = [
+        "| # | fault | ours: passed | median / worst (s) | stock torchrun: passed | median / worst (s) |",
+        "| ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for number in sorted({r["class"] for r in records}):
+        cls = CLASSES[number]
+        cells = []
+        for side in SIDES:
+            rs = [r for r in records if (r["class"], r["side"]) == (number, side)]
+            if not rs:
+                cells += ["not run", "-"]
+                continue
+            times = [r["fault_to_resumed_s"] for r in rs if r["passed"] and r["fault_to_resumed_s"] is not None]
+            why: dict[str, int] = {}
+            for r in rs:
+                if not r["passed"]:
+                    key = r["reason"].split(";")[0].split(" (")[0].split(": chaos-")[0]
+                    why[key] = why.get(key, 0) + 1
+            passed = f"{sum(r['passed'] for r in rs)} / {len(rs)}"
+            if why:
+                top = max(why, key=lambda k: why[k])
+                passed += f" ({why[top]}: {top})"
+            cells += [passed, f"{_fmt(statistics.median(times))} / {_fmt(max(times))}" if times else "-"]
+        title = cls.title + (" (to Failed)" if cls.expect == "Failed" else "")
+        lines.append(f"| {number} | {title} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def label_lanes(kube: Kube, lanes: int) -> None:
+    need = lanes * NODES_PER_LANE
+    if len(kube.nodes) < need:
+        raise SystemExit(f"{lanes} lane(s) need {need} Nodes; the cluster has {len(kube.nodes)} (CLUSTER_NODES)")
+    for i, node in enumerate(kube.nodes):
+        lane = str(i // NODES_PER_LANE) if i < need else None
+        kube.call("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {LANE_LABEL: lane}}},
+                  "application/merge-patch+json")  # fmt: skip
+
+
+@contextlib.contextmanager
+def cluster(reuse: bool, nodes: int) -> Iterator[Kube]:
+    """The cluster of CLUSTER_DIR (default build/cluster-chaos): started (and stopped after) unless `reuse`."""
+    folder = Path(os.environ.get("CLUSTER_DIR") or ct.default_state_dir("cluster-chaos")).resolve()
+    env = {**os.environ, "CLUSTER_DIR": str(folder)}
+    cmd = [sys.executable, str(REPO / "cluster" / "cluster.py")]
+    if not reuse:
+        up = subprocess.run([*cmd, "up", "--nodes", str(nodes)], env=env, check=False)
+        if up.returncode != 0:
+            raise SystemExit("cluster up failed (its output is above)")
+    kube = None
+    try:
+        kube = Kube(folder)
+        yield kube
+    finally:
+        if kube is not None:
+            kube.close()
+        if not reuse:
+            subprocess.run([*cmd, "down"], env=env, check=False, stdout=subprocess.DEVNULL)
+
+
+def run_plan(
+    kube: Kube, plan: list[tuple[FaultClass, str, int]], lanes: int, results: Results, keep: bool,
+    say: Callable[[Result], None],
+) -> list[Result]:  # fmt: skip
+    work: queue.Queue[tuple[FaultClass, str, int]] = queue.Queue()
+    for item in plan:
+        work.put(item)
+    out: list[Result] = []
+    root = kube.dir / "chaos"
+
+    def lane(index: int) -> None:
+        while True:
+            try:
+                cls, side, seed = work.get_nowait()
+            except queue.Empty:
+                return
+            run = Run(kube, cls, side, seed, index, root)
+            try:
+                r = run.go()
+            except Exception as e:
+                r = run.result
+                r.passed, r.reason = False, f"harness: {type(e).__name__}: {e}"
+                traceback.print_exc()
+            finally:
+                try:
+                    run.cleanup()
+                except Exception as e:
+                    print(f"cleanup of {run.ns}: {type(e).__name__}: {e}", file=sys.stderr)
+            results.add(r)
+            out.append(r)
+            say(r)
+            if r.passed and not keep:
+                shutil.rmtree(run.dir, ignore_errors=True)
+            # The lane's next run waits for this one's pods to go (its namespace is being deleted).
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                with contextlib.suppress(ApiError, OSError):
+                    if not kube.call("GET", f"/api/v1/namespaces/{run.ns}/pods")["items"]:
+                        break
+                time.sleep(1)
+
+    threads = [threading.Thread(target=lane, args=(i,), name=f"lane-{i}") for i in range(lanes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def say(r: Result) -> None:
+    print(
+        f"{r.number:2d} {r.name:14s} {r.side:8s} seed {r.seed:5d} {'ok  ' if r.passed else 'FAIL'} {r.wall_s:6.1f}s "
+        f"resumed {_fmt(r.fault_to_resumed_s):>5s}s lost {r.lost_steps} {r.reason}",
+        flush=True,
+    )
+    if not r.passed:
+        print(f"    rerun: {r.rerun()}  (record: {r.folder}/record)", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--classes", default=",".join(str(n) for n in CLASSES if n), help="numbers or names, comma-separated"
+    )
+    ap.add_argument("--runs", type=int, default=10, help="runs per class with our pod entrypoint")
+    ap.add_argument(
+        "--torchrun-runs", type=int, default=5, help="runs per class with stock torchrun as the pod command"
+    )
+    ap.add_argument("--jobs", type=int, default=4, help=f"runs at once (each on {NODES_PER_LANE} Nodes of its own)")
+    ap.add_argument("--seed0", type=int, default=1000, help="seeds are seed0, seed0+1, ...")
+    ap.add_argument("--one", help="one run of one class (with --seed, --side)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--side", choices=SIDES, default="ours")
+    ap.add_argument("--reuse", action="store_true", help="use the cluster of CLUSTER_DIR, which is up")
+    ap.add_argument("--results", default=str(RESULTS), help="the results file ('' for none); resumed from")
+    ap.add_argument("--redo", action="store_true", help="rerun runs the results file has already")
+    ap.add_argument("--keep", action="store_true", help="keep every run's folder, passed or not")
+    ap.add_argument("--summary", action="store_true", help="print the table of the results file and stop")
+    ap.add_argument(
+        "--docs",
+        "--readme",
+        dest="docs",
+        action="store_true",
+        help="print the table of docs/guide/when-pods-die.md (ours beside torchrun) and stop",
+    )
+    args = ap.parse_args(argv)
+
+    results = Results(Path(args.results) if args.results else None)
+    if args.summary or args.docs:
+        print(side_by_side(results.records) if args.docs else table(results.records))
+        return 0
+    if args.one:
+        plan = [(find_class(args.one), args.side, args.seed)]
+        lanes = 1
+    else:
+        classes = [find_class(c) for c in args.classes.split(",") if c]
+        # Stock torchrun's runs first (the long ones: its survivors hang until the cap), then ours.
+        plan = [
+            (cls, side, args.seed0 + i)
+            for side, n in (("torchrun", args.torchrun_runs), ("ours", args.runs))
+            for cls in sorted(classes, key=lambda c: -_expected_seconds(c, side))
+            for i in range(n)
+        ]
+        plan = [p for p in plan if args.redo or not results.done(p[0].number, p[1], p[2])]
+        lanes = max(1, min(args.jobs, len(plan)))
+    if not plan:
+        print("nothing to run: the results file has every run (--redo reruns them)")
+        print(table(results.records))
+        return 0
+    global SOURCE
+    SOURCE = source_state()
+    print(f"{len(plan)} run(s), {lanes} at a time; restartPolicy as rendered: {rendered_policy()}; source {SOURCE}",
+          flush=True)  # fmt: skip
+    t0 = time.time()
+    with cluster(args.reuse, max(lanes * NODES_PER_LANE, ct.NODE_COUNT)) as kube:
+        label_lanes(kube, lanes)
+        done = run_plan(kube, plan, lanes, results, args.keep or bool(args.one), say)
+    wall = time.time() - t0
+    print(f"\nwall time: {wall / 60:.1f} min ({len(done)} runs, {lanes} at a time)\n")
+    text = table(results.records)
+    print(text)
+    if args.results and not args.one:
+        SUMMARY.write_text(
+            "Chaos on the one-machine cluster (bench/chaos_cluster.py; regenerate with --summary)\n\n" + text + "\n"
+        )
+    failed = [r for r in done if r.side == "ours" and not r.passed]
+    return 1 if failed else 0
+
+
+def _expected_seconds(cls: FaultClass, side: str) -> float:
+    """A rough run length, to start the long runs first."""
+    long = {9: 150, 12: 150, 8: 90, 14: 90, 7: 60, 10: 60}
+    return float(long.get(cls.number, 40)) + (100 if side == "torchrun" else 0)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    raise SystemExit(main())
