@@ -7,18 +7,32 @@ the check stops at ``pyflyte package``: the task specs it writes are what ``regi
 
 One venv for the module (pip resolves against requirements/dev.txt as constraints, so the
 versions are the tested ones and torch is the local CPU wheel).
+
+Then the newest flytekit on the index: when it is not the lock's, the flytekit test files run
+again against it in build/venv-flytekit-<version> (docs/guide/flytekit.md, "Install").
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
 import subprocess
+import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
+import tomllib
 from google.protobuf import json_format
+from packaging.requirements import Requirement
 
-from test_packaging import ROOT, _clean_env, _fresh_venv, _pip, wheel
+from elastic_idl.flytekit._support import TESTED_FLYTEKIT_LINES, flytekit_line
+from test_packaging import ROOT, _clean_env, _fresh_venv, _locked, _pip, wheel
 
 __all__ = ["wheel"]  # the wheel fixture, built once for this module
 
@@ -124,3 +138,154 @@ def test_pyflyte_package_writes_our_task_templates(venv: Path, project: Path) ->
     assert custom["elasticConfig"]["joinTimeout"] == "900s"
     assert custom["elasticConfig"]["minReplicas"] == 2
     assert custom["workerReplicas"]["replicas"] == 4
+
+
+# --------------------------------------------------------------------------- the newest flytekit
+
+#: The flytekit test files, run again in a venv of their own against the newest flytekit when that
+#: is not the lock's (requirements/dev.txt), which this run's .venv tests already.
+LINE_TESTS = (
+    "tests/test_flytekit_plugin.py",
+    "tests/test_flytekit_parity.py",
+    "tests/test_flytekit_pods.py",
+    "tests/test_sdk.py",
+)
+#: A flytekit version to check instead of the newest (to try another line, e.g. 1.15.4).
+CHECK_ENV = "ELASTIC_IDL_FLYTEKIT_CHECK"
+#: The packages whose release follows flytekit's: the newest flytekit comes with its own.
+FLYTEKIT_DISTS = ("flytekit", "flyteidl", "flytekitplugins-kfpytorch")
+#: Linked from .venv rather than downloaded: torch with its CUDA libraries is about 3 GB.
+LINKED = re.compile(r"^(torch|triton|nvidia[-_].+)$", re.IGNORECASE)
+#: What the tests need besides the package's own requirements.
+TEST_TOOLS = ("pytest", "hypothesis", "jsonschema")
+
+
+def _newest_flytekit() -> str:
+    """The newest flytekit release pip would install here (this machine's index, this Python)."""
+    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps"]
+    proc = subprocess.run(
+        [*argv, "--quiet", "--report", "-", "flytekit"], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (item,) = json.loads(proc.stdout)["install"]
+    return str(item["metadata"]["version"])
+
+
+def _flytekit_requirement() -> Requirement:
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["flytekit"]
+    (found,) = [Requirement(r) for r in extra if Requirement(r).name == "flytekit"]
+    return found
+
+
+def _link_torch(venv: Path) -> int:
+    """Hard-link torch, triton and the nvidia libraries of .venv into ``venv`` (pip then sees them installed)."""
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    linked = 0
+    for dist in importlib.metadata.distributions():
+        if not LINKED.match(dist.metadata["Name"]):
+            continue
+        root = Path(str(dist.locate_file(""))).resolve()
+        for file in dist.files or ():
+            src = Path(str(dist.locate_file(file))).resolve()
+            if not src.is_file() or root not in src.parents:
+                continue  # a console script outside site-packages: not needed
+            dst = site / src.relative_to(root)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if not dst.exists():
+                try:
+                    os.link(src, dst)
+                except OSError:  # another file system
+                    shutil.copy2(src, dst)
+                linked += 1
+    return linked
+
+
+def _line_venv(version: str) -> tuple[Path, str]:
+    """build/venv-flytekit-<version>: the dev tree with that flytekit (and its kfpytorch), made once.
+
+    The other packages are held at the lock's versions where the new flytekit allows it (so that
+    a failure is flytekit's), else resolved afresh. Returns the venv and how it was made.
+    """
+    lock = (ROOT / "requirements" / "dev.txt").read_text()
+    key = hashlib.sha256(f"{version}\n{lock}\n{(ROOT / 'pyproject.toml').read_text()}".encode()).hexdigest()[:16]
+    venv = ROOT / "build" / f"venv-flytekit-{version}"
+    stamp = venv / f".stamp-{key}"
+    if stamp.exists():
+        return venv, stamp.read_text()
+    shutil.rmtree(venv, ignore_errors=True)
+    _fresh_venv(venv)
+    started = time.monotonic()
+    linked = _link_torch(venv)
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    (site / "elastic_idl_devtree.pth").write_text(f"{ROOT / 'build' / 'devtree'}\n")  # with its dist-info
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [
+        *project["dependencies"],
+        *(r for r in project["optional-dependencies"]["flytekit"] if Requirement(r).name != "flytekit"),
+        f"flytekit=={version}",
+        f"flytekitplugins-kfpytorch=={version}",
+        f"torch=={_locked('torch')}",
+        *TEST_TOOLS,
+    ]
+    held = [
+        line
+        for line in lock.splitlines()
+        if "==" in line and not line.startswith("#") and line.split("==")[0].lower() not in FLYTEKIT_DISTS
+    ]
+    constraints = venv / "constraints.txt"
+    constraints.write_text("\n".join(held) + "\n")
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *wanted]
+    proc = subprocess.run([*pip, "-c", str(constraints)], capture_output=True, text=True, timeout=1800, check=False)
+    how = "the lock's other versions"
+    if proc.returncode != 0 and "ResolutionImpossible" in proc.stdout + proc.stderr:
+        how = "a fresh resolution (the lock's versions conflict with it)"
+        proc = subprocess.run(pip, capture_output=True, text=True, timeout=1800, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    how += f"; {linked} files of torch linked from .venv; set up in {time.monotonic() - started:.0f} s"
+    stamp.write_text(how)
+    return venv, how
+
+
+def test_the_newest_flytekit_is_tested_and_admitted(capsys: pytest.CaptureFixture[str]) -> None:
+    """The newest flytekit on the index passes the flytekit tests, and the extra admits its line.
+
+    When it is the lock's version, this run's .venv tests it and only the policy is checked (one
+    query to the index). Otherwise (a new release) the flytekit test files run again in
+    build/venv-flytekit-<version>; a failure says what to do.
+    """
+    started = time.monotonic()
+    version = os.environ.get(CHECK_ENV) or _newest_flytekit()
+    locked = _locked("flytekit")
+    line = flytekit_line(version)
+    ran = f"flytekit {version}: the lock's, tested by this run's .venv"
+    if version != locked:
+        venv, how = _line_venv(version)
+        env = _clean_env()
+        proc = subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pytest", *LINE_TESTS, "-q", "-p", "no:cacheprovider"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
+        summary = [ln for ln in proc.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+        assert proc.returncode == 0, (
+            f"flytekit {version} is out and the plugin's tests fail on it (venv: {venv}, {how}); fix the plugin, "
+            f"or record what differs in docs/guide/flytekit.md, 'Install'. {proc.stdout.splitlines()[-1:]}\n"
+            + "\n".join(summary)
+            + "\n"
+            + proc.stdout[-3000:]
+        )
+        ran = f"flytekit {version}: {proc.stdout.splitlines()[-1].strip('= ')} in {venv.name} ({how})"
+    with capsys.disabled():
+        print(f"\n[flytekit newest] {ran}; {time.monotonic() - started:.1f} s")
+    assert line in TESTED_FLYTEKIT_LINES, (
+        f"flytekit {version} passes the tests: add {line} to TESTED_FLYTEKIT_LINES "
+        "(src/elastic_idl/flytekit/_support.py), and to WARM_START_FLYTEKIT_LINES when the warm-path tests passed"
+    )
+    assert _flytekit_requirement().specifier.contains(version, prereleases=True), (
+        f"flytekit {version} passes the tests: widen the flytekit extra's pin ({_flytekit_requirement()}) "
+        "in pyproject.toml to admit it"
+    )

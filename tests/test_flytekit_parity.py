@@ -6,7 +6,7 @@ Both directions, for a table of Elastic settings:
   once our extension fields are removed.
 - Runtime side: the LaunchConfig flytekit builds in the pod (captured from its own
   ``_execute``) against ours, built from flytekit's serialized custom and from ours. Every
-  difference is one the README's parity table documents, and nothing else differs.
+  difference is one the parity table of docs/guide/sdk-config.md documents, and nothing else differs.
 """
 
 from __future__ import annotations
@@ -325,7 +325,7 @@ def _flytekit_pod_rdzv(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def expected_differences(spec: dict[str, Any], source: str, env: dict[str, str]) -> set[str]:
-    """The README's parity table as code: which LaunchConfig fields differ from flytekit's pod, and why.
+    """The parity table of docs/guide/sdk-config.md as code: which LaunchConfig fields differ from flytekit's pod, and why.
 
     source: "ours" (our wire form: the custom our Elastic emits, or its task for a python-task) or
     "flytekit" (flytekit's wire form fed to our runtime).

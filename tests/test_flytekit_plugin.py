@@ -1,7 +1,9 @@
 """The flytekit task plugin with the real flytekit (1.16.31) and flytekitplugins-kfpytorch: no mocks.
 
-- the entry point: ``import flytekit`` installs our lookup without loading torch or the runtime,
-  any subclass of ``Elastic`` reaches the plugin, kfpytorch's configs still reach kfpytorch, and a
+- registration through flytekit's public ``TaskPlugins.register_pythontask_plugin``: every import
+  order of flytekit and elastic_idl, with and without our entry point, gives ``Elastic`` and its
+  subclasses our plugin (and kfpytorch's configs kfpytorch's) without loading torch; a user's own
+  plugin for a subclass stays; an untested flytekit line gets one warning, never a refusal; a
   plugin that cannot work refuses the task at definition;
 - serialization through flytekit's own translator: the whole ``TaskTemplate`` equals kfpytorch's
   for every parity setting once our extension fields are removed, and the custom decodes strictly
@@ -22,6 +24,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,65 +88,295 @@ def _run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess[
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, check=False)
 
 
-# --------------------------------------------------------------------------- the entry point
+def _run_script(path: Path, code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``code`` run as a script from a file: flytekit's @task reads the function's source."""
+    path.write_text(code)
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def test_import_flytekit_installs_the_lookup_without_torch_or_the_runtime() -> None:
-    code = """
+# --------------------------------------------------------------------------- registration
+
+#: Our modules a process has loaded, and whether torch is one.
+LOADED = 'sorted(m for m in sys.modules if m == "torch" or m.startswith(("elastic_idl._", "elastic_idl.flytekit._")))'
+
+
+def _last_json(proc: subprocess.CompletedProcess[str]) -> Any:
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_import_flytekit_runs_the_entry_point_and_leaves_flytekits_lookup_alone() -> None:
+    code = f"""
 import json, sys
 import flytekit
-from flytekit.core.task import TaskPlugins
-lookup = TaskPlugins.__dict__["find_pythontask_plugin"].__func__
-print(json.dumps({
-    "entry": "elastic_idl.flytekit._entry" in sys.modules,
-    "ours": getattr(lookup, "__elastic_idl__", False),
-    "loaded": sorted(m for m in sys.modules if m == "torch" or m.startswith(("elastic_idl._", "elastic_idl.flytekit._"))),
-}))
+from flytekit.extend import TaskPlugins
+lookup = TaskPlugins.find_pythontask_plugin
+print(json.dumps({{"lookup": lookup.__module__ + "." + lookup.__qualname__, "loaded": {LOADED}}}))
 """
-    proc = _run_python(code)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out == {
-        "entry": True,
-        "ours": True,
-        "loaded": ["elastic_idl.flytekit._entry", "elastic_idl.flytekit._support"],
+    assert _last_json(_run_python(code)) == {
+        "lookup": "flytekit.core.task.TaskPlugins.find_pythontask_plugin",  # flytekit's own: no wrapper
+        "loaded": ["elastic_idl.flytekit._entry", "elastic_idl.flytekit._register", "elastic_idl.flytekit._support"],
     }
 
 
-def test_elastic_and_its_subclasses_reach_our_plugin_and_kfpytorch_keeps_its_own() -> None:
+def test_elastic_without_flytekit_loads_neither_flytekit_nor_the_plugin() -> None:
+    code = f"""
+import json, sys
+import elastic_idl as ei
+
+class Sub(ei.Elastic):
+    pass
+
+ei.Elastic(nnodes=2)
+Sub(nnodes="1:3")
+print(json.dumps({{
+    "flytekit": sorted(m for m in sys.modules if m.split(".")[0] == "flytekit" or m.startswith("elastic_idl.flytekit")),
+    "loaded": {LOADED},
+}}))
+"""
+    out = _last_json(_run_python(code))
+    assert out["flytekit"] == []
+    assert "torch" not in out["loaded"]
+
+
+def test_a_config_loaded_before_flytekit_is_registered_by_the_entry_point_without_torch() -> None:
+    code = f"""
+import json, sys
+from elastic_idl import Elastic
+Elastic(nnodes=2)
+import flytekit
+from flytekit.extend import TaskPlugins
+print(json.dumps({{"plugin": TaskPlugins.find_pythontask_plugin(Elastic).__name__, "loaded": {LOADED}}}))
+"""
+    out = _last_json(_run_python(code))
+    assert out["plugin"] == "ElasticFunctionTask"
+    assert "torch" not in out["loaded"]
+    assert not any(m.startswith(("elastic_idl._launch", "elastic_idl.flytekit._run")) for m in out["loaded"])
+
+
+#: flytekit and elastic_idl imported in the order ORDER says, in a fresh interpreter; with HIDE, flytekit
+#: does not see our entry point (as for a source checkout on PYTHONPATH without dist-info).
+ORDER_CODE = """
+import importlib.metadata, json, sys, warnings
+warnings.simplefilter("ignore")  # kfpytorch's increase_shared_mem deprecation
+if HIDE:
+    everything = importlib.metadata.entry_points
+
+    def entry_points(**selection):
+        found = everything(**selection)
+        if selection.get("group") != "flytekit.plugins":
+            return found
+        return importlib.metadata.EntryPoints(e for e in found if not e.value.startswith("elastic_idl."))
+
+    importlib.metadata.entry_points = entry_points
+early = None
+if ORDER != "flytekit first":
+    import elastic_idl as ei
+
+    class Early(ei.Elastic):
+        pass
+
+    early = Early(nnodes=2, nproc_per_node=4)  # built before flytekit is imported
+import flytekit
+from flytekit import task
+import flytekitplugins.kfpytorch as kfp
+import elastic_idl as ei
+
+def f(x: int) -> int:
+    return x
+
+def plugin(config):
+    return type(task(task_config=config)(f)).__name__
+
+out = {"entry point ran": "elastic_idl.flytekit._entry" in sys.modules}
+if ORDER == "elastic_idl first, its config straight to @task":
+    out["Early"] = plugin(early)  # no Elastic built since flytekit was imported
+
+class Late(ei.Elastic):
+    pass
+
+class Deeper(Late):
+    pass
+
+out["Elastic"] = plugin(ei.Elastic(nnodes=2, nproc_per_node=4))
+out["Late"] = plugin(Late(nnodes="2:4"))
+out["Deeper"] = plugin(Deeper(nnodes=3))
+if early is not None and "Early" not in out:
+    out["Early"] = plugin(early)
+out["kfpytorch Elastic"] = plugin(kfp.Elastic(nnodes=2))
+out["no config"] = plugin(None)
+print(json.dumps(out))
+"""
+ORDERS = ["flytekit first", "elastic_idl first", "elastic_idl first, its config straight to @task"]
+
+
+@pytest.mark.parametrize("hide", [False, True], ids=["entry_point", "entry_point_hidden"])
+@pytest.mark.parametrize("order", ORDERS, ids=["flytekit_first", "elastic_idl_first", "early_config_first"])
+def test_every_import_order_reaches_our_plugin_for_elastic_and_its_subclasses(
+    order: str, hide: bool, tmp_path: Path
+) -> None:
+    out = _last_json(_run_script(tmp_path / "orders.py", f"ORDER = {order!r}\nHIDE = {hide}\n{ORDER_CODE}"))
+    expected = {
+        "entry point ran": not hide,
+        "Elastic": "ElasticFunctionTask",
+        "Late": "ElasticFunctionTask",
+        "Deeper": "ElasticFunctionTask",
+        "kfpytorch Elastic": "PytorchElasticFunctionTask",
+        "no config": "PythonFunctionTask",
+    }
+    if order != "flytekit first":
+        # The one gap (docs/guide/flytekit.md, "Install"): without the entry point, a config built before flytekit was
+        # imported is registered by the next Elastic built; given to @task before that, flytekit's default.
+        gap = hide and order == ORDERS[2]
+        expected["Early"] = "PythonFunctionTask" if gap else "ElasticFunctionTask"
+    assert out == expected
+
+
+def test_a_subclass_is_registered_by_its_first_instance_and_a_users_own_plugin_stays(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="elastic_idl")
+
     class MyElastic(ei.Elastic):
         pass
 
     assert TaskPlugins.find_pythontask_plugin(ei.Elastic) is ElasticFunctionTask
-    assert TaskPlugins.find_pythontask_plugin(MyElastic) is ElasticFunctionTask
-    assert TaskPlugins.find_pythontask_plugin(kfp.Elastic) is kfp.task.PytorchElasticFunctionTask
-    assert TaskPlugins.find_pythontask_plugin(kfp.PyTorch) is kfp.task.PyTorchFunctionTask
-    assert TaskPlugins.find_pythontask_plugin(type(None)) is PythonFunctionTask
-    assert plugin_error() is None
-
+    assert TaskPlugins.find_pythontask_plugin(MyElastic) is PythonFunctionTask  # not at class creation
     sub = task(task_config=MyElastic(nnodes=2))(add_one)
     assert isinstance(sub, ElasticFunctionTask)
     assert sub.task_type == "pytorch"
+    assert TaskPlugins.find_pythontask_plugin(MyElastic) is ElasticFunctionTask
+    TaskPlugins.register_pythontask_plugin(MyElastic, ElasticFunctionTask)  # the same pair again: flytekit's no-op
+
+    # A subclass someone gave a plugin of their own before building one keeps it.
+    class TheirElastic(ei.Elastic):
+        pass
+
+    class TheirTask(ElasticFunctionTask):
+        pass
+
+    TaskPlugins.register_pythontask_plugin(TheirElastic, TheirTask)
+    assert type(task(task_config=TheirElastic(nnodes=2))(add_one)) is TheirTask
+    with pytest.raises(TypeError, match="collides with existing plugin"):  # flytekit keeps ours as firmly
+        TaskPlugins.register_pythontask_plugin(MyElastic, TheirTask)
+
+    assert TaskPlugins.find_pythontask_plugin(kfp.Elastic) is kfp.task.PytorchElasticFunctionTask
+    assert TaskPlugins.find_pythontask_plugin(kfp.PyTorch) is kfp.task.PyTorchFunctionTask
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs = task(task_config=kfp.Elastic(nnodes=2))(add_one)
     assert type(theirs) is kfp.task.PytorchElasticFunctionTask
+    assert plugin_error() is None
+    assert [r.getMessage() for r in caplog.records if r.name == "elastic_idl"] == []
+
+
+def test_configs_built_in_many_threads_at_once_are_all_registered() -> None:
+    kinds = [type(f"Threaded{i}", (ei.Elastic,), {}) for i in range(16)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(kinds))
+
+    def build(kind: type) -> None:
+        try:
+            start.wait()
+            for _ in range(10):
+                kind(nnodes=2)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build, args=(kind,)) for kind in kinds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert {TaskPlugins.find_pythontask_plugin(kind) for kind in kinds} == {ElasticFunctionTask}
+
+
+#: An untested flytekit line: the plugin is registered, every task gets it and runs (cold), one warning
+#: says so: not one more from the workers, which import the module again.
+UNTESTED_CODE = """
+import json, sys
+SETUP
+from flytekit import task, workflow
+import elastic_idl as ei
+from elastic_idl.flytekit import plugin_error
+from elastic_idl.flytekit._fastpath import stop_idle_loop_runners
+
+class Sub(ei.Elastic):
+    pass
+
+def plus_world(x: int) -> int:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    world = dist.get_world_size()
+    dist.destroy_process_group()
+    return x * 10 + world
+
+configs = [ei.Elastic(nnodes=2), Sub(nnodes="1:2"), ei.Elastic(nnodes=1, nproc_per_node=2), Sub(nnodes=3)]
+tasks = [task(task_config=c)(plus_world) for c in configs]
+
+@workflow
+def wf(x: int) -> int:
+    return tasks[2](x=x)
+
+if __name__ == "__main__":  # the cold workers import this module again (as __mp_main__)
+    print(json.dumps({
+        "plugins": sorted({type(t).__name__ for t in tasks}),
+        "error": plugin_error(),
+        "warm start": stop_idle_loop_runners(None),
+        "run": wf(x=4) if RUN else None,
+    }))
+"""
+
+
+@pytest.mark.parametrize(
+    ("setup", "version", "tested", "run"),
+    [
+        ("import flytekit\nflytekit.__version__ = '1.17.0'", "1.17.0", "1.16.x", True),
+        (
+            # flytekit's entry point registers a config loaded first; the untested line is made by moving ours.
+            "import elastic_idl.flytekit._support as support\n"
+            "support.TESTED_FLYTEKIT_LINES = support.WARM_START_FLYTEKIT_LINES = ((1, 99),)\n"
+            "import elastic_idl as ei\nei.Elastic(nnodes=2)\nimport flytekit",
+            flytekit.__version__,
+            "1.99.x",
+            False,
+        ),
+    ],
+    ids=["flytekit_1_17_imported_first", "elastic_idl_first_registered_by_the_entry_point"],
+)
+def test_an_untested_flytekit_line_is_warned_about_once_and_never_refused(
+    setup: str, version: str, tested: str, run: bool, tmp_path: Path
+) -> None:
+    code = UNTESTED_CODE.replace("SETUP", setup).replace("RUN", str(run))
+    proc = _run_script(tmp_path / "untested.py", code, timeout=300)
+    out = _last_json(proc)
+    assert out == {
+        "plugins": ["ElasticFunctionTask"],
+        "error": None,
+        "warm start": f"flytekit {version} is not a line whose loop runner the warm start knows ({tested})",
+        "run": 42 if run else None,  # 4 * 10 + 2 workers
+    }
+    warning = (
+        f"elastic-idl: flytekit {version} is not a release line elastic-idl's flytekit plugin is tested on "
+        f"({tested}); @task(task_config=Elastic(...)) uses the plugin anyway; its workers start cold (no warm "
+        "start, about 2 s more a run). The tested versions: pip install 'elastic-idl[flytekit]'"
+    )
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("elastic-idl: flytekit ")]
+    assert ours == [warning], proc.stderr[-3000:]
 
 
 @pytest.mark.parametrize(
     ("setup", "reason"),
     [
-        (
-            "import flytekit; flytekit.__version__ = '1.15.3'",
-            "supports flytekit 1.16.x and this is flytekit 1.15.3 (pip install 'elastic-idl[flytekit]')",
-        ),
         ("sys.modules['kubernetes'] = None", "kubernetes is missing (pip install 'elastic-idl[flytekit]')"),
         (
             "sys.modules['elastic_idl.flytekit._task'] = None",
             "importing it failed: ModuleNotFoundError: import of elastic_idl.flytekit._task halted; None in sys.modules",
         ),
     ],
-    ids=["wrong_flytekit", "missing_extra", "broken_plugin"],
+    ids=["missing_extra", "broken_plugin"],
 )
 def test_a_plugin_that_cannot_work_refuses_the_task_at_definition(setup: str, reason: str) -> None:
     code = f"""

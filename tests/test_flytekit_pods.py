@@ -9,8 +9,9 @@ become file-system paths, the inputs file is written, and ``FLYTE_INTERNAL_EXECU
 
 Differences from a cluster, as in tests/test_pod_e2e.py: ``<job>-worker-0`` does not resolve,
 so every pod gets ``ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE=127.0.0.1:<port>`` and ``is_host``
-(worker-0 only) in ``PET_RDZV_CONF``; each pod has its own output prefix (in Flyte they share
-one), so the test can see which pod wrote what.
+(worker-0 only) in ``PET_RDZV_CONF``. As in Flyte, every pod gets the same output prefix and
+checkpoint paths, and propeller's ``_F_WN`` (the pod name) and ``_F_DES`` (its error aggregation
+strategy, which makes each pod's error document a file of its own).
 """
 
 from __future__ import annotations
@@ -58,6 +59,19 @@ from flytekit import task, workflow
 
 import elastic_idl as ei
 
+if os.environ.get("FK_PODS_SLOW_OUTPUTS"):
+    # A slow object store: the upload that carries outputs.pb takes 3 s more.
+    from flytekit.core.data_persistence import FileAccessProvider
+
+    _put_data = FileAccessProvider.put_data
+
+    def _slow_put_data(self, local_path, remote_path, *args, **kwargs):
+        if os.path.exists(os.path.join(str(local_path), "outputs.pb")):
+            time.sleep(3)
+        return _put_data(self, local_path, remote_path, *args, **kwargs)
+
+    FileAccessProvider.put_data = _slow_put_data
+
 CONFIG = ei.Elastic(
     nnodes=2,
     nproc_per_node=1,
@@ -81,6 +95,20 @@ def train(x: int, fail: str) -> int:
     dist.init_process_group("gloo", timeout=timedelta(seconds=15))
     world = dist.get_world_size()
     work = os.environ.get("FK_PODS_WORK")
+    if fail == "checkpoint":  # rank 1 fails once, after rank 0 saved a checkpoint
+        import flytekit
+
+        checkpoint = flytekit.current_context().checkpoint
+        failed = Path(work, "failed-once")
+        round_name = "after" if failed.exists() else "before"
+        Path(work, f"checkpoint-{round_name}-rank{rank}").write_text(repr(checkpoint.read()))
+        if round_name == "before":
+            if rank == 0:
+                checkpoint.write(b"saved before the failure")
+            dist.barrier()
+            if rank == 1:
+                failed.write_text("")
+                raise ValueError("failing once, after rank 0's checkpoint")
     if fail == "hang":  # until the pod is stopped
         Path(work, f"started{rank}").write_text("")
         time.sleep(120)
@@ -148,17 +176,22 @@ class Pods:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.ended: dict[int, float] = {}  # pod index -> when it exited (time.time())
 
     def pod_dir(self, i: int) -> Path:
         return self.root / f"worker-{i}"
 
-    def output(self, i: int) -> Path:
-        return self.pod_dir(i) / "outputs"
+    @property
+    def output(self) -> Path:
+        """The output prefix every pod of the job writes to, as in Flyte."""
+        return self.root / "outputs"
 
     def log(self, i: int) -> str:
         return (self.pod_dir(i) / "pod.log").read_text(errors="replace")
 
-    def start(self, job: dict[str, Any], *, x: int, fail: str, pythonpath: list[str]) -> None:
+    def start(
+        self, job: dict[str, Any], *, x: int, fail: str, pythonpath: list[str], env: dict[str, str] | None = None
+    ) -> None:
         spec = job["spec"]["pytorchReplicaSpecs"]["Worker"]
         (container,) = [c for c in spec["template"]["spec"]["containers"] if c["name"] == TRAINING_CONTAINER]
         assert "command" not in container  # flytekit's container: the args are the command
@@ -172,40 +205,49 @@ class Pods:
             (d / "raw").mkdir(parents=True)
             fill = {
                 "{{.input}}": str(inputs),
-                "{{.outputPrefix}}": str(self.output(i)),
+                "{{.outputPrefix}}": str(self.output),
                 "{{.rawOutputDataPrefix}}": str(d / "raw"),
-                "{{.checkpointOutputPrefix}}": str(d / "checkpoint"),
+                "{{.checkpointOutputPrefix}}": str(self.root / "checkpoint"),
                 "{{.prevCheckpointPrefix}}": "",
             }
             argv = [fill.get(a, a) for a in container["args"]]
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "ELASTIC_IDL_", "PYTHONPATH"))}
-            env |= {e["name"]: e["value"] for e in container["env"]}
-            env |= pod_env(job, "Worker", i)
-            env["PET_RDZV_CONF"] = ",".join([*filter(None, [env.get("PET_RDZV_CONF")]), f"is_host={int(i == 0)}"])
-            env |= {
+            penv = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "ELASTIC_IDL_", "PYTHONPATH"))}
+            penv |= {e["name"]: e["value"] for e in container["env"]}
+            penv |= pod_env(job, "Worker", i)
+            penv["PET_RDZV_CONF"] = ",".join([*filter(None, [penv.get("PET_RDZV_CONF")]), f"is_host={int(i == 0)}"])
+            penv |= env or {}
+            penv |= {
                 RDZV_ENDPOINT_OVERRIDE_ENV: f"127.0.0.1:{port}",
                 "FLYTE_INTERNAL_EXECUTION_ID": EXECUTION_ID,
                 "FLYTE_INTERNAL_EXECUTION_PROJECT": "p",
                 "FLYTE_INTERNAL_EXECUTION_DOMAIN": "d",
                 "FK_PODS_WORK": str(self.root / "work"),
-                "PATH": os.pathsep.join([bin_dir, env.get("PATH", "")]),
+                "_F_WN": f"fk-pods-worker-{i}",  # propeller: the pod's name (downward API)
+                "_F_DES": "Earliest",  # propeller's error aggregation strategy for PyTorch jobs
+                "PATH": os.pathsep.join([bin_dir, penv.get("PATH", "")]),
                 "PYTHONPATH": os.pathsep.join(pythonpath),
             }
             with open(d / "pod.log", "wb") as log:
                 self.procs.append(
-                    subprocess.Popen(argv, env=env, cwd=d, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                    subprocess.Popen(
+                        argv, env=penv, cwd=d, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                    )
                 )
 
-    def wait(self) -> list[int]:
-        deadline = time.monotonic() + POD_TIMEOUT_S
-        codes = []
-        for p in self.procs:
-            try:
-                codes.append(p.wait(max(0.1, deadline - time.monotonic())))
-            except subprocess.TimeoutExpired:
-                logs = "\n".join(f"--- worker-{i}\n{self.log(i)[-3000:]}" for i in range(len(self.procs)))
-                pytest.fail(f"pods did not finish within {POD_TIMEOUT_S} s\n{logs}")
-        return codes
+    def logs(self) -> str:
+        return "\n".join(f"--- worker-{i}\n{self.log(i)[-3000:]}" for i in range(len(self.procs)))
+
+    def wait(self, seconds: float = POD_TIMEOUT_S) -> list[int]:
+        """Every pod's exit code, noting when each ended."""
+        deadline = time.monotonic() + seconds
+        while len(self.ended) < len(self.procs):
+            for i, p in enumerate(self.procs):
+                if i not in self.ended and p.poll() is not None:
+                    self.ended[i] = time.time()
+            if time.monotonic() > deadline:
+                pytest.fail(f"pods did not finish within {seconds} s\n{self.logs()}")
+            time.sleep(0.05)
+        return [int(p.returncode) for p in self.procs]
 
     def cleanup(self) -> None:
         for p in self.procs:
@@ -214,14 +256,19 @@ class Pods:
             p.wait()
 
     def outputs(self) -> dict[str, Any]:
-        """The outputs of the one pod that wrote any (the one whose node held global rank 0)."""
-        written = [i for i in range(len(self.procs)) if _files(self.output(i))]
-        assert len(written) == 1, {i: _files(self.output(i)) for i in range(len(self.procs))}
-        lm = literals_pb2.LiteralMap.FromString((self.output(written[0]) / "outputs.pb").read_bytes())
+        """The outputs (written by the pod whose node held global rank 0), with no error document beside them."""
+        assert _files(self.output) == ["outputs.pb"], _files(self.output)
+        lm = literals_pb2.LiteralMap.FromString((self.output / "outputs.pb").read_bytes())
         return {k: v.scalar.primitive.integer for k, v in lm.literals.items()}
 
-    def error(self, i: int) -> Any:
-        return errors_pb2.ErrorDocument.FromString((self.output(i) / "error.pb").read_bytes())
+    def errors(self) -> list[Any]:
+        """Every pod's error document (one file each, as ``_F_DES`` makes flytekit name them)."""
+        return [errors_pb2.ErrorDocument.FromString(p.read_bytes()) for p in sorted(self.output.glob("error-*.pb"))]
+
+    def rank_0_pod(self) -> int:
+        """The index of the pod that held global rank 0 (the other one's flytekit logs its IgnoreOutputs)."""
+        (other,) = [i for i in range(len(self.procs)) if "IgnoreOutputs received" in self.log(i)]
+        return 1 - other
 
     def ranks(self) -> dict[str, str]:
         return {p.name: p.read_text() for p in sorted((self.root / "work").iterdir())}
@@ -247,12 +294,16 @@ def _files(path: Path) -> list[str]:
 
 def test_the_pods_run_the_template_flytekit_wrote_and_rank_0_returns_the_local_value(code: Path, pods: Pods) -> None:
     job = render_pytorchjob_from_template(_template(code).SerializeToString(), name="fk-pods")
-    pods.start(job, x=41, fail="never", pythonpath=[str(code)])
-    assert pods.wait() == [0, 0], pods.log(0)[-3000:] + pods.log(1)[-3000:]
+    pods.start(job, x=41, fail="never", pythonpath=[str(code)], env={"FK_PODS_SLOW_OUTPUTS": "1"})
+    assert pods.wait() == [0, 0], pods.logs()
     # Only the pod holding global rank 0 writes outputs (the rendezvous, not the pod index, decides
     # which); the other writes nothing (IgnoreOutputs).
     assert pods.outputs() == {"o0": _local_value(41)} == {"o0": 42}
     assert pods.ranks() == {"rank0": f"2 0 {EXECUTION_ID}", "rank1": f"2 0 {EXECUTION_ID}"}
+    # The other pod waited for rank 0's outputs, slowed by 3 s here, before it ended: the operator
+    # marks an elastic job Succeeded when any pod succeeds, and propeller then reads outputs.pb.
+    other = 1 - pods.rank_0_pod()
+    assert pods.ended[other] >= (pods.output / "outputs.pb").stat().st_mtime
 
 
 def test_fast_execute_pods_restart_a_failed_worker_and_succeed(code: Path, pods: Pods, tmp_path: Path) -> None:
@@ -264,7 +315,7 @@ def test_fast_execute_pods_restart_a_failed_worker_and_succeed(code: Path, pods:
     args = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
     assert args[:2] == ["pyflyte-fast-execute", "--additional-distribution"]
     pods.start(job, x=1, fail="once", pythonpath=[])  # the code comes from the tarball only
-    assert pods.wait() == [0, 0], pods.log(0)[-3000:] + pods.log(1)[-3000:]
+    assert pods.wait() == [0, 0], pods.logs()
     assert pods.outputs() == {"o0": _local_value(1)}
     seen = {rank: text.split() for rank, text in pods.ranks().items()}
     assert sorted(seen) == ["rank0", "rank1"]
@@ -277,34 +328,31 @@ def test_fast_execute_pods_restart_a_failed_worker_and_succeed(code: Path, pods:
 def test_a_permanent_failure_writes_flytekits_error_document_with_the_root_cause(code: Path, pods: Pods) -> None:
     job = render_pytorchjob_from_template(_template(code), name="fk-pods")
     pods.start(job, x=1, fail="always", pythonpath=[str(code)])
-    assert pods.wait() == [0, 0]  # pyflyte-execute exits 0 and leaves the error document
-    assert [_files(pods.output(i)) for i in (0, 1)] == [["error.pb"], ["error.pb"]]
-    errors = [pods.error(i).error for i in (0, 1)]
+    assert pods.wait() == [0, 0], pods.logs()  # pyflyte-execute exits 0 and leaves the error document
+    assert "outputs.pb" not in _files(pods.output)
+    errors = [doc.error for doc in pods.errors()]
     # The pod whose worker raised names it as the root cause, with the time it raised: propeller's
-    # earliest-error strategy picks that document over the other pod's.
+    # earliest-error strategy picks that document over any other pod's. (The other pod writes one
+    # when its own workers failed for good, none when it found the rendezvous closed.)
     (root,) = [e for e in errors if "ValueError: bad batch on rank 1 in attempt 0" in e.message]
     assert "root cause: rank 1 (local rank 0" in root.message
     assert root.kind == errors_pb2.ContainerError.NON_RECOVERABLE
     assert root.origin == execution_pb2.ExecutionError.USER
-    (other,) = [e for e in errors if e is not root]
-    assert (root.timestamp.seconds, root.timestamp.nanos) <= (other.timestamp.seconds, other.timestamp.nanos)
+    assert root.worker in ("fk-pods-worker-0", "fk-pods-worker-1")
+    for other in errors:
+        assert (root.timestamp.seconds, root.timestamp.nanos) <= (other.timestamp.seconds, other.timestamp.nanos)
 
 
 def test_sigterm_stops_the_workers_and_the_pod_writes_nothing(code: Path, pods: Pods) -> None:
     job = render_pytorchjob_from_template(_template(code), name="fk-pods")
     pods.start(job, x=1, fail="hang", pythonpath=[str(code)])
-    work = pods.root / "work"
-    deadline = time.monotonic() + POD_TIMEOUT_S
-    while len(list(work.glob("started*"))) < 2:
-        assert time.monotonic() < deadline, pods.log(0)[-3000:] + pods.log(1)[-3000:]
-        assert all(p.poll() is None for p in pods.procs), pods.log(0)[-3000:] + pods.log(1)[-3000:]
-        time.sleep(0.2)
+    _until_both_started(pods)
     pod = pods.procs[0]
     workers = _descendants(pod.pid)
     assert workers  # the launcher's workers (and its fork server) run under pyflyte-execute
     pod.send_signal(signal.SIGTERM)  # what the kubelet sends first
     assert pod.wait(60) == 128 + signal.SIGTERM, pods.log(0)[-3000:]
-    assert _files(pods.output(0)) == []  # neither outputs nor an error document
+    assert _files(pods.output) == []  # neither outputs nor an error document
     # Workers and the fork server die with the launcher (stopped, or by their parent-death signal);
     # CPython's resource tracker exits when it reads the end of its pipe: give them a moment.
     grace = time.monotonic() + 10
@@ -312,6 +360,48 @@ def test_sigterm_stops_the_workers_and_the_pod_writes_nothing(code: Path, pods: 
         time.sleep(0.1)
     assert {pid: _cmdline(pid) for pid in workers if _alive(pid)} == {}
     assert "launch interrupted by SIGTERM" in pods.log(0)
+
+
+def _until_both_started(pods: Pods) -> None:
+    deadline = time.monotonic() + POD_TIMEOUT_S
+    while len(list((pods.root / "work").glob("started*"))) < 2:
+        assert time.monotonic() < deadline, pods.logs()
+        assert all(p.poll() is None for p in pods.procs), pods.logs()
+        time.sleep(0.2)
+
+
+def test_losing_worker_0s_pod_makes_the_other_exit_200_with_nothing_written(code: Path, pods: Pods) -> None:
+    """worker-0's pod hosts the rendezvous store; when it is lost (a drain, a preemption, its node
+    gone), the other pod must neither write an error document (propeller would fail the task for
+    good) nor exit 0 (the operator would call the job Succeeded): it exits 200, which the operator's
+    ExitCode policy retries, so the job re-forms around the recreated worker-0."""
+    job = render_pytorchjob_from_template(_template(code), name="fk-pods")
+    pods.start(job, x=1, fail="hang", pythonpath=[str(code)])
+    _until_both_started(pods)
+    os.killpg(pods.procs[0].pid, signal.SIGKILL)  # the pod and every process in it, at once
+    lost = time.monotonic()
+    assert pods.procs[1].wait(POD_TIMEOUT_S) == 200, pods.log(1)[-3000:]
+    took = time.monotonic() - lost
+    assert _files(pods.output) == []
+    assert "exiting 200 (retryable) with nothing written" in pods.log(1)
+    # Found by the agent's next look at the store (keep-alive 1 s x 3 here), not a 30-minute timeout.
+    assert took < 30, took
+
+
+def test_a_restarted_worker_group_restores_the_checkpoint_saved_before_the_failure(code: Path, pods: Pods) -> None:
+    job = render_pytorchjob_from_template(_template(code), name="fk-pods")
+    pods.start(job, x=2, fail="checkpoint", pythonpath=[str(code)])
+    assert pods.wait() == [0, 0], pods.logs()
+    assert pods.outputs() == {"o0": _local_value(2)}
+    work = pods.root / "work"
+    seen = {p.name: p.read_text() for p in work.glob("checkpoint-*")}
+    # flytekit alone would give the second round the previous Flyte attempt's checkpoint: none.
+    assert seen == {
+        "checkpoint-before-rank0": "None",
+        "checkpoint-before-rank1": "None",
+        "checkpoint-after-rank0": "b'saved before the failure'",
+        "checkpoint-after-rank1": "b'saved before the failure'",
+    }, pods.logs()
 
 
 def _descendants(pid: int) -> list[int]:

@@ -96,6 +96,11 @@ def _assert_linear(
     peak = _peak(lambda: run(full))
     assert peak <= memory * len(full), f"peak {peak:,} bytes for a {len(full):,}-byte input (> {memory}x)"
     t_half, t_full = _seconds(lambda: run(half)), _seconds(lambda: run(full))
+    for _ in range(3):  # side by side again, alternating: a burst of load on a shared machine passes
+        if t_full <= DOUBLING_RATIO * t_half:
+            break
+        t_half = min(t_half, _seconds(lambda: run(half)))
+        t_full = min(t_full, _seconds(lambda: run(full)))
     if t_full > DOUBLING_RATIO * t_half:
         said = f"{len(half):,} bytes: {t_half:.4f} s, {len(full):,}: {t_full:.4f} s"
         assert normal is not None, said

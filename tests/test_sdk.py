@@ -103,7 +103,7 @@ def test_default_rdzv_configs_ride_along_as_an_extension() -> None:
     ("nnodes", "task_type", "lo", "hi"),
     [
         (1, "python-task", 1, 1),
-        ("1", "python-task", 1, 1),  # flytekit: a one-worker PyTorchJob (see the README)
+        ("1", "python-task", 1, 1),  # flytekit: a one-worker PyTorchJob (see docs/guide/sdk-config.md)
         ("1:1", "pytorch", 1, 1),
         (2, "pytorch", 2, 2),
         ("2", "pytorch", 2, 2),
@@ -700,7 +700,7 @@ def test_pickle_copy_and_asdict() -> None:
 
 
 def test_sdk_companion_types_are_public() -> None:
-    """The README's own import line: every type an Elastic argument documents is a public name."""
+    """The import line of docs/guide/sdk-config.md: every type an Elastic argument documents is a public name."""
     from elastic_idl import CleanPodPolicy as PublicClean
     from elastic_idl import RestartPolicy as PublicRestart
     from elastic_idl import RunPolicy as PublicRunPolicy
@@ -710,7 +710,7 @@ def test_sdk_companion_types_are_public() -> None:
 
 @given(elastic_kwargs())
 def test_a_config_is_the_config_its_task_gives_back(kwargs: dict[str, Any]) -> None:
-    """README: ``cfg == Elastic.from_task(cfg.to_task())``, for every config but the documented two."""
+    """docs/guide/sdk-config.md: ``cfg == Elastic.from_task(cfg.to_task())``, for every config but the documented two."""
     cfg = Elastic(**kwargs)
     if cfg.task_type == "python-task":  # nnodes=1: from_task says "1:1" (a task is a PyTorchJob)
         cfg = dataclasses.replace(cfg, nnodes="1:1")

@@ -34,6 +34,7 @@ import (
 	k8sConfig "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/flytek8s/config"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/k8s"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/plugins/k8s/kfoperators/common"
+	"github.com/flyteorg/flyte/flytestdlib/logger"
 	"github.com/flyteorg/flyte/flytestdlib/utils"
 
 	"github.com/elastic-idl/elastic-idl/go/elasticidl"
@@ -51,8 +52,8 @@ const TaskType = common.PytorchTaskType
 type Plugin struct {
 	// Options are kubeflow.Apply's options, except that an unset Mode is
 	// elasticidl.ModeUpstream here: a propeller that swaps this plugin in for
-	// flyteplugins' keeps rendering every task it renders today (README, "For
-	// propeller"). Set elasticidl.ModeStrict to refuse what the strict rules refuse.
+	// flyteplugins' keeps rendering every task it renders today
+	// (docs/guide/propeller.md). Set elasticidl.ModeStrict to refuse what the strict rules refuse.
 	Options kubeflow.Options
 }
 
@@ -81,6 +82,14 @@ func typeMeta() metav1.TypeMeta {
 // validated by elastic-idl (a bad task is a BadTaskSpecification naming the
 // field and the rule), the pod templates come from flyteplugins' pod machinery,
 // and kubeflow.Apply sets the job-level fields on them.
+//
+// A task template field that flyteplugins' pod machinery drops (Container
+// ports, config and architecture; a security context's run_as and tokens; a
+// config key nothing reads; a k8s_pod primary_container_name the config
+// contradicts; an accelerator no replica's pods can use; a field unknown to
+// this flyteidl) is a BadTaskSpecification naming it in the strict mode, and a
+// warning in propeller's log naming it in the upstream mode, which renders what
+// flyteplugins renders.
 func (p Plugin) BuildResource(ctx context.Context, taskCtx pluginsCore.TaskExecutionContext) (client.Object, error) {
 	tmpl, err := taskCtx.TaskReader().Read(ctx)
 	if err != nil {
@@ -97,6 +106,10 @@ func (p Plugin) BuildResource(ctx context.Context, taskCtx pluginsCore.TaskExecu
 	if opts.Mode == "" {
 		opts.Mode = elasticidl.ModeUpstream
 	}
+	dropped := droppedFields(tmpl)
+	if opts.Mode == elasticidl.ModeStrict && len(dropped) > 0 {
+		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "%v", dropped[0])
+	}
 	fields, err := kubeflow.Fields(task, opts)
 	if err != nil {
 		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "invalid task custom: %v", err)
@@ -104,6 +117,16 @@ func (p Plugin) BuildResource(ctx context.Context, taskCtx pluginsCore.TaskExecu
 	specs, err := p.podTemplates(ctx, taskCtx, task, fields)
 	if err != nil {
 		return nil, err
+	}
+	if problem := acceleratorDropped(tmpl, specs); problem != nil {
+		if opts.Mode == elasticidl.ModeStrict {
+			return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "%v", *problem)
+		}
+		dropped = append(dropped, *problem)
+	}
+	for _, problem := range dropped {
+		warnf(ctx, "%s: task template field dropped as flyteplugins drops it (the strict mode refuses it): %v",
+			PluginID, problem)
 	}
 	spec := kubeflowv1.PyTorchJobSpec{PyTorchReplicaSpecs: specs}
 	if err := fields.ApplyTo(&spec); err != nil {
@@ -210,6 +233,9 @@ func (Plugin) GetTaskPhase(ctx context.Context, pluginContext k8s.PluginContext,
 	}
 	return phase, err
 }
+
+// warnf logs a warning in propeller's log (a variable: the tests read what it says).
+var warnf = logger.Warnf
 
 // Entry is the plugin's registry entry.
 func Entry() k8s.PluginEntry {

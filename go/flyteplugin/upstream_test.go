@@ -25,7 +25,7 @@ type upstreamCase struct {
 	version int32
 	custom  string
 	// differs lists the job-level fields on which the strict mode differs on
-	// purpose (README, "For propeller"); nil: every job-level field is equal.
+	// purpose (docs/guide/propeller.md); nil: every job-level field is equal.
 	differs []string
 	// refusedRule is the rule the strict mode refuses the task with, where
 	// flyteplugins renders it; the upstream mode (the plugin's default) renders it.

@@ -14,7 +14,7 @@ import (
 type Options struct {
 	// Mode is the render mode: elasticidl.ModeStrict ("" means it too) or
 	// elasticidl.ModeUpstream (Flyte 1.x's rendering where it is defensible;
-	// README, "Rendering the PyTorchJob").
+	// docs/guide/rendering.md).
 	Mode elasticidl.RenderMode
 	// ElasticWorkerRestartPolicy is the restart policy of an elastic Worker whose
 	// task leaves it unset: elasticidl.RestartPolicyExitCode ("" means it too) or

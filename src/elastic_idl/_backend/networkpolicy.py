@@ -4,7 +4,7 @@ torch's rendezvous store (TCPStore) and NCCL/gloo have no authentication: whoeve
 pod's ports can join or disturb the job. :func:`render_network_policy` admits ingress to the
 job's pods only from the job's own pods, on every port (NCCL picks its own), selected by the
 labels the training operator puts on every pod of the job. Who applies it, and what it does not
-cover: README, "Rendering the PyTorchJob".
+cover: docs/guide/rendering.md, "A NetworkPolicy beside the job".
 """
 
 from __future__ import annotations

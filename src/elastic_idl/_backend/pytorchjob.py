@@ -130,8 +130,8 @@ DEFAULT_PORT = 23456
 DEFAULT_NPROC = "auto"
 
 #: Render modes (``JobOptions.mode``). ``strict``: what this project renders by its own rules (the default).
-#: ``upstream``: Flyte 1.x's pytorch plugin where its behaviour is defensible (README, "Rendering the
-#: PyTorchJob", the table of differences): a Master without replicas is 1, a non-elastic task without
+#: ``upstream``: Flyte 1.x's pytorch plugin where its behaviour is defensible (docs/guide/rendering.md,
+#: the table of differences): a Master without replicas is 1, a non-elastic task without
 #: workers is a Master-only job, an elastic worker count other than 0 or max_replicas is kept, the
 #: process count goes to ``elasticPolicy.nProcPerNode`` (and then never to ``spec.nprocPerNode``: the
 #: operator's webhook refuses both), an empty ``rdzvBackend`` stays "". Extension fields render in both.

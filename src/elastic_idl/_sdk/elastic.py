@@ -5,7 +5,8 @@ same rules as :func:`~elastic_idl.validate`, so an invalid config never reaches 
 cluster. It emits exactly what flytekit 1.16 emits (``to_template``), plus our
 extension fields, which put on the wire the settings flytekit keeps only in the
 Python object (start method, monitor interval, rendezvous timeouts). Pure: no
-torch, no flytekit, no environment.
+torch, no flytekit, no environment; once flytekit is imported (never by this module),
+each config type is handed to its task plugin table (:func:`tell_flytekit`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from __future__ import annotations
 import enum
 import functools
 import re
+import sys
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
@@ -372,7 +376,7 @@ class Elastic:
         nnodes: Number of nodes: an int, or ``"MIN:MAX"`` for an elastic range (also ``"N"``).
             ``1`` and ``"1"`` give a single-node ``python-task`` (one plain pod, no Kubeflow
             operator); ``"1:1"`` gives a one-worker PyTorchJob. (flytekit turns ``"1"`` into a
-            PyTorchJob: the README, "The SDK config", explains the choice.)
+            PyTorchJob: docs/guide/sdk-config.md explains the choice.)
         nproc_per_node: Worker processes per node: an int (or its decimal string), or ``"auto"``,
             ``"cpu"``, ``"gpu"`` (resolved on the node; flytekit cannot express these).
         start_method: ``"spawn"``, ``"fork"`` or ``"forkserver"``. None (default) leaves it unset
@@ -474,6 +478,7 @@ class Elastic:
             raise ValidationError(_as_arguments(found, task))
         b.put("_task", task)
         b.put("_standalone", standalone)
+        tell_flytekit(type(self))
 
     def _rdzv_items(self, backend: str, problems: Problems) -> list[tuple[str, Any]]:
         """rdzv_configs as (key, value) pairs, with flytekit's ``timeout`` mapped for the backend."""
@@ -691,6 +696,40 @@ def _rebuild(kwargs: dict[str, Any]) -> Elastic:
     return Elastic(**kwargs)
 
 
+# ------------------------------------------------------------------ flytekit's task plugin table
+#: Config types waiting for flytekit to be imported, and those its table holds (weak: a class
+#: that goes away is dropped). elastic_idl.flytekit._register explains the registration.
+_flytekit_waiting: weakref.WeakSet[type] = weakref.WeakSet()
+_flytekit_registered: weakref.WeakSet[type] = weakref.WeakSet()
+_flytekit_lock = threading.Lock()  # configs built in several threads: the sets change as they are read
+
+
+def tell_flytekit(config_type: type | None = None) -> None:
+    """Have flytekit's ``@task`` map ``config_type`` (and the types waiting) to elastic-idl's plugin.
+
+    Called for ``Elastic`` when this module loads and for the type of every instance built;
+    flytekit's entry point calls it without a type. While flytekit is not imported the type
+    waits; nothing here imports flytekit or the plugin before flytekit is imported. Costs a
+    set lookup for a type already registered; a failed registration is logged once, not raised.
+    """
+    if config_type is not None and config_type in _flytekit_registered:
+        return
+    with _flytekit_lock:
+        if config_type is not None:
+            _flytekit_waiting.add(config_type)
+        if not _flytekit_waiting or sys.modules.get("flytekit") is None:
+            return
+        waiting = list(_flytekit_waiting)
+    from elastic_idl.flytekit._register import register_config_types
+
+    done = register_config_types(waiting)
+    with _flytekit_lock:
+        for config_type_done in done:
+            _flytekit_registered.add(config_type_done)
+            _flytekit_waiting.discard(config_type_done)
+
+
 #: The argument names of Elastic(...), the names a task field maps back to.
 _ELASTIC_ARGUMENTS = tuple(f.name for f in fields(Elastic) if f.init)
 reject_unknown_keywords(Elastic)
+tell_flytekit(Elastic)

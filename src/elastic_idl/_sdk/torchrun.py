@@ -345,7 +345,7 @@ def _write_entrypoint_switch(f: _Flag, w: _Writing) -> bool | None:
 
 
 #: Every torchrun 2.13 flag, in torchrun's order: spellings, env fallback, default, and what we do with it.
-#: The README's flag table is this table; tests check it against torch's own parser.
+#: The flag table of docs/reference/torchrun.md is this table; tests check it against torch's own parser.
 FLAGS: tuple[_Flag, ...] = (
     _f(("--nnodes",), "env", "1:1", "covered", "min_replicas / max_replicas", write=_write_nnodes),
     _f(

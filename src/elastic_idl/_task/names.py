@@ -153,7 +153,7 @@ def is_rdzv_id_text(text: str) -> bool:
 
 #: Agent health-check interval when the message leaves it unset (torch's own default).
 DEFAULT_MONITOR_INTERVAL_S = 0.1
-#: torch start method used when the message leaves it unset. See the README, "Start methods".
+#: torch start method used when the message leaves it unset. See docs/guide/launching.md, "Start methods".
 DEFAULT_START_METHOD = "forkserver"
 #: Role when the message leaves it unset (torchrun's default; LaunchConfig's is "default_role").
 DEFAULT_ROLE = "default"

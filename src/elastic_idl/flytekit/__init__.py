@@ -1,8 +1,10 @@
 """elastic-idl's flytekit task plugin: ``@task(task_config=elastic_idl.Elastic(...))``.
 
-Installed with the extra ``elastic-idl[flytekit]``. flytekit imports
-:mod:`elastic_idl.flytekit._entry` through its ``flytekit.plugins`` entry point
-whenever ``flytekit`` is imported, so user code imports nothing but the config::
+Installed with the extra ``elastic-idl[flytekit]``. ``Elastic`` and every subclass of it
+are registered with flytekit's task plugin table (its public
+``TaskPlugins.register_pythontask_plugin``) as soon as flytekit is imported too, in either
+order (:mod:`elastic_idl.flytekit._register`; flytekit's ``flytekit.plugins`` entry point
+covers configs loaded before flytekit), so user code imports nothing but the config::
 
     from flytekit import task
     from elastic_idl import Elastic
@@ -10,9 +12,9 @@ whenever ``flytekit`` is imported, so user code imports nothing but the config::
     @task(task_config=Elastic(nnodes=2, nproc_per_node=4))
     def train(lr: float) -> float: ...
 
-The task serializes what the SDK config says (:meth:`elastic_idl.Elastic.to_custom`)
-and runs, locally and in a pod, through elastic-idl's launcher. See the README,
-"Using it from flytekit".
+The task serializes what the SDK config says (:meth:`elastic_idl.Elastic.to_template`)
+and runs, locally and in a pod, through elastic-idl's launcher. See
+docs/guide/flytekit.md, "Using it from flytekit".
 
 Public names (loaded on first use, so importing this package loads neither
 flytekit nor torch):
@@ -21,7 +23,8 @@ flytekit nor torch):
   ``Elastic`` config (or a subclass of it).
 - :func:`render_pytorchjob_from_template`: the ``PyTorchJob`` for a flyteidl
   ``TaskTemplate`` (message or bytes), the backend's actual input.
-- :func:`plugin_error`: why the plugin cannot be used in this environment, or None.
+- :func:`plugin_error`: why the plugin cannot be used in this environment, or None (a
+  flytekit outside the tested lines is no such reason: it gets one warning per process).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS: dict[str, str] = {
     "ElasticFunctionTask": "_task",
     "render_pytorchjob_from_template": "_template",
-    "plugin_error": "_entry",
+    "plugin_error": "_register",
 }
 
 __all__ = ["ElasticFunctionTask", "plugin_error", "render_pytorchjob_from_template"]
@@ -53,6 +56,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from elastic_idl.flytekit._entry import plugin_error
+    from elastic_idl.flytekit._register import plugin_error
     from elastic_idl.flytekit._task import ElasticFunctionTask
     from elastic_idl.flytekit._template import render_pytorchjob_from_template

@@ -27,8 +27,8 @@ pid, and an entry that is gone is simply recreated). Why this is safe:
   one; a remote prefix means clients (s3fs, gcsfs, aiohttp sessions) bound to the
   runner's loop, and those are never inherited: the workers start cold and build
   a fresh context (``flytekit.bin.entrypoint.setup_execution``) instead;
-- versions: the runner's private fields are read only on the flytekit line this
-  was written and tested for (``SUPPORTED_FLYTEKIT``); elsewhere, cold start.
+- versions: the runner's private fields are read only on the flytekit lines this
+  was written and tested for (``WARM_START_FLYTEKIT_LINES``); elsewhere, cold start.
 
 Whenever something cannot be shown, nothing is stopped and the reason is returned;
 the plugin then launches on the cold path and says so once (no warning per run).
@@ -42,9 +42,9 @@ import threading
 from typing import Any
 
 from elastic_idl.flytekit._runtime import thread_count
-from elastic_idl.flytekit._support import SUPPORTED_FLYTEKIT
+from elastic_idl.flytekit._support import WARM_START_FLYTEKIT_LINES, flytekit_line, lines_text
 
-__all__ = ["checkpoint_paths", "is_local_path", "stop_idle_loop_runners"]
+__all__ = ["is_local_path", "stop_idle_loop_runners"]
 
 #: How long to wait for a loop runner to answer or stop (seconds).
 _RUNNER_TIMEOUT_S = 5.0
@@ -58,14 +58,10 @@ def is_local_path(path: str | None) -> bool:
     return "://" not in text or text.startswith("file://")
 
 
-def _flytekit_line() -> tuple[int, int] | None:
+def _flytekit_version() -> str:
     import flytekit
 
-    parts = str(getattr(flytekit, "__version__", "")).split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return None
+    return str(getattr(flytekit, "__version__", ""))
 
 
 async def _pending_work() -> int:
@@ -100,10 +96,10 @@ def stop_idle_loop_runners(raw_output_prefix: str | None) -> str | None:
 
     Call only from the main thread, right before the launch (see the module docs).
     """
-    line = _flytekit_line()
-    if line != SUPPORTED_FLYTEKIT:
-        want = ".".join(map(str, SUPPORTED_FLYTEKIT))
-        return f"flytekit {line} is not the {want} line whose loop runner the warm start knows"
+    version = _flytekit_version()
+    if flytekit_line(version) not in WARM_START_FLYTEKIT_LINES:
+        lines = lines_text(WARM_START_FLYTEKIT_LINES)
+        return f"flytekit {version} is not a line whose loop runner the warm start knows ({lines})"
     if not is_local_path(raw_output_prefix):
         return f"the raw-output prefix {raw_output_prefix} is remote (storage clients are not inherited)"
     if threading.current_thread() is not threading.main_thread():
@@ -133,11 +129,3 @@ def stop_idle_loop_runners(raw_output_prefix: str | None) -> str | None:
             return "flytekit's loop runner did not stop"
         table.pop(key, None)  # flytekit makes a new runner on the next run_sync
     return None
-
-
-def checkpoint_paths(params: Any) -> tuple[str | None, str | None]:
-    """(destination, previous) of a task's checkpoint, as flytekit's SyncCheckpoint holds them; None when unset."""
-    checkpoint = getattr(params, "_checkpoint", None)
-    dest = getattr(checkpoint, "_checkpoint_dest", None)
-    src = getattr(checkpoint, "_checkpoint_src", None)
-    return (str(dest) if dest else None), (str(src) if src else None)

@@ -27,12 +27,30 @@ Outcome, as flytekit expects it from ``execute``:
   (flytekit's local execution modes) the ``LaunchFailedError`` itself, a ``RuntimeError``,
   which is what kfpytorch's own tests expect (``pytest.raises(RuntimeError)``) and what a
   caller's ``except RuntimeError`` catches;
+- in a pod, the rendezvous store lost (its host, worker-0's pod, is gone: a drain, a
+  preemption, a node lost), or a node of the running group lost with too few left
+  (``PeerLostError``): ``SystemExit(200)``, nothing written; the pod exits 200, which the
+  operator's ``ExitCode`` policy (the renderer's default) retries, so the job re-forms around the
+  recreated worker-0 (under ``Never``, upstream propeller's, the job fails and Flyte's ``retries``
+  rerun it). An error document here would fail the task for good;
+- in a pod, a rendezvous closed by another node (this pod came after the job ended there):
+  ``IgnoreOutputs``, nothing written: the nodes that ran decided the outcome, and an error
+  document from this pod would fail a task another pod completed;
 - SIGTERM (the kubelet stopping the pod) or another handled signal: the launcher
   stops every worker, then the task re-raises the signal's own outcome
   (``SystemExit(128 + N)``; ``KeyboardInterrupt`` for SIGINT) so that the pod ends
   like a process killed by that signal and writes nothing to the output prefix: the
   operator may replace the pod, and a stale error or output file from a pod that
   was stopped must not decide the task.
+
+A pod without rank 0 does not end before rank 0's outcome is written: it waits (at most
+:data:`RANK0_OUTCOME_WAIT_S`) until ``outputs.pb`` or an error document is under the task's
+output prefix, since the operator marks an elastic job Succeeded as soon as any of its pods
+succeeds, and propeller reads the outputs then.
+
+Before the launch, the task function and its inputs must survive cloudpickle, which is how the
+cold path (every pod with a remote raw-output prefix) sends them to workers: a local run fails
+where the cluster would, with a hint, instead of passing locally and failing in every pod.
 """
 
 from __future__ import annotations
@@ -40,8 +58,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import pickle
 import signal
 import tempfile
+import time
+import types
 from typing import Any
 
 import flytekit
@@ -50,10 +71,19 @@ from flytekit.exceptions.user import FlyteRecoverableException, FlyteUserRuntime
 from flytekit.extend import IgnoreOutputs
 
 import elastic_idl as ei
+from elastic_idl.exit_codes import EXIT_STORE_LOST
 from elastic_idl.flytekit import _fastpath, _runtime
+from elastic_idl.flytekit._checkpoint import checkpoint_paths
 from elastic_idl.flytekit._worker import TaskEntry, WorkerResult, recoverable_marker
 
-__all__ = ["run_task"]
+__all__ = ["RANK0_OUTCOME_WAIT_S", "run_task"]
+
+#: How long a pod without rank 0 waits for rank 0's outputs or error document (seconds): by
+#: then the workers of every node have passed torch's exit barrier together, so only rank 0's
+#: own upload is left (its outputs' type conversion and upload, which may include files).
+RANK0_OUTCOME_WAIT_S = 600.0
+#: How often it looks (seconds): one listing of the output prefix each time.
+RANK0_POLL_S = 1.0
 
 _log = logging.getLogger("elastic_idl")
 #: Reasons for a cold start already logged by this process (each is said once).
@@ -96,6 +126,105 @@ def _failure_error(err: Any, marker_dir: str, local: bool) -> Exception:
     return error
 
 
+class _Sink:
+    """A file that keeps nothing: what the pickle check writes to (no copy of the inputs in memory)."""
+
+    def write(self, data: Any) -> int:
+        return len(memoryview(data))
+
+
+def _pickles(obj: Any) -> Exception | None:
+    import cloudpickle
+
+    try:
+        cloudpickle.CloudPickler(_Sink(), protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+def _culprit(fn: Any, kwargs: dict[str, Any]) -> str:
+    """What of the function and its inputs cannot be pickled, in the user's words."""
+    for name, value in kwargs.items():
+        if _pickles(value) is not None:
+            return f"the input {name!r} (a {type(value).__name__})"
+    code = getattr(fn, "__code__", None)
+    if isinstance(code, types.CodeType):
+        cells = zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False)
+        for name, cell in cells:
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if _pickles(value) is not None:
+                return f"the variable {name!r} it closes over (a {type(value).__name__})"
+        module_globals = getattr(fn, "__globals__", {})
+        for name in sorted(_global_names(code)):
+            if name in module_globals and _pickles(module_globals[name]) is not None:
+                return f"the global {name!r} it uses (a {type(module_globals[name]).__name__})"
+    return "the task function"
+
+
+def _check_picklable(task: Any, kwargs: dict[str, Any]) -> None:
+    """Raise TypeError, with a hint for flytekit users, when the cold path could not send the task."""
+    fn = task.task_function
+    error = _pickles((fn, kwargs))
+    if error is None:
+        return
+    name = getattr(fn, "__qualname__", None) or getattr(task, "name", "task")
+    raise TypeError(
+        f"task {name}: its workers cannot receive {_culprit(fn, kwargs)}: cloudpickle fails with "
+        f"{type(error).__name__}: {error}. In a pod whose raw-output prefix is remote (s3://, gs://, "
+        "abfs://: every cluster run) workers always start cold and get the task function, what it "
+        "uses and its inputs through cloudpickle, so this task would fail in every pod. Create such an "
+        "object inside the task function, or keep it in another module and use it as module.name "
+        "(a module is sent by reference and imported again in each worker); or pass "
+        "start_method='fork' in Elastic(...), which never pickles."
+    ) from error
+
+
+def _await_rank_0(ctx: Any, prefix: str, timeout_s: float = RANK0_OUTCOME_WAIT_S) -> bool:
+    """Wait until rank 0's pod wrote outputs.pb or an error document under ``prefix``; False on timeout."""
+    fs = ctx.file_access.get_filesystem_for_path(prefix)
+    root = prefix.rstrip("/")
+    started = time.monotonic()
+    _log.info("elastic-idl: waiting for rank 0's outcome under %s (at most %.0f s)", prefix, timeout_s)
+    while True:
+        fs.invalidate_cache(root)  # s3fs and gcsfs cache listings
+        try:
+            names = {str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)}
+        except FileNotFoundError:
+            names = set()
+        if "outputs.pb" in names or any(n.startswith("error") and n.endswith(".pb") for n in names):
+            _log.info("elastic-idl: rank 0's outcome is written (%.1f s)", time.monotonic() - started)
+            return True
+        if time.monotonic() - started >= timeout_s:
+            _log.warning(
+                "elastic-idl: rank 0's outcome is not under %s after %.0f s; this pod ends without it",
+                prefix,
+                timeout_s,
+            )
+            return False
+        time.sleep(RANK0_POLL_S)
+
+
+def _store_lost(err: Any) -> BaseException:
+    _log.warning(
+        "elastic-idl: %s; exiting %d (retryable) with nothing written: the job re-forms when the lost pod is recreated",
+        str(err).splitlines()[0],
+        int(EXIT_STORE_LOST),
+    )
+    return SystemExit(int(EXIT_STORE_LOST))
+
+
 def _interrupted(err: Any) -> BaseException:
     signum = int(getattr(err, "signal", signal.SIGTERM))
     _log.warning("elastic-idl: %s; no outputs are written", err)
@@ -112,7 +241,8 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
     params = flytekit.current_context()
     env: dict[str, str] | None = None
     run_id: str | None = None
-    if _runtime.in_pytorchjob(environ):
+    in_pod = _runtime.in_pytorchjob(environ)
+    if in_pod:
         env = environ
         if not environ.get(_runtime.ENV.RDZV_ID) and not config.rdzv_id:
             # What every pod of the job shares (the launch spec's own default is "none").
@@ -124,7 +254,9 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
 
     ctx = FlyteContextManager.current_context()
     raw_prefix = str(ctx.file_access.raw_output_prefix or params.raw_output_prefix or "")
-    checkpoint_dest, checkpoint_src = _fastpath.checkpoint_paths(params)
+    checkpoint_dest, checkpoint_src = checkpoint_paths(params)
+    if (config.start_method or _runtime.DEFAULT_START_METHOD) != "fork":
+        _check_picklable(task, kwargs)  # fork never pickles; the other start methods do in a pod
     with tempfile.TemporaryDirectory(prefix="elastic-idl-flytekit-") as marker_dir:
         entry = TaskEntry(
             task.task_function,
@@ -147,6 +279,15 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
                 )
         except ei.LaunchInterruptedError as err:
             raise _interrupted(err) from None
+        except (ei.RendezvousStoreLostError, ei.PeerLostError) as err:
+            if not in_pod:
+                raise _failure_error(err, marker_dir, local=True) from None
+            raise _store_lost(err) from None
+        except ei.RendezvousClosedError as err:
+            if not in_pod:
+                raise _failure_error(err, marker_dir, local=True) from None
+            _log.warning("elastic-idl: %s; this pod writes nothing (IgnoreOutputs)", str(err).splitlines()[0])
+            raise IgnoreOutputs() from None
         except ei.LaunchFailedError as err:
             state = ctx.execution_state
             local = state is None or state.is_local_execution()
@@ -159,6 +300,9 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
             raise
     if 0 not in values:
         _log.info("elastic-idl: this pod ran global ranks %s, not 0: no outputs (IgnoreOutputs)", sorted(values))
+        prefix = str(params.output_metadata_prefix or "")
+        if in_pod and prefix:
+            _await_rank_0(ctx, prefix)
         raise IgnoreOutputs()
     result = values[0]
     if not isinstance(result, WorkerResult):

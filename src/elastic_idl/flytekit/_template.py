@@ -2,7 +2,12 @@
 
 :func:`elastic_idl.render_pytorchjob` takes the task and the render options one
 by one, as the Go backend does. This adapter reads them from a serialized task
-template (what ``pyflyte package`` / ``register`` upload) and renders through it:
+template (what ``pyflyte package`` / ``register`` upload) and renders through it,
+as propeller (flyteplugins v1.16.8's pod machinery, ``flytek8s.ToK8sPodSpec``)
+would build the pods. Every field of the template is carried, refused with a
+:class:`~elastic_idl.RenderError` naming it, or not the pods' business (the
+workflow engine's); :data:`FIELDS` says which, field by field, and a field this
+module does not know (a newer flyteidl) is refused, never dropped:
 
 - the task from ``custom`` (a ``pytorch`` template, ``task_type_version`` 0 or 1);
 - image, command, args, env and resources from ``TaskTemplate.container``; or,
@@ -13,7 +18,18 @@ template (what ``pyflyte package`` / ``register`` upload) and renders through it
   every pod-level field a PyTorchJob replica template can hold, and the pod
   metadata's labels and annotations;
 - ``extended_resources.shared_memory`` (``@task(shared_memory=...)``) as a
-  memory-backed ``emptyDir`` mounted in the training container, as propeller does.
+  memory-backed ``emptyDir`` mounted in the training container, as propeller does;
+- ``security_context.secrets`` (``@task(secret_requests=...)``) as the pod label
+  ``inject-flyte-secrets: "true"`` and one ``flyte.secrets/s<i>`` annotation per
+  secret, which propeller's secrets webhook reads;
+- ``metadata.metadata`` (the task's Kubernetes labels and annotations) on the
+  job object, under the caller's, as propeller's plugin manager sets them;
+- ``extended_resources.gpu_accelerator`` (``@task(accelerator=...)``) and
+  ``metadata.interruptible`` through the keys of propeller's deployment
+  configuration that carry them (``plugins.k8s``: the GPU node labels, the
+  interruptible tolerations and node selectors). Those are the deployment's, so
+  the caller states them as keyword options; a template that needs one the
+  caller did not state is refused, naming the field and the option.
 
 The training container is named ``pytorch`` with the ``pytorchjob-port`` (the
 operator finds both by name). A field the operator's CRD (v1.9) does not declare
@@ -23,19 +39,28 @@ Needs flyteidl (it comes with flytekit), never flytekit itself.
 
 from __future__ import annotations
 
+import base64
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.protobuf import json_format
 
 import elastic_idl as ei
+from elastic_idl._task.resources import parse_quantity
 from elastic_idl.flytekit._runtime import RESOURCE_NAMES, ResourceName
 
-__all__ = ["CONTAINER_FIELDS", "POD_SPEC_FIELDS", "render_pytorchjob_from_template"]
+__all__ = [
+    "CARRIED",
+    "CONTAINER_FIELDS",
+    "ENGINE",
+    "FIELDS",
+    "POD_SPEC_FIELDS",
+    "REFUSED",
+    "render_pytorchjob_from_template",
+]
 
-#: flytekit's default name of the primary container, and the config key that names another.
-PRIMARY_CONTAINER_DEFAULT = "primary"
+#: The config key that names the primary container of a ``k8s_pod`` template.
 PRIMARY_CONTAINER_KEY = "primary_container_name"
 #: The renderer's training container, the operator's port name (see elastic_idl.render_pytorchjob).
 TRAINING_CONTAINER = "pytorch"
@@ -117,12 +142,225 @@ CONTAINER_FIELDS = frozenset(
         "workingDir",
     }
 )
+
+# --------------------------------------------------------------------------- every field of the template
+
+#: What :data:`FIELDS` says of a field: carried into the job as propeller carries it ...
+CARRIED = "carried"
+#: ... refused with a RenderError naming it (propeller drops it, or needs what a pure function has not) ...
+REFUSED = "refused"
+#: ... or the workflow engine's business, not the pods' (propeller itself keeps it out of the job).
+ENGINE = "engine"
+
+_POD_TEMPLATE_HINT = "@task(pod_template=PodTemplate(...))"
+
+#: Every field of the messages the renderer reads, by its path in the TaskTemplate, with what
+#: happens to it and why. A set field whose path is missing here (a flyteidl newer than the
+#: 1.16 line) is refused. Sub-fields of an ENGINE or REFUSED message are not listed.
+FIELDS: Mapping[str, tuple[str, str]] = {
+    # TaskTemplate
+    "id": (ENGINE, "the task's identity: propeller names and labels the job from the execution (pass name=, labels=)"),
+    "type": (CARRIED, "must be 'pytorch'"),
+    "metadata": (CARRIED, "read field by field (metadata.*)"),
+    "interface": (
+        ENGINE,
+        "inputs and outputs: the task's own command reads and writes them (pyflyte-execute --inputs ...)",
+    ),
+    "custom": (CARRIED, "the task: elastic policy, replicas, run policy"),
+    "container": (CARRIED, "read field by field (container.*)"),
+    "k8s_pod": (CARRIED, "read field by field (k8s_pod.*)"),
+    "sql": (REFUSED, "a SQL target is no pod: propeller builds pods from container or k8s_pod only"),
+    "task_type_version": (CARRIED, "0 or 1: the shape of custom"),
+    "security_context": (CARRIED, "read field by field (security_context.*)"),
+    "extended_resources": (CARRIED, "read field by field (extended_resources.*)"),
+    "config": (
+        CARRIED,
+        f"{PRIMARY_CONTAINER_KEY} names the k8s_pod's primary container; link_type and port are the "
+        "console's links; any other key is refused (propeller's pytorch path reads none)",
+    ),
+    # TaskMetadata
+    "metadata.discoverable": (ENGINE, "output caching: propeller asks the data catalog before it runs the task"),
+    "metadata.runtime": (ENGINE, "which SDK wrote the template: flyteadmin and the console show it"),
+    "metadata.timeout": (
+        ENGINE,
+        "propeller aborts the task (deletes the job) when it runs longer; a limit the job enforces by "
+        "itself is the task's run_policy.active_deadline_seconds",
+    ),
+    "metadata.retries": (
+        ENGINE,
+        "propeller runs the whole task again (a new job); within one job, the task's max_restarts, "
+        "restart_policy and run_policy.backoff_limit retry",
+    ),
+    "metadata.discovery_version": (ENGINE, "output caching: the cache key's version"),
+    "metadata.deprecated_error_message": (ENGINE, "flyteadmin's message for a deprecated task"),
+    "metadata.interruptible": (
+        CARRIED,
+        "the interruptible tolerations, node selector and node selector requirement of propeller's "
+        "deployment (keyword options interruptible_*; non_interruptible_node_selector_requirement otherwise)",
+    ),
+    "metadata.cache_serializable": (ENGINE, "output caching: propeller serializes runs with the same cache key"),
+    "metadata.tags": (ENGINE, "flyteadmin and the console's tags"),
+    "metadata.pod_template_name": (
+        REFUSED,
+        "propeller reads the PodTemplate of that name from the cluster (the execution's namespace) and "
+        "builds the pods on top of it; a pure function cannot read the cluster: put its settings into "
+        f"the task's own pod template ({_POD_TEMPLATE_HINT}), which is carried, and drop pod_template_name",
+    ),
+    "metadata.cache_ignore_input_vars": (ENGINE, "output caching: inputs left out of the cache key"),
+    "metadata.is_eager": (ENGINE, "flytekit's eager-workflow flag, read by the SDK, not by propeller's pod machinery"),
+    "metadata.generates_deck": (ENGINE, "the console shows the task's deck"),
+    "metadata.metadata": (
+        CARRIED,
+        "labels and annotations of the job object (under the caller's), as propeller's plugin manager sets them",
+    ),
+    # Container
+    "container.image": (CARRIED, "the training container's image"),
+    "container.command": (CARRIED, "the training container's command"),
+    "container.args": (CARRIED, "the training container's args"),
+    "container.resources": (CARRIED, "the training container's resources"),
+    "container.env": (CARRIED, "the training container's env"),
+    "container.config": (
+        REFUSED,
+        "propeller's pod machinery does not read the deprecated Container.config: it would be dropped; "
+        "remove it (task settings belong in custom)",
+    ),
+    "container.ports": (
+        REFUSED,
+        "propeller builds the container without the template's ports (flyteplugins' BuildRawContainer); "
+        f"declare them on the primary container of a pod template ({_POD_TEMPLATE_HINT}), which is carried",
+    ),
+    "container.data_config": (
+        CARRIED,
+        "disabled: nothing to carry (propeller adds nothing either); enabled: refused (Flyte CoPilot's "
+        "init container and sidecar come from propeller's co-pilot configuration)",
+    ),
+    "container.architecture": (
+        REFUSED,
+        "propeller does not schedule by Container.architecture: it would be dropped; pin the nodes with "
+        f"nodeSelector kubernetes.io/arch in a pod template ({_POD_TEMPLATE_HINT})",
+    ),
+    # K8sPod
+    "k8s_pod.metadata": (CARRIED, "labels and annotations of every pod (under the caller's)"),
+    "k8s_pod.pod_spec": (CARRIED, "the pod of every replica, its primary container the training container"),
+    "k8s_pod.data_config": (CARRIED, "as container.data_config"),
+    "k8s_pod.primary_container_name": (
+        CARRIED,
+        f"propeller reads the primary container's name from config['{PRIMARY_CONTAINER_KEY}'] only: "
+        "this field must be empty or say the same",
+    ),
+    # ExtendedResources
+    "extended_resources.gpu_accelerator": (
+        CARRIED,
+        "node affinity and tolerations on the GPU node labels of propeller's deployment (keyword options "
+        "gpu_*), on every replica whose pods request a GPU",
+    ),
+    "extended_resources.gpu_accelerator.device": (CARRIED, "gpu_device_node_label In [device], and its toleration"),
+    "extended_resources.gpu_accelerator.unpartitioned": (
+        CARRIED,
+        "gpu_unpartitioned_node_selector_requirement, else gpu_partition_size_node_label DoesNotExist; "
+        "gpu_unpartitioned_toleration when given",
+    ),
+    "extended_resources.gpu_accelerator.partition_size": (
+        CARRIED,
+        "gpu_partition_size_node_label In [size], and its toleration",
+    ),
+    "extended_resources.shared_memory": (CARRIED, "a memory-backed emptyDir mounted in the training container"),
+    "extended_resources.shared_memory.mount_path": (CARRIED, "where the training container mounts it"),
+    "extended_resources.shared_memory.mount_name": (CARRIED, "the volume's name"),
+    "extended_resources.shared_memory.size_limit": (CARRIED, "the emptyDir's sizeLimit"),
+    # SecurityContext
+    "security_context.run_as": (CARRIED, "read field by field (security_context.run_as.*): each is refused"),
+    "security_context.run_as.iam_role": (
+        REFUSED,
+        "propeller takes the IAM role from the execution, never from the task template: it would be "
+        "dropped; give it to the execution, or annotate the service account in a pod template",
+    ),
+    "security_context.run_as.k8s_service_account": (
+        REFUSED,
+        "propeller takes the pods' service account from the execution (pyflyte run --service-account, "
+        "the launch plan), never from the task template: it would be dropped; to pin it, set "
+        f"serviceAccountName in the task's pod template ({_POD_TEMPLATE_HINT})",
+    ),
+    "security_context.run_as.oauth2_client": (
+        REFUSED,
+        "propeller's pod machinery reads no identity from the task template: it would be dropped; "
+        "request the client secret with secret_requests",
+    ),
+    "security_context.run_as.execution_identity": (
+        REFUSED,
+        "propeller labels the pods with the execution's identity, not the task template's: it would be dropped",
+    ),
+    "security_context.secrets": (
+        CARRIED,
+        "label inject-flyte-secrets and one flyte.secrets/s<i> annotation per secret on the job and every "
+        "pod, for propeller's secrets webhook",
+    ),
+    "security_context.secrets.group": (CARRIED, "in the secret's annotation"),
+    "security_context.secrets.group_version": (CARRIED, "in the secret's annotation"),
+    "security_context.secrets.key": (CARRIED, "in the secret's annotation"),
+    "security_context.secrets.mount_requirement": (CARRIED, "in the secret's annotation (a known MountType)"),
+    "security_context.secrets.env_var": (CARRIED, "in the secret's annotation"),
+    "security_context.tokens": (
+        REFUSED,
+        "propeller's pod machinery does not read OAuth2 token requests: they would be dropped; request "
+        "the credentials as secrets (secret_requests)",
+    ),
+}
+#: Messages whose set fields are looked up in FIELDS one by one.
+_WALKED = frozenset(
+    {
+        "metadata",
+        "container",
+        "k8s_pod",
+        "security_context",
+        "security_context.run_as",
+        "security_context.secrets",
+        "extended_resources",
+        "extended_resources.gpu_accelerator",
+        "extended_resources.shared_memory",
+    }
+)
+#: TaskTemplate.config keys and what they are (any other key is refused).
+_CONFIG_KEYS: Mapping[str, str] = {
+    PRIMARY_CONTAINER_KEY: CARRIED,
+    "link_type": ENGINE,  # flytekit's ClassDecorator (e.g. @vscode): the console's link
+    "port": ENGINE,  # the same decorator's port for that link
+}
+
+# --------------------------------------------------------------------------- propeller's own constants
+
 #: What the renderer sets on the training container itself; the rest of the primary container is kept.
 _RENDERED = frozenset({"name", "image", "command", "args", "env", "resources", "ports"})
+#: The GPU resource: flyteidl's GPU as the renderer writes it (flyteplugins' default gpu-resource-name).
+_GPU = RESOURCE_NAMES[ResourceName.GPU]
 #: flytekit writes a GPU request in a pod spec as "gpu" (ResourceName, lower-cased); Kubernetes' name.
-_POD_RESOURCE_NAMES = {"gpu": RESOURCE_NAMES[ResourceName.GPU]}
+_POD_RESOURCE_NAMES = {"gpu": _GPU}
+#: propeller's secrets webhook: the pod label it selects on, and the annotation prefix of each secret
+#: (flyteplugins' pluginmachinery/utils/secrets), the secret as proto text in base32 with this
+#: alphabet and no padding (pluginmachinery/encoding), at most 256 KiB each.
+_SECRETS_LABEL = ("inject-flyte-secrets", "true")
+_SECRET_ANNOTATION = "flyte.secrets/s"
+_SECRET_MAX = 256 * 1024
+_BASE32 = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", "abcdefghijklmnopqrstuvwxyz123456")
 _TEMPLATE_NAME = "flyteidl.core.TaskTemplate"
 _PYTORCH = "pytorch"
+
+#: The keyword options that state propeller's deployment configuration, and its keys (plugins.k8s).
+_PLATFORM_KEYS: Mapping[str, str] = {
+    "gpu_device_node_label": "gpu-device-node-label",
+    "gpu_partition_size_node_label": "gpu-partition-size-node-label",
+    "gpu_unpartitioned_node_selector_requirement": "gpu-unpartitioned-node-selector-requirement",
+    "gpu_unpartitioned_toleration": "gpu-unpartitioned-toleration",
+    "interruptible_tolerations": "interruptible-tolerations",
+    "interruptible_node_selector": "interruptible-node-selector",
+    "interruptible_node_selector_requirement": "interruptible-node-selector-requirement",
+    "non_interruptible_node_selector_requirement": "non-interruptible-node-selector-requirement",
+}
+#: flyteplugins v1.16.8's defaults of the two GPU node labels: named in errors, never assumed.
+_DEFAULT_DEVICE_LABEL = "k8s.amazonaws.com/accelerator"
+_DEFAULT_PARTITION_LABEL = "k8s.amazonaws.com/gpu-partition-size"
+_REQUIREMENT_KEYS = frozenset({"key", "operator", "values"})
+_TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 
 
 def _as_template(template: Any) -> Any:
@@ -143,6 +381,323 @@ def _as_template(template: Any) -> Any:
             "template", f"expected a {_TEMPLATE_NAME} (message or bytes), got {type(template).__name__}"
         )
     return template
+
+
+# --------------------------------------------------------------------------- the audit
+
+
+def _unknown_field(msg: Any, path: str) -> None:
+    from google.protobuf import unknown_fields
+
+    found = unknown_fields.UnknownFieldSet(msg)
+    if len(found):
+        where = f"{path}.{found[0].field_number}" if path else str(found[0].field_number)
+        raise ei.RenderError(
+            where,
+            f"field number {found[0].field_number} of {msg.DESCRIPTOR.full_name} is unknown to the installed "
+            "flyteidl: whether propeller carries it cannot be told, so it is not dropped silently; "
+            "install the flyteidl that wrote the template",
+        )
+
+
+def _audit(msg: Any, path: str = "", at: str = "") -> None:
+    """Refuse every set field FIELDS does not carry or leave to the engine; walk the messages it reads."""
+    _unknown_field(msg, at)
+    for fd, _ in msg.ListFields():
+        key = f"{path}.{fd.name}" if path else fd.name
+        where = f"{at}.{fd.name}" if at else fd.name
+        kind, why = FIELDS.get(key, ("", ""))
+        if not kind:
+            raise ei.RenderError(
+                where,
+                f"a field of {msg.DESCRIPTOR.full_name} this renderer does not know (flyteidl newer than the "
+                "1.16 line?): whether propeller carries it cannot be told, so it is not dropped silently",
+            )
+        if kind == REFUSED:
+            raise ei.RenderError(where, why)
+        if key not in _WALKED:
+            continue
+        value = getattr(msg, fd.name)
+        if fd.is_repeated:
+            for i, item in enumerate(value):
+                _audit(item, key, f"{where}[{i}]")
+        else:
+            _audit(value, key, where)
+
+
+def _check_config(tmpl: Any) -> None:
+    for key in sorted(tmpl.config):
+        if key not in _CONFIG_KEYS:
+            raise ei.RenderError(
+                f"config.{key}",
+                f"propeller's pytorch path reads only config['{PRIMARY_CONTAINER_KEY}'] (and the console "
+                f"reads {', '.join(k for k, v in _CONFIG_KEYS.items() if v == ENGINE)}): the key would be "
+                "ignored; remove it",
+            )
+
+
+def _check_data_config(tmpl: Any) -> None:
+    for target in ("container", "k8s_pod"):
+        if tmpl.HasField(target) and getattr(tmpl, target).data_config.enabled:
+            raise ei.RenderError(
+                f"{target}.data_config.enabled",
+                "Flyte CoPilot (raw-container data loading) adds an init container and a sidecar built from "
+                "propeller's co-pilot configuration, which a pure function does not have; a pytorch task "
+                "reads its inputs itself (pyflyte-execute): disable data_config",
+            )
+
+
+# --------------------------------------------------------------------------- propeller's deployment keys
+
+
+class _Platform:
+    """The keyword options that state propeller's deployment configuration, checked."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.given = {k for k, v in options.items() if v is not None}
+        self.device_label = _label_key("gpu_device_node_label", options["gpu_device_node_label"])
+        self.partition_label = _label_key("gpu_partition_size_node_label", options["gpu_partition_size_node_label"])
+        self.unpartitioned_requirement = _requirement(
+            "gpu_unpartitioned_node_selector_requirement", options["gpu_unpartitioned_node_selector_requirement"]
+        )
+        self.unpartitioned_toleration = _toleration(
+            "gpu_unpartitioned_toleration", options["gpu_unpartitioned_toleration"]
+        )
+        tolerations = options["interruptible_tolerations"]
+        if tolerations is not None and (isinstance(tolerations, (str, bytes)) or not isinstance(tolerations, Sequence)):
+            raise ei.RenderError("interruptible_tolerations", "expected a list of tolerations")
+        self.interruptible_tolerations: list[dict[str, Any]] = []
+        for i, item in enumerate(tolerations or []):
+            toleration = _toleration(f"interruptible_tolerations[{i}]", item)
+            if toleration is None:
+                raise ei.RenderError(f"interruptible_tolerations[{i}]", "expected a toleration, got None")
+            self.interruptible_tolerations.append(toleration)
+        selector = options["interruptible_node_selector"]
+        if selector is not None and not (
+            isinstance(selector, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in selector.items())
+        ):
+            raise ei.RenderError("interruptible_node_selector", "expected a mapping of label names to values")
+        self.interruptible_node_selector = dict(selector or {})
+        self.interruptible_requirement = _requirement(
+            "interruptible_node_selector_requirement", options["interruptible_node_selector_requirement"]
+        )
+        self.non_interruptible_requirement = _requirement(
+            "non_interruptible_node_selector_requirement", options["non_interruptible_node_selector_requirement"]
+        )
+
+    def interruptible_stated(self) -> bool:
+        return bool(
+            self.given
+            & {"interruptible_tolerations", "interruptible_node_selector", "interruptible_node_selector_requirement"}
+        )
+
+
+def _label_key(option: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ei.RenderError(option, f"expected a node label name such as {_DEFAULT_DEVICE_LABEL!r}")
+    return value
+
+
+def _fields_of(option: str, value: Any, allowed: frozenset[str], what: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ei.RenderError(option, f"expected a {what} as Kubernetes writes it, e.g. {{'key': ..., ...}}")
+    unknown = sorted(str(k) for k in value if k not in allowed)
+    if unknown:
+        raise ei.RenderError(f"{option}.{unknown[0]}", f"not a field of a {what} ({', '.join(sorted(allowed))})")
+    return copy.deepcopy(dict(value))
+
+
+def _requirement(option: str, value: Any) -> dict[str, Any] | None:
+    return _fields_of(option, value, _REQUIREMENT_KEYS, "node selector requirement")
+
+
+def _toleration(option: str, value: Any) -> dict[str, Any] | None:
+    return _fields_of(option, value, _TOLERATION_KEYS, "toleration")
+
+
+def _option_hint(*options: str) -> str:
+    return ", ".join(f"{o}=... (propeller's plugins.k8s {_PLATFORM_KEYS[o]})" for o in options)
+
+
+def _check_platform_needed(tmpl: Any, platform: _Platform) -> None:
+    """Refuse a field whose carrying depends on propeller's deployment configuration the caller did not state."""
+    meta = tmpl.metadata
+    if meta.WhichOneof("interruptible_value") and meta.interruptible and not platform.interruptible_stated():
+        raise ei.RenderError(
+            "metadata.interruptible",
+            "propeller schedules an interruptible task by its deployment's interruptible settings, which the "
+            "template does not hold: pass them, "
+            + _option_hint(
+                "interruptible_tolerations", "interruptible_node_selector", "interruptible_node_selector_requirement"
+            )
+            + " (interruptible_tolerations=[] when your propeller sets none)",
+        )
+    if not tmpl.HasField("extended_resources") or not tmpl.extended_resources.HasField("gpu_accelerator"):
+        return
+    acc = tmpl.extended_resources.gpu_accelerator
+    field = "extended_resources.gpu_accelerator"
+    if acc.device and platform.device_label is None:
+        raise ei.RenderError(
+            f"{field}.device",
+            "propeller selects the GPU device by a node label of its deployment (flyteplugins' default "
+            f"{_DEFAULT_DEVICE_LABEL}): pass " + _option_hint("gpu_device_node_label"),
+        )
+    which = acc.WhichOneof("partition_size_value")
+    if which == "partition_size" and platform.partition_label is None:
+        raise ei.RenderError(
+            f"{field}.partition_size",
+            "propeller selects the GPU partition by a node label of its deployment (flyteplugins' default "
+            f"{_DEFAULT_PARTITION_LABEL}): pass " + _option_hint("gpu_partition_size_node_label"),
+        )
+    if (
+        which == "unpartitioned"
+        and acc.unpartitioned
+        and platform.partition_label is None
+        and platform.unpartitioned_requirement is None
+    ):
+        raise ei.RenderError(
+            f"{field}.unpartitioned",
+            "propeller keeps an unpartitioned GPU off the nodes with a partition-size label of its deployment: "
+            "pass " + _option_hint("gpu_partition_size_node_label", "gpu_unpartitioned_node_selector_requirement"),
+        )
+
+
+def _add_required(spec: dict[str, Any], *requirements: Mapping[str, Any]) -> None:
+    """Add node selector requirements to every required term of the pod's node affinity (flytek8s'
+    AddRequiredNodeSelectorRequirements): terms are OR'd, so each one gets them; none: one new term."""
+    affinity = spec.setdefault("affinity", {})
+    node = affinity.setdefault("nodeAffinity", {})
+    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or []
+    if terms:
+        for term in terms:
+            term.setdefault("matchExpressions", []).extend(copy.deepcopy(list(requirements)))
+    else:
+        required["nodeSelectorTerms"] = [{"matchExpressions": copy.deepcopy(list(requirements))}]
+
+
+def _interruptible(spec: dict[str, Any], interruptible: bool, platform: _Platform) -> None:
+    """flytek8s' UpdatePod for the interruptible flag: tolerations first, node selector, required affinity."""
+    if interruptible:
+        if platform.interruptible_tolerations:
+            spec["tolerations"] = [*copy.deepcopy(platform.interruptible_tolerations), *spec.get("tolerations", [])]
+        if platform.interruptible_node_selector:
+            spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **platform.interruptible_node_selector}
+    requirement = platform.interruptible_requirement if interruptible else platform.non_interruptible_requirement
+    if requirement is not None:
+        _add_required(spec, requirement)
+
+
+def _requests_gpu(spec: Mapping[str, Any]) -> bool:
+    return any(
+        _GPU in (c.get("resources", {}).get(kind) or {})
+        for c in spec.get("containers", [])
+        for kind in ("limits", "requests")
+    )
+
+
+def _gpu_accelerator(spec: dict[str, Any], acc: Any, platform: _Platform) -> bool:
+    """flytek8s' ApplyGPUNodeSelectors on one pod; False when no container requests a GPU (nothing applied)."""
+    if not _requests_gpu(spec):
+        return False
+    tolerations: list[dict[str, Any]] = []
+    if acc.device:
+        label = platform.device_label
+        _add_required(spec, {"key": label, "operator": "In", "values": [acc.device]})
+        tolerations.append({"key": label, "value": acc.device, "operator": "Equal", "effect": "NoSchedule"})
+    which = acc.WhichOneof("partition_size_value")
+    requirement: dict[str, Any] | None = None
+    toleration: dict[str, Any] | None = None
+    if which == "unpartitioned" and acc.unpartitioned:
+        requirement = platform.unpartitioned_requirement or {
+            "key": platform.partition_label,
+            "operator": "DoesNotExist",
+        }
+        toleration = platform.unpartitioned_toleration
+    elif which == "partition_size":
+        label = platform.partition_label
+        requirement = {"key": label, "operator": "In", "values": [acc.partition_size]}
+        toleration = {"key": label, "value": acc.partition_size, "operator": "Equal", "effect": "NoSchedule"}
+    if requirement is not None:
+        _add_required(spec, requirement)
+    if toleration is not None:
+        tolerations.append(copy.deepcopy(toleration))
+    if tolerations:
+        spec["tolerations"] = [*spec.get("tolerations", []), *tolerations]
+    return True
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+def _quoted(text: str) -> str:
+    """A string as golang/protobuf's text marshaler quotes it (byte by byte; octal outside printable ASCII)."""
+    out = []
+    for byte in text.encode("utf-8"):
+        char = chr(byte)
+        if char in '\n\r\t"\\':
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"', "\\": "\\\\"}[char])
+        elif 0x20 <= byte < 0x7F:
+            out.append(char)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def _secret_text(secret: Any) -> str:
+    """proto.MarshalTextString of a flyteidl Secret (the form propeller writes): set fields in order, one a line."""
+    lines = []
+    for fd in secret.DESCRIPTOR.fields:
+        value = getattr(secret, fd.name)
+        if not value:
+            continue
+        if fd.enum_type is not None:
+            lines.append(f"{fd.name}: {fd.enum_type.values_by_number[value].name}\n")
+        else:
+            lines.append(f"{fd.name}: {_quoted(value)}\n")
+    return "".join(lines)
+
+
+def _secrets(tmpl: Any) -> dict[str, str]:
+    """The annotations propeller writes for the template's secrets (flyteplugins' MarshalSecretsToMapStrings)."""
+    out: dict[str, str] = {}
+    for i, secret in enumerate(tmpl.security_context.secrets):
+        field = f"security_context.secrets[{i}]"
+        mount = secret.DESCRIPTOR.fields_by_name["mount_requirement"].enum_type
+        if secret.mount_requirement not in mount.values_by_number:
+            raise ei.RenderError(
+                f"{field}.mount_requirement",
+                f"{secret.mount_requirement} is no {mount.full_name} "
+                f"({', '.join(v.name for v in mount.values)}); propeller refuses it",
+            )
+        encoded = base64.b32encode(_secret_text(secret).encode()).decode().rstrip("=").translate(_BASE32)
+        if len(encoded) > _SECRET_MAX:
+            raise ei.RenderError(
+                field, f"the encoded secret has {len(encoded)} bytes; an annotation holds {_SECRET_MAX}"
+            )
+        out[f"{_SECRET_ANNOTATION}{i}"] = encoded
+    return out
+
+
+def _merged(
+    field: str, under: Mapping[str, str], caller: Mapping[str, str] | None, over: Mapping[str, str]
+) -> dict[str, str]:
+    """``under``, then the caller's, then ``over`` (what the renderer writes); a caller's key ``over`` sets otherwise is refused."""
+    caller = dict(caller or {})
+    for key, value in over.items():
+        if key in caller and caller[key] != value:
+            raise ei.RenderError(
+                f"{field}.{key}", f"the template's secrets need {value!r} here (propeller's secrets webhook)"
+            )
+    return {**under, **caller, **over}
+
+
+# --------------------------------------------------------------------------- the pod
 
 
 def _resources_of(resources: Any) -> dict[str, dict[str, str]]:
@@ -208,10 +763,28 @@ def _from_container(tmpl: Any) -> _Source:
     return src
 
 
+def _primary_name(tmpl: Any) -> str:
+    name = tmpl.config.get(PRIMARY_CONTAINER_KEY)
+    if not name:
+        raise ei.RenderError(
+            f"config.{PRIMARY_CONTAINER_KEY}",
+            "a k8s_pod template names its primary container in its config (flytekit writes it); "
+            "propeller refuses a template without it",
+        )
+    field_name = tmpl.k8s_pod.primary_container_name
+    if field_name and field_name != name:
+        raise ei.RenderError(
+            "k8s_pod.primary_container_name",
+            f"{field_name!r}, but config['{PRIMARY_CONTAINER_KEY}'] says {name!r} and propeller reads only the "
+            "config: make them the same, or leave this field empty (flytekit does)",
+        )
+    return str(name)
+
+
 def _from_pod(tmpl: Any) -> _Source:
     spec = json_format.MessageToDict(tmpl.k8s_pod.pod_spec)
     _check_fields(spec, POD_SPEC_FIELDS, "k8s_pod.pod_spec", "pod spec")
-    primary_name = tmpl.config.get(PRIMARY_CONTAINER_KEY) or PRIMARY_CONTAINER_DEFAULT
+    primary_name = _primary_name(tmpl)
     containers = spec.get("containers") or []
     primaries = [c for c in containers if isinstance(c, Mapping) and c.get("name") == primary_name]
     if len(primaries) != 1:
@@ -223,7 +796,7 @@ def _from_pod(tmpl: Any) -> _Source:
     field = f"k8s_pod.pod_spec.containers[{primary_name}]"
     _check_fields(primary, CONTAINER_FIELDS, field, "container")
     src = _Source()
-    src.image = str(primary.get("image") or tmpl.container.image or "")
+    src.image = str(primary.get("image") or "")
     src.command = [str(a) for a in primary.get("command") or []]
     src.args = [str(a) for a in primary.get("args") or []]
     for i, item in enumerate(primary.get("env") or []):
@@ -250,18 +823,30 @@ def _from_pod(tmpl: Any) -> _Source:
     return src
 
 
-def _shared_memory(tmpl: Any, src: _Source) -> None:
-    """``extended_resources.shared_memory``: an emptyDir(Memory) volume and its mount, as propeller adds them."""
-    if not tmpl.HasField("extended_resources") or not tmpl.extended_resources.HasField("shared_memory"):
-        return
-    shm = tmpl.extended_resources.shared_memory
-    name = shm.mount_name or "flyte-shared-memory"
-    path = shm.mount_path or "/dev/shm"
+def _shared_memory(spec: dict[str, Any], shm: Any) -> None:
+    """flytek8s' ApplySharedMemory: an emptyDir(Memory) volume, mounted in the training container."""
+    field = "extended_resources.shared_memory"
+    if not shm.mount_name:
+        raise ei.RenderError(f"{field}.mount_name", "is empty; propeller refuses a shared memory without a name")
+    if not shm.mount_path:
+        raise ei.RenderError(f"{field}.mount_path", "is empty; propeller refuses a shared memory without a path")
+    if any(v.get("name") == shm.mount_name for v in spec.get("volumes", [])):
+        raise ei.RenderError(f"{field}.mount_name", f"the pod already has a volume named {shm.mount_name!r}")
+    container = spec["containers"][0]
+    for mount in container.get("volumeMounts", []):
+        if mount.get("name") == shm.mount_name:
+            raise ei.RenderError(f"{field}.mount_name", f"the primary container already mounts {shm.mount_name!r}")
+        if mount.get("mountPath") == shm.mount_path:
+            raise ei.RenderError(f"{field}.mount_path", f"the primary container already mounts {shm.mount_path!r}")
     empty_dir: dict[str, Any] = {"medium": "Memory"}
     if shm.size_limit:
+        try:
+            parse_quantity(shm.size_limit)
+        except ValueError as exc:
+            raise ei.RenderError(f"{field}.size_limit", str(exc)) from None
         empty_dir["sizeLimit"] = shm.size_limit
-    src.pod_fields.setdefault("volumes", []).append({"name": name, "emptyDir": empty_dir})
-    src.container_extra.setdefault("volumeMounts", []).append({"name": name, "mountPath": path})
+    spec.setdefault("volumes", []).append({"name": shm.mount_name, "emptyDir": empty_dir})
+    container.setdefault("volumeMounts", []).append({"name": shm.mount_name, "mountPath": shm.mount_path})
 
 
 def render_pytorchjob_from_template(
@@ -271,8 +856,26 @@ def render_pytorchjob_from_template(
     namespace: str = "default",
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
+    gpu_device_node_label: str | None = None,
+    gpu_partition_size_node_label: str | None = None,
+    gpu_unpartitioned_node_selector_requirement: Mapping[str, Any] | None = None,
+    gpu_unpartitioned_toleration: Mapping[str, Any] | None = None,
+    interruptible_tolerations: Sequence[Mapping[str, Any]] | None = None,
+    interruptible_node_selector: Mapping[str, str] | None = None,
+    interruptible_node_selector_requirement: Mapping[str, Any] | None = None,
+    non_interruptible_node_selector_requirement: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Kubeflow ``PyTorchJob`` for a serialized Flyte task template (see the module docs). Pure.
+
+    The ``gpu_*`` and ``*interruptible*`` options are the keys of propeller's deployment
+    configuration (``plugins.k8s``, named in brackets below) through which propeller carries
+    ``extended_resources.gpu_accelerator`` and ``metadata.interruptible`` into the pods. A
+    deployment may set any label there, so they have no default: a template whose accelerator
+    or interruptible flag needs one that is not given is refused (a RenderError naming the field
+    and the option), never rendered with a guessed label. flyteplugins v1.16.8's own defaults are
+    ``gpu_device_node_label="k8s.amazonaws.com/accelerator"``,
+    ``gpu_partition_size_node_label="k8s.amazonaws.com/gpu-partition-size"`` and no
+    interruptible settings (``interruptible_tolerations=[]``).
 
     Args:
         template: A flyteidl ``TaskTemplate`` message, its serialized bytes, or flytekit's
@@ -281,6 +884,24 @@ def render_pytorchjob_from_template(
         namespace: Kubernetes namespace.
         labels: Labels of the job and of every pod template (the template's pod labels are added).
         annotations: Annotations of the job and of every pod template (likewise).
+        gpu_device_node_label: The node label whose value is the GPU device
+            (``gpu-device-node-label``): node affinity ``In [device]`` and a NoSchedule toleration.
+        gpu_partition_size_node_label: The node label of the GPU partition size
+            (``gpu-partition-size-node-label``): ``In [size]`` and a toleration for a partition,
+            ``DoesNotExist`` for an unpartitioned GPU.
+        gpu_unpartitioned_node_selector_requirement: Replaces that ``DoesNotExist``
+            (``gpu-unpartitioned-node-selector-requirement``), as Kubernetes writes a
+            NodeSelectorRequirement.
+        gpu_unpartitioned_toleration: The toleration of an unpartitioned GPU
+            (``gpu-unpartitioned-toleration``).
+        interruptible_tolerations: Tolerations of an interruptible task's pods, before the pod's
+            own (``interruptible-tolerations``).
+        interruptible_node_selector: Node selector labels of an interruptible task's pods, over the
+            pod's own (``interruptible-node-selector``).
+        interruptible_node_selector_requirement: Required node affinity of an interruptible task's
+            pods (``interruptible-node-selector-requirement``).
+        non_interruptible_node_selector_requirement: Required node affinity of every other task's
+            pods (``non-interruptible-node-selector-requirement``).
 
     Returns:
         The PyTorchJob as a plain dict, valid against the operator's CRD.
@@ -288,7 +909,8 @@ def render_pytorchjob_from_template(
     Raises:
         DecodeError: The bytes are not a TaskTemplate, or its custom is not a task.
         RenderError: Not a ``pytorch`` template, no primary container, a field the CRD
-            cannot hold, or anything :func:`elastic_idl.render_pytorchjob` refuses.
+            cannot hold, a template field refused (:data:`FIELDS`), one that needs an option
+            not given, a bad option, or anything :func:`elastic_idl.render_pytorchjob` refuses.
         ValidationError: The task breaks a rule.
         UnsupportedVersionError: task_type_version is not 0 or 1.
     """
@@ -300,9 +922,30 @@ def render_pytorchjob_from_template(
         )
     if not tmpl.HasField("custom"):
         raise ei.RenderError("custom", "a pytorch template carries the task in its custom; it is empty")
+    _audit(tmpl)
+    _check_config(tmpl)
+    _check_data_config(tmpl)
+    target = tmpl.WhichOneof("target")
+    if target is None:
+        raise ei.RenderError("container", "the template has no target (container or k8s_pod): nothing to run")
+    platform = _Platform(
+        {
+            "gpu_device_node_label": gpu_device_node_label,
+            "gpu_partition_size_node_label": gpu_partition_size_node_label,
+            "gpu_unpartitioned_node_selector_requirement": gpu_unpartitioned_node_selector_requirement,
+            "gpu_unpartitioned_toleration": gpu_unpartitioned_toleration,
+            "interruptible_tolerations": interruptible_tolerations,
+            "interruptible_node_selector": interruptible_node_selector,
+            "interruptible_node_selector_requirement": interruptible_node_selector_requirement,
+            "non_interruptible_node_selector_requirement": non_interruptible_node_selector_requirement,
+        }
+    )
+    _check_platform_needed(tmpl, platform)
     custom = json_format.MessageToDict(tmpl.custom)
-    src = _from_pod(tmpl) if tmpl.HasField("k8s_pod") else _from_container(tmpl)
-    _shared_memory(tmpl, src)
+    src = _from_pod(tmpl) if target == "k8s_pod" else _from_container(tmpl)
+    secrets = _secrets(tmpl)
+    secret_labels = dict([_SECRETS_LABEL]) if secrets else {}
+    job_meta = tmpl.metadata.metadata
     options = ei.JobOptions(
         name=name,
         image=src.image,
@@ -310,13 +953,43 @@ def render_pytorchjob_from_template(
         command=src.command,
         args=src.args,
         resources=src.resources or None,
-        labels=labels,
-        annotations=annotations,
+        labels=_merged("labels", job_meta.labels, labels, secret_labels),
+        annotations=_merged("annotations", job_meta.annotations, annotations, secrets),
         env=src.env,
     )
     job = ei.render_pytorchjob(custom, options, task_type_version=tmpl.task_type_version)
+    # metadata.metadata is the job object's only (propeller's plugin manager): off the pods again.
+    job_only = {
+        "labels": set(job_meta.labels) - set(labels or {}) - set(secret_labels),
+        "annotations": set(job_meta.annotations) - set(annotations or {}) - set(secrets),
+    }
+    interruptible = bool(tmpl.metadata.interruptible)
+    extended = tmpl.extended_resources
+    accelerated = False
     for replica in job["spec"]["pytorchReplicaSpecs"].values():
-        _merge_pod(replica["template"], src)
+        pod = replica["template"]
+        for key, drop in job_only.items():
+            kept = {k: v for k, v in pod.get("metadata", {}).get(key, {}).items() if k not in drop}
+            if kept:
+                pod["metadata"][key] = kept
+            elif key in pod.get("metadata", {}):
+                del pod["metadata"][key]
+        if "metadata" in pod and not pod["metadata"]:
+            del pod["metadata"]
+        _merge_pod(pod, src)
+        # propeller's order (flytek8s.ApplyFlytePodConfiguration): UpdatePod, then the extended resources.
+        spec = pod["spec"]
+        _interruptible(spec, interruptible, platform)
+        if extended.HasField("gpu_accelerator"):
+            accelerated = _gpu_accelerator(spec, extended.gpu_accelerator, platform) or accelerated
+        if extended.HasField("shared_memory"):
+            _shared_memory(spec, extended.shared_memory)
+    if extended.HasField("gpu_accelerator") and not accelerated:
+        raise ei.RenderError(
+            "extended_resources.gpu_accelerator",
+            f"no replica's pods request a GPU ({_GPU}), and propeller applies the accelerator only to pods "
+            "that do: it would be dropped; request a GPU (@task(limits=Resources(gpu=...))) or remove the accelerator",
+        )
     return job
 
 

@@ -11,6 +11,9 @@ Two ways in, one object (:class:`TaskEntry`):
   (raw-output prefix, checkpoint paths), and the worker builds a flytekit
   context the way ``pyflyte-execute`` does (``setup_execution``) before calling it.
 
+Either way the task's checkpoint restores from what an earlier worker group of this Flyte
+attempt saved, when there is such a thing (:mod:`._checkpoint`).
+
 A worker that raises ``FlyteRecoverableException`` (or a subclass) leaves a
 marker for its (attempt, rank) in a directory the agent owns, so the agent can
 tell flytekit a recoverable root cause from a user error.
@@ -75,11 +78,15 @@ class TaskEntry:
         return (_rebuild, (payload, self._marker_dir, self._context, self.__name__))
 
     def __call__(self) -> WorkerResult:
+        from elastic_idl.flytekit._checkpoint import this_attempts_checkpoint
+
+        dest, prev = self._context.get("checkpoint_path"), self._context.get("prev_checkpoint")
         if not self._fresh_context:
-            return self._run()
+            with this_attempts_checkpoint(dest, prev):
+                return self._run()
         from flytekit.bin.entrypoint import setup_execution
 
-        with setup_execution(**self._context):
+        with setup_execution(**self._context), this_attempts_checkpoint(dest, prev):
             return self._run()
 
     def _run(self) -> WorkerResult:

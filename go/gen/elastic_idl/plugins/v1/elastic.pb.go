@@ -269,8 +269,8 @@ func (StdStreams) EnumDescriptor() ([]byte, []int) {
 // is an elastic-idl extension that upstream leaves off the wire. Extensions are
 // numbered from 100 so that a field upstream adds later (6, 7, ...) can never
 // collide with ours. A reader that only knows upstream keeps the extensions as
-// unknown fields in the binary form; see the README's version-skew table for
-// the JSON form.
+// unknown fields in the binary form; see the version-skew table (docs/skew.md)
+// for the JSON form.
 //
 // The checklist for the extensions is torch's `LaunchConfig` and the flags of
 // `torchrun`. Knobs that are deliberately not here, and why:
@@ -326,7 +326,7 @@ type ElasticConfig struct {
 	// `PET_NPROC_PER_NODE`; the launcher resolves it to a number on the node.
 	NprocPolicy NprocPolicy `protobuf:"varint,100,opt,name=nproc_policy,json=nprocPolicy,proto3,enum=elastic_idl.plugins.v1.NprocPolicy" json:"nproc_policy,omitempty"`
 	// How the launcher starts worker processes. Unspecified means the launcher's
-	// default (elastic-idl's launcher: see the README, "Start methods").
+	// default (elastic-idl's launcher: see docs/guide/launching.md, "Start methods").
 	// Maps to `LaunchConfig.start_method`, torchrun `--start-method`.
 	StartMethod StartMethod `protobuf:"varint,101,opt,name=start_method,json=startMethod,proto3,enum=elastic_idl.plugins.v1.StartMethod" json:"start_method,omitempty"`
 	// How often the agent checks its workers' health. Range > 0, at most 1 hour.
