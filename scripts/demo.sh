@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's main command (`make demo`): decode, validate and render the example
+# The main command of README.md (`make demo`): decode, validate and render the example
 # task, then train a small DDP model on 2 local CPU workers through our launcher.
 # With --fail-once it also shows a worker failing and the restart resuming from
 # the checkpoint. Expects the venv `make venv` builds.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks that the Go submodules build for a consumer, outside the workspace: a
 # throwaway module requires go/kubeflow and go/flyteplugin at the release
-# version (README, "Releasing the Go modules"), with GOWORK=off and
+# version (docs/guide/go-backend.md, "Releasing the Go modules"), with GOWORK=off and
 # GOFLAGS=-mod=mod, replacing the three elastic-idl modules by this checkout (as
 # `go get` of the tags would fetch them) and carrying the flyte replaces a
 # flyteplugins consumer has. It builds a program importing both and vets it.

@@ -105,8 +105,8 @@ class ElasticConfig(betterproto.Message):
      is an elastic-idl extension that upstream leaves off the wire. Extensions are
      numbered from 100 so that a field upstream adds later (6, 7, ...) can never
      collide with ours. A reader that only knows upstream keeps the extensions as
-     unknown fields in the binary form; see the README's version-skew table for
-     the JSON form.
+     unknown fields in the binary form; see the version-skew table (docs/skew.md)
+     for the JSON form.
 
      The checklist for the extensions is torch's `LaunchConfig` and the flags of
      `torchrun`. Knobs that are deliberately not here, and why:
@@ -179,7 +179,7 @@ class ElasticConfig(betterproto.Message):
     start_method: "StartMethod" = betterproto.enum_field(101)
     """
     How the launcher starts worker processes. Unspecified means the launcher's
-     default (elastic-idl's launcher: see the README, "Start methods").
+     default (elastic-idl's launcher: see docs/guide/launching.md, "Start methods").
      Maps to `LaunchConfig.start_method`, torchrun `--start-method`.
     """
 
