@@ -12,6 +12,7 @@ MAKEFLAGS += --no-builtin-rules
 PYTHON ?= python3
 VENV := .venv
 GEN_VENV := .venv-gen
+DOCS_VENV := .venv-docs
 PY := $(VENV)/bin/python
 BUF := $(GEN_VENV)/bin/buf
 # The committed image of the released schema that `buf breaking` compares against.
@@ -21,23 +22,27 @@ LINT_PATHS := src tests bench scripts cluster
 hash = $(shell sha256sum $(1) | cut -c1-16)
 DEV_STAMP := $(VENV)/.stamp-dev-$(call hash,requirements/dev.txt)
 GEN_STAMP := $(GEN_VENV)/.stamp-gen-$(call hash,requirements/gen.txt)
+DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 
 .PHONY: help test checks venv venv-dev venv-gen devtree gen check-gen lint fmt typecheck buf-lint buf-breaking \
-	pytest go-toolchain go-check baseline bench chaos demo wheel clean \
+	pytest go-toolchain go-check baseline bench chaos demo wheel docs docs-serve venv-docs chromium clean \
 	cluster-build cluster-up cluster-down cluster-test
 
 ## make help          this list (also what a bare `make` prints)
 ## make test          set up whatever is missing, then run every check (CI runs this: .ci/run)
 ## make demo          set up whatever is missing, then validate, render and train the demo
-## make wheel         build the wheel into dist/ with the pinned backend (install: README, "Install")
+## make docs          the documentation site into build/site (mkdocs build --strict; .venv-docs)
+## make docs-serve    the site at http://127.0.0.1:8000/ (DOCS_PORT), rebuilt as you edit (mkdocs serve, loopback only)
+## make chromium      Debian's chromium (apt-get, as root) for tests/test_docs_browser.py; nothing when installed
+## make wheel         build the wheel into dist/ with the pinned backend (install: docs/guide/flytekit.md)
 ## make venv          only the setup: .venv (tests, runtime) and .venv-gen (the code generators)
 ## make lint / fmt    ruff check and format check / apply ruff fixes and formatting, buf format
 ## make typecheck     mypy --strict on src/elastic_idl
 ## make gen           regenerate gen/, go/gen/ and the Go tables; make check-gen fails when they are stale
 ## make go-check      gofmt -l, go mod verify, go vet, staticcheck, go test -race of go/
 ## make bench         the benchmarks, shortened (bench/README.md has the full-length commands)
-## make chaos         the fault-injection matrix, 27.8 minutes measured at CHAOS_JOBS=4 (bench/README.md, "Chaos")
-## make cluster-up    a Kubernetes control plane on this machine (README, "A cluster on one machine"); cluster-down stops it
+## make chaos         the fault matrix on the one-machine cluster; 190 of its 210 runs took 50.2 minutes at CHAOS_JOBS=4 (bench/README.md, "Chaos on the cluster")
+## make cluster-up    a Kubernetes control plane on this machine (docs/guide/cluster.md); cluster-down stops it
 ## make cluster-test  every cluster test, the long ones too (make test runs the short ones)
 ## make clean         remove build/, dist/ and the tool caches
 help:
@@ -65,8 +70,13 @@ $(DEV_STAMP): requirements/dev.txt
 $(GEN_STAMP): requirements/gen.txt
 	$(call make_venv,$(GEN_VENV),requirements/gen.txt,$@)
 
+# The documentation site's tools (MkDocs, Material, mkdocstrings): a venv of their own, not in `make venv`.
+$(DOCS_STAMP): requirements/docs.txt
+	$(call make_venv,$(DOCS_VENV),requirements/docs.txt,$@)
+
 venv-dev: $(DEV_STAMP)
 venv-gen: $(GEN_STAMP)
+venv-docs: $(DOCS_STAMP)
 venv: venv-dev venv-gen
 
 # The checkout as the package the wheel installs (symlinks, see the script).
@@ -79,6 +89,17 @@ $(VENV)/bin/elastic-idl: | venv-dev
 	printf '%s\n' '#!$(abspath $(PY))' 'import sys' 'from elastic_idl.cli import main' \
 		'sys.exit(main())' > $@
 	chmod +x $@
+
+# Headless Chromium for tests/test_docs_browser.py, Debian's package: nothing to do when it is on
+# PATH; as root apt-get installs it (apt-get update first only if the install fails); otherwise one
+# line says so and the test fails, saying what is missing.
+chromium:
+	@if command -v chromium >/dev/null; then exit 0; fi; \
+	if [[ $$(id -u) != 0 ]]; then echo "chromium is missing: as root, apt-get install chromium"; exit 0; fi; \
+	echo "== installing chromium (apt-get)"; export DEBIAN_FRONTEND=noninteractive; \
+	apt-get install -y -q --no-install-recommends chromium >/dev/null || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium >/dev/null; }; \
+	chromium --version 2>/dev/null
 
 # ---------------------------------------------------------------- Go toolchain
 
@@ -129,8 +150,10 @@ buf-lint: venv-gen
 buf-breaking: venv-gen
 	$(BUF) breaking --against $(BASELINE)
 
-pytest: devtree venv-gen
-	$(PY) -m pytest
+# ELASTIC_IDL_DOCS=run: tests/test_docs.py builds the site (.venv-docs) and fails rather than skips without it;
+# tests/test_docs_browser.py opens it in headless chromium, likewise.
+pytest: devtree venv-gen venv-docs chromium
+	ELASTIC_IDL_DOCS=run $(PY) -m pytest
 
 # gofmt, go mod verify, go vet, staticcheck and go test of the three Go modules
 # (GO_MODULES; go/go.work joins them for development; tests/test_go.py runs the
@@ -161,7 +184,7 @@ go-check:
 
 # Setup stops at the first error; the checks all run (-k) so that one report
 # shows every failing gate.
-test: venv devtree
+test: venv venv-docs devtree
 	@go=run; $(GO_TOOL) ensure || { rc=$$?; [[ $$rc == 3 ]] || exit $$rc; go=skip; }; \
 	$(MAKE) --no-print-directory -k checks ELASTIC_IDL_GO=$$go
 	@echo "make test: all checks passed"
@@ -170,7 +193,7 @@ checks: lint typecheck buf-lint buf-breaking check-gen go-check pytest
 
 # ---------------------------------------------------------------- other
 
-# Cut a new baseline when a schema version is released (see README, Development).
+# Cut a new baseline when a schema version is released (see docs/guide/development.md).
 baseline: venv-gen
 	$(BUF) build --exclude-source-info -o $(BASELINE)
 	@echo "wrote $(BASELINE): commit it with the release"
@@ -185,13 +208,17 @@ bench: devtree
 	if $(GO_TOOL) present; then $(PY) bench/bench_go.py --rounds 3; \
 	else echo "bench_go.py did not run: no Go toolchain (make go-toolchain)"; fi
 
-# The chaos matrix (bench/chaos.py): every fault class, 20 runs with our pod entrypoint and 10
-# with stock torchrun as the pod command, the rendered defaults; results in bench/README.md ("Chaos").
-# CHAOS_JOBS runs at a time (2 pods each; the pods mostly wait, so 4 fit on 2 cores), stock torchrun's long
-# runs first; its duration is the one bench/README.md measured (also in the help above).
+# The chaos matrix on the one-machine cluster (bench/chaos_cluster.py): the 14 fault classes, 10 runs
+# with our pod entrypoint and 5 with stock torchrun as the pod command, the renderer's default restart
+# policy; each run appends to bench/results/chaos-cluster.json (a second `make chaos` runs only what is
+# missing: delete the file, or pass --redo, to start over) and the table goes to
+# bench/results/chaos-cluster.md. It starts its own cluster (build/cluster-chaos, CHAOS_JOBS x 3 Nodes)
+# and stops it, under the machine's cluster lock. CHAOS_JOBS runs at a time, each on 3 Nodes of its
+# own; its duration is the one bench/README.md measured (also in the help above).
 CHAOS_JOBS ?= 4
+CLUSTER_LOCK ?= /var/lock/elastic-idl-cluster.lock
 chaos: devtree
-	$(PY) bench/chaos.py --runs 20 --torchrun-runs 10 --jobs $(CHAOS_JOBS) --json build/chaos.json
+	flock $(CLUSTER_LOCK) $(PY) bench/chaos_cluster.py --runs 10 --torchrun-runs 5 --jobs $(CHAOS_JOBS)
 
 demo: venv devtree
 	@if [ -x scripts/demo.sh ]; then scripts/demo.sh $(ARGS); \
@@ -199,7 +226,7 @@ demo: venv devtree
 
 # ---------------------------------------------------------------- the one-machine cluster
 
-# A real control plane on this machine (README, "A cluster on one machine"): binaries built once
+# A real control plane on this machine (docs/guide/cluster.md): binaries built once
 # per version into ~/.cache/elastic-idl (cluster/build.sh), state in CLUSTER_DIR (build/cluster).
 # `cluster-up` ends with `export KUBECTL=...` and `export KUBECONFIG=...`. Root only.
 cluster-build:
@@ -211,17 +238,35 @@ cluster-up: devtree
 cluster-down: venv-dev
 	$(PY) cluster/cluster.py down
 
-# Every cluster test (tests/test_cluster.py), the long ones too; `make test` runs the short ones
-# (README, "A cluster on one machine").
+# Every cluster test (tests/test_cluster.py, tests/test_cluster_flytekit.py), the long ones too;
+# `make test` runs the short ones (docs/guide/cluster.md).
 cluster-test: devtree
-	$(PY) -m pytest -m cluster tests/test_cluster.py
+	$(PY) -m pytest -m cluster tests/test_cluster.py tests/test_cluster_flytekit.py
 
-# The wheel users install (README, "Install"): built by the backend pyproject.toml pins
+# The wheel users install (docs/guide/flytekit.md, "Install"): built by the backend pyproject.toml pins
 # (hatchling, in .venv from requirements/dev.txt), without build isolation, so no index is needed.
 wheel: venv-dev
 	rm -f dist/elastic_idl-*.whl
 	$(PY) -m build --wheel --no-isolation --outdir dist .
 	@ls -l dist/elastic_idl-*.whl
+
+# The site (mkdocs.yml): the reference pages and the charts are regenerated from the code and
+# bench/results/ first (commit them: tests/test_docs.py fails when they are stale), then built with
+# --strict, so a broken link, a missing reference or any warning fails. Mermaid comes from the npm
+# cache (requirements/docs-npm.txt; fetched once with npm pack), never from a CDN.
+docs: devtree venv-docs
+	$(PY) scripts/docs_gen.py
+	$(PY) scripts/docs_charts.py
+	$(DOCS_VENV)/bin/mkdocs build --strict --quiet
+	@echo "site: build/site/index.html"
+
+# Read the site in a browser: its pages link to folders (quickstart/ml-engineer/), which a file://
+# URL shows as a listing, so it is served, on loopback only.
+DOCS_PORT ?= 8000
+docs-serve: devtree venv-docs
+	$(PY) scripts/docs_gen.py
+	$(PY) scripts/docs_charts.py
+	$(DOCS_VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -788,3 +788,13 @@ def test_convert_allow_loss_is_a_flag_of_upstream_and_warns_in_one_line() -> Non
     )
     alone = cli("convert", str(DEMO), "--to", "json", "--allow-loss")
     assert alone.returncode == 2 and b"--allow-loss applies only with --upstream" in alone.stderr
+
+
+def test_python_dash_m_elastic_idl_is_the_command_line() -> None:
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=60, check=False)
+
+    module, cli = run("-m", "elastic_idl", "--version"), run("-m", "elastic_idl.cli", "--version")
+    assert (module.returncode, module.stdout) == (cli.returncode, cli.stdout) == (0, f"elastic-idl {ei.__version__}\n")
+    bad = run("-m", "elastic_idl", "validate", "--no-such-flag")
+    assert bad.returncode == 2 and bad.stderr.startswith("usage: elastic-idl validate")

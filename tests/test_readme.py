@@ -1,9 +1,15 @@
-"""README.md runs as written: its Python blocks, its command lines, the names it uses.
+"""README.md and the pages its chapters moved to run as written: their Python blocks, their command
+lines, the names they use.
+
+The pages (``PAGES``): README.md, the site's front page, its guides (docs/guide/) and the reference
+pages written by hand (docs/reference/ schema, env, torchrun, security); the quickstarts are
+tests/test_docs.py's, the generated reference pages scripts/docs_gen.py's.
 
 - Every ```python block runs, from the repository root, in a fresh interpreter (as pasted
-  into ``python`` there). The blocks of one ``## `` section run in order in one interpreter,
-  so a block may use what an earlier block of its section defined; helpers are defined in
-  the text, never here.
+  into ``python`` there). The blocks of one unit run in order in one interpreter, so a block may
+  use what an earlier block of its unit defined; helpers are defined in the text, never here. A
+  unit is a ``## `` section of README.md, and a whole page of the site (each guide page was one
+  README chapter, whose blocks shared an interpreter).
 - Every line of a ```sh block that calls ``elastic-idl`` or ``python -m elastic_idl...``
   runs (with ``.venv/bin`` first on PATH) and must exit 0. Any other line, and any block
   in another language, must be exempted below by name, with the reason.
@@ -16,22 +22,35 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import elastic_idl
+from markdown_blocks import RUNS, Block, blocks
+from markdown_blocks import command as _command
+from markdown_blocks import reader_env as _env
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-#: Seconds a section's Python or one command line may take (the launch section trains twice).
+DOCS = ROOT / "docs"
+GUIDE = DOCS / "guide"
+#: The site's pages that hold what the README held (the README's chapters, moved in issue 23).
+PAGES = [
+    README,
+    DOCS / "index.md",
+    *sorted(GUIDE.glob("*.md")),
+    *(DOCS / "reference" / name for name in ("schema.md", "env.md", "torchrun.md", "security.md")),
+]
+#: Seconds a unit's Python or one command line may take (the launch page trains twice).
 TIMEOUT = 300
 
 #: Shell lines that do not run here (the command, without its trailing comment) -> why.
 EXEMPT_LINES: dict[str, str] = {
     "make demo": "sets up both venvs and trains for seconds; scripts/demo.sh is what it runs",
     "make test": "runs every check, this test suite included: it cannot run inside itself",
+    "make docs": "builds the site; tests/test_docs.py builds it the same way (mkdocs build --strict)",
+    "make docs-serve": "serves until Ctrl-C; tests/test_docs.py starts it on a free port, reads a page, stops it",
     ".venv/bin/pytest tests/test_contract.py tests/test_skew.py tests/test_contract_fuzz.py -q": (
         "runs part of this test suite, which runs those files itself"
     ),
@@ -56,81 +75,66 @@ EXEMPT_LINES: dict[str, str] = {
         "needs the reader's module; tests/test_flytekit_install.py runs this command on its own module"
     ),
 }
-#: Blocks in another language than python or sh, by section -> why they do not run.
-EXEMPT_BLOCKS: dict[tuple[str, str], str] = {
-    ("What is in the box", ""): "a listing of the repository's folders, not code",
-    ("Architecture", ""): "a listing of the runtime's packages, not code",
-    ("The Go backend (`go/`)", ""): "a listing of the Go module's folders, not code",
-    ("A cluster on one machine", ""): "a drawing of which process talks to which, not code",
-    ("A cluster on one machine", "bash"): (
+#: Blocks in another language than python or sh, by (page, ``## `` section, language) -> why they do not run.
+EXEMPT_BLOCKS: dict[tuple[str, str, str], str] = {
+    ("README.md", "", "mermaid"): "a drawing of the two halves and the contract, not code",
+    ("README.md", "One example per reader", "go"): (
+        "Go for a propeller plugin; the package's Example (go test) runs that path, and docs/guide/go-backend.md "
+        "shows it whole"
+    ),
+    ("docs/index.md", "The two commands", "text"): "the two commands, which README.md gives as sh and exempts above",
+    ("docs/guide/architecture.md", "The repository", ""): "a listing of the repository's folders, not code",
+    ("docs/guide/architecture.md", "Architecture", ""): "a listing of the runtime's packages, not code",
+    ("docs/guide/go-backend.md", "", ""): "a listing of the Go module's folders, not code",
+    ("docs/guide/cluster.md", "", ""): "a drawing of which process talks to which, not code",
+    ("docs/guide/cluster.md", "", "bash"): (
         "a session on a cluster it starts as root; tests/test_cluster.py renders and runs the same job"
     ),
-    ("The Go backend (`go/`)", "go"): "Go for a propeller plugin; the package's Example (go test) runs that path",
-    ("For propeller", "go"): "a propeller build's import; go/flyteplugin's tests register and run the plugin",
-    ("For propeller", ""): "a propeller build's go get; scripts/go_release_check.sh builds such a consumer",
-    ("For propeller", "yaml"): "propeller's configuration, read by a propeller deployment",
+    ("docs/guide/go-backend.md", "", "go"): "Go for a propeller plugin; the package's Example (go test) runs that path",
+    (
+        "docs/guide/propeller.md",
+        "",
+        "go",
+    ): "a propeller build's import; go/flyteplugin's tests register and run the plugin",
+    (
+        "docs/guide/propeller.md",
+        "",
+        "",
+    ): "a propeller build's go get; scripts/go_release_check.sh builds such a consumer",
+    ("docs/guide/propeller.md", "", "yaml"): "propeller's configuration, read by a propeller deployment",
 }
 #: The message of our DeprecationWarnings (elastic_idl._errors.deprecated), as a warnings filter.
 DEPRECATED = r".* is deprecated and will be removed in 0\.3"
-#: What makes a shell line one that runs.
-RUNS = re.compile(r"^(elastic-idl|python -m elastic_idl)\b")
 
 
-@dataclass(frozen=True)
-class Block:
-    section: str
-    language: str
-    line: int
-    text: str
+def _name(page: Path) -> str:
+    return str(page.relative_to(ROOT))
 
 
-def blocks(text: str) -> list[Block]:
-    """The fenced blocks of a markdown text, with the ``## `` section each is in."""
-    out: list[Block] = []
-    section = ""
-    fence: tuple[str, int] | None = None
-    body: list[str] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if fence is None:
-            if line.startswith("## "):
-                section = line[3:].strip()
-            elif line.startswith("```"):
-                fence, body = (line[3:].strip(), number), []
-        elif line.startswith("```"):
-            out.append(Block(section, fence[0], fence[1], "\n".join(body) + "\n"))
-            fence = None
-        else:
-            body.append(line)
-    assert fence is None, f"README.md: the block opened on line {fence[1]} is not closed"
-    return out
+def _unit(page: Path, block: Block) -> str:
+    """The README's ``## `` section; a site page is one unit."""
+    return block.section if page == README else ""
 
 
-def _command(line: str) -> str:
-    """A shell line without its trailing comment and spaces."""
-    return re.sub(r"\s+#.*$", "", line).strip()
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
-BLOCKS = blocks(README.read_text())
-SECTIONS = sorted({b.section for b in BLOCKS if b.language == "python"}, key=[b.section for b in BLOCKS].index)
+BLOCKS = [(_name(page), _unit(page, b), b) for page in PAGES for b in blocks(page.read_text(), _name(page))]
+UNITS = list(dict.fromkeys((name, unit) for name, unit, b in BLOCKS if b.language == "python"))
 LINES = [
-    (b.section, _command(line)) for b in BLOCKS if b.language == "sh" for line in b.text.splitlines() if _command(line)
+    (name, _command(line))
+    for name, _, b in BLOCKS
+    if b.language == "sh"
+    for line in b.text.splitlines()
+    if _command(line)
 ]
 
 
-@pytest.mark.parametrize("section", SECTIONS)
-def test_python_blocks_run(section: str, tmp_path: Path) -> None:
-    code = "\n".join(b.text for b in BLOCKS if b.section == section and b.language == "python")
-    # The README shows no deprecated name of ours (issue 18: it called Elastic.to_custom()).
+@pytest.mark.parametrize(("page", "unit"), UNITS)
+def test_python_blocks_run(page: str, unit: str, tmp_path: Path) -> None:
+    code = "\n".join(b.text for name, u, b in BLOCKS if (name, u) == (page, unit) and b.language == "python")
+    # No page shows a deprecated name of ours (issue 18: the README called Elastic.to_custom()).
     code = f"import warnings\nwarnings.filterwarnings('error', {DEPRECATED!r}, DeprecationWarning)\n{code}"
     # From a file, as a user runs a script (flytekit reads a task function's source), with the
     # repository root as the working directory and first on sys.path, as `python -c` has it.
-    script = tmp_path / "readme_section.py"
+    script = tmp_path / "page_unit.py"
     script.write_text(code)
     env = _env()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
@@ -143,11 +147,11 @@ def test_python_blocks_run(section: str, tmp_path: Path) -> None:
         timeout=TIMEOUT,
         check=False,
     )
-    assert proc.returncode == 0, f"README section {section!r}:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"{page} {unit!r}:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
 
 
-@pytest.mark.parametrize(("section", "command"), [line for line in LINES if RUNS.match(line[1])])
-def test_command_lines_run(section: str, command: str) -> None:
+@pytest.mark.parametrize(("page", "command"), [line for line in LINES if RUNS.match(line[1])])
+def test_command_lines_run(page: str, command: str) -> None:
     proc = subprocess.run(
         ["bash", "-c", command],
         cwd=ROOT,
@@ -157,25 +161,47 @@ def test_command_lines_run(section: str, command: str) -> None:
         timeout=TIMEOUT,
         check=False,
     )
-    assert proc.returncode == 0, f"README section {section!r}: {command}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"{page}: {command}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
 
 
 def test_every_line_and_block_runs_or_says_why_not() -> None:
-    unexplained = [c for _, c in LINES if not RUNS.match(c) and c not in EXEMPT_LINES]
-    assert unexplained == [], "a README shell line that neither runs here nor is exempted (EXEMPT_LINES)"
-    other = [(b.section, b.language) for b in BLOCKS if b.language not in ("python", "sh")]
-    assert sorted(set(other) - set(EXEMPT_BLOCKS)) == []
-    # No stale exemption: each names something the README still says.
+    unexplained = [(p, c) for p, c in LINES if not RUNS.match(c) and c not in EXEMPT_LINES]
+    assert unexplained == [], "a shell line that neither runs here nor is exempted (EXEMPT_LINES)"
+    other = {(name, b.section, b.language) for name, _, b in BLOCKS if b.language not in ("python", "sh")}
+    assert sorted(other - set(EXEMPT_BLOCKS)) == []
+    # No stale exemption: each names something a page still says.
     assert sorted(set(EXEMPT_LINES) - {c for _, c in LINES}) == []
-    assert sorted(set(EXEMPT_BLOCKS) - set(other)) == []
-    assert SECTIONS and any(RUNS.match(c) for _, c in LINES)
+    assert sorted(set(EXEMPT_BLOCKS) - other) == []
+    assert UNITS and any(RUNS.match(c) for _, c in LINES)
+    assert any(name == "README.md" for name, _ in UNITS), "the README's flytekit example does not run"
 
 
-def test_names_the_readme_uses_are_public() -> None:
+def test_every_guide_page_is_here() -> None:
+    """A guide page added later is run too: PAGES globs docs/guide/, and the site's nav lists each."""
+    nav = (ROOT / "mkdocs.yml").read_text()
+    assert [p.name for p in GUIDE.glob("*.md") if f"guide/{p.name}" not in nav] == []
+    assert all(p.exists() for p in PAGES)
+
+
+def test_names_the_pages_use_are_public() -> None:
+    for page in PAGES:
+        text = page.read_text()
+        used = set(re.findall(r"\bei\.([A-Za-z_]\w*)", text))
+        used |= {n.strip() for m in re.findall(r"from elastic_idl import ([\w, ]+)", text) for n in m.split(",")}
+        assert sorted(used - set(elastic_idl.__all__)) == [], page.name
+
+
+def test_the_readme_is_a_front_page() -> None:
+    """Issue 23: the README is what a visitor needs on the first screen, and links into the site."""
     text = README.read_text()
-    used = set(re.findall(r"\bei\.([A-Za-z_]\w*)", text))
-    used |= {n.strip() for m in re.findall(r"from elastic_idl import ([\w, ]+)", text) for n in m.split(",")}
-    assert sorted(used - set(elastic_idl.__all__)) == []
+    assert len(text.splitlines()) <= 200
+    assert "```mermaid" in text and re.search(r"^make demo\b", text, re.M) and re.search(r"^make test\b", text, re.M)
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if not re.match(r"[a-z]+:", link)]
+    assert [
+        link for link in local if not (ROOT / link).exists() and link not in ("CONTRIBUTING.md", "CHANGELOG.md")
+    ] == []
+    assert {str(p.relative_to(ROOT)) for p in GUIDE.glob("*.md")} <= set(local), "a guide page the README does not link"
 
 
 def _make(*args: str) -> subprocess.CompletedProcess[str]:
@@ -203,8 +229,30 @@ def test_the_chaos_duration_is_the_measured_one_everywhere() -> None:
     measured = re.search(r"\*\*([\d.]+) minutes\*\* of wall time", (ROOT / "bench" / "README.md").read_text())
     assert measured, "bench/README.md, Chaos: the measured wall time"
     minutes = measured.group(1)
-    for path in (ROOT / "Makefile", README):
+    # The pages that give the duration: the Makefile's help, and the site's Development and When pods die.
+    for path in (ROOT / "Makefile", GUIDE / "development.md", GUIDE / "when-pods-die.md"):
         chaos_lines = [ln for ln in path.read_text().splitlines() if "make chaos" in ln]
         assert chaos_lines and all(f"{minutes} minutes" in ln for ln in chaos_lines if "minute" in ln), chaos_lines
         assert any(f"{minutes} minutes" in ln for ln in chaos_lines), (path, chaos_lines)
+    for path in (ROOT / "Makefile", *PAGES, *DOCS.rglob("*.md")):
         assert not re.search(r"about an hour|about 45 minutes|\b28 minutes", path.read_text()), path
+        chaos_lines = [ln for ln in path.read_text().splitlines() if "make chaos" in ln and "minute" in ln]
+        assert all(f"{minutes} minutes" in ln for ln in chaos_lines), (path, chaos_lines)
+
+
+def test_the_schema_page_lists_every_elastic_config_field() -> None:
+    """docs/reference/schema.md's field table is ElasticConfig's fields, by number, name and order."""
+    rows = re.findall(r"^\| (\d+) \| `(\w+)` \|", (DOCS / "reference" / "schema.md").read_text(), re.M)
+    fields = [(str(f.number), f.name) for f in elastic_idl.ElasticConfig.DESCRIPTOR.fields]
+    assert rows == fields
+
+
+def test_every_make_target_is_documented() -> None:
+    """Each target `make help` lists has its row in docs/guide/development.md (the cluster's: cluster.md)."""
+    listed = {
+        w
+        for line in _make("help").stdout.splitlines()
+        for w in re.findall(r"(?:make |/ )(\w[\w-]*)", line.split("  ")[0])
+    }
+    pages = (GUIDE / "development.md").read_text() + (GUIDE / "cluster.md").read_text()
+    assert listed and sorted(t for t in listed if f"`make {t}`" not in pages) == []

@@ -1,0 +1,378 @@
+"""Draw the documentation site's charts from the committed benchmark results (bench/results/*.json).
+
+Each chart is an SVG written by the code below from one JSON file, never drawn by hand, and the page
+that shows them, ``docs/benchmarks.md``, is written here too: for each chart the picture, the numbers
+it is drawn from as a table, and the command that measures them again. Only result files committed
+to git are read (``git ls-files``), so a run in progress, which writes its file before anyone has
+looked at it, changes nothing here. The output is deterministic: the same JSON gives the same bytes,
+and tests/test_docs.py checks that the committed files are what this script writes. Stdlib only.
+
+    .venv/bin/python scripts/docs_charts.py [--check]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from html import escape
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+FIGURES = ROOT / "docs" / "figures"
+PAGE = ROOT / "docs" / "benchmarks.md"
+
+OURS, THEIRS = "#1f6feb", "#9a6700"
+FONT = "font-family:sans-serif;font-size:12px"
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    color: str
+    values: Sequence[float | None]  # None: not measured (drawn as a note, not as 0)
+    labels: Sequence[str]  # the text beside each bar
+
+
+def _open(title: str, width: int, height: int, series: Sequence[Series], legend_x: int) -> list[str]:
+    """The start of a chart: the SVG element, a white background, the title and the series' legend."""
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',
+        '<rect width="100%" height="100%" fill="#ffffff"/>',
+        f'<text x="10" y="20" style="{FONT};font-size:14px;font-weight:bold">{escape(title)}</text>',
+    ]
+    for i, s in enumerate(series):
+        x = legend_x + i * 130
+        out.append(f'<rect x="{x}" y="28" width="10" height="10" fill="{s.color}"/>')
+        out.append(f'<text x="{x + 14}" y="37" style="{FONT}">{escape(s.label)}</text>')
+    return out
+
+
+def grouped_bars(title: str, categories: Sequence[str], series: Sequence[Series], axis: str, top: float) -> str:
+    """A horizontal grouped bar chart as SVG text: one group per category, one bar per series."""
+    bar, gap, left, width, head = 14, 10, 230, 330, 46
+    group = bar * len(series) + gap
+    height = head + group * len(categories) + 40
+    out = _open(title, left + width + 90, height, series, left)
+    for c, name in enumerate(categories):
+        y0 = head + c * group
+        out.append(
+            f'<text x="{left - 6}" y="{y0 + group / 2:.1f}" text-anchor="end" style="{FONT}">{escape(name)}</text>'
+        )
+        for i, s in enumerate(series):
+            y = y0 + i * bar
+            value = s.values[c]
+            if value is None:
+                out.append(
+                    f'<text x="{left + 4}" y="{y + bar - 3}" style="{FONT};fill:#666">{escape(s.labels[c])}</text>'
+                )
+                continue
+            w = width * value / top if top else 0.0
+            out.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar - 2}" fill="{s.color}"/>')
+            out.append(f'<text x="{left + w + 4:.1f}" y="{y + bar - 3}" style="{FONT}">{escape(s.labels[c])}</text>')
+    base = head + group * len(categories)
+    out.append(f'<line x1="{left}" y1="{head - 4}" x2="{left}" y2="{base}" stroke="#444"/>')
+    out.append(f'<text x="{left}" y="{base + 18}" style="{FONT};fill:#444">{escape(axis)}</text>')
+    out.append("</svg>\n")
+    return "\n".join(out)
+
+
+def nice_top(value: float) -> tuple[float, float]:
+    """The y axis for values up to ``value``: (top, step), step 1, 2 or 5 times a power of ten, 3-6 steps."""
+    if value <= 0:
+        return 1.0, 0.2
+    power = 10.0 ** math.floor(math.log10(value / 3))
+    step = next(m * power for m in (1, 2, 5, 10) if value / (m * power) <= 6)
+    return step * math.ceil(value / step - 1e-9), step
+
+
+def line_chart(
+    title: str, xs: Sequence[str], series: Sequence[Series], axis: str, notes: tuple[str, Sequence[str]]
+) -> str:
+    """Points joined by lines as SVG text: the categories ``xs`` evenly spaced on the x axis, one line per
+    series, each point labelled; ``notes`` is a row (its name, one text per x) printed under the x axis."""
+    left, width, head, plot = 110, 420, 56, 220
+    height = head + plot + 78
+    top, step = nice_top(max((v for s in series for v in s.values if v is not None), default=0.0))
+    out = _open(title, left + width + 20, height, series, left)
+    base = head + plot
+
+    def y_of(value: float) -> float:
+        return base - plot * value / top
+
+    for k in range(round(top / step) + 1):  # grid and y labels
+        y = y_of(k * step)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + width}" y2="{y:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" style="{FONT}">{k * step:g}</text>')
+    out.append(f'<line x1="{left}" y1="{head}" x2="{left}" y2="{base}" stroke="#444"/>')
+    out.append(f'<line x1="{left}" y1="{base}" x2="{left + width}" y2="{base}" stroke="#444"/>')
+    x_of = [left + width * (i + 0.5) / len(xs) for i in range(len(xs))]
+    for x, name, note in zip(x_of, xs, notes[1], strict=True):
+        out.append(f'<text x="{x:.1f}" y="{base + 16}" text-anchor="middle" style="{FONT}">{escape(name)}</text>')
+        out.append(
+            f'<text x="{x:.1f}" y="{base + 34}" text-anchor="middle" style="{FONT};fill:#444">{escape(note)}</text>'
+        )
+    out.append(
+        f'<text x="{left - 6}" y="{base + 34}" text-anchor="end" style="{FONT};fill:#444">{escape(notes[0])}</text>'
+    )
+    for s in series:
+        points = [(x, y_of(v)) for x, v in zip(x_of, s.values, strict=True) if v is not None]
+        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{s.color}" stroke-width="2"/>')
+        for x, y in points:
+            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{s.color}"/>')
+    for i, x in enumerate(x_of):  # labels: the highest point's above it, the others' below theirs
+        here = sorted((v, j) for j, s in enumerate(series) if (v := s.values[i]) is not None)
+        for rank, (v, j) in enumerate(here):
+            dy = -8 if rank == len(here) - 1 else 16
+            out.append(  # a white outline keeps the text readable where it crosses a line
+                f'<text x="{x + 6:.1f}" y="{y_of(v) + dy:.1f}" style="{FONT};fill:{series[j].color};'
+                f'stroke:#ffffff;stroke-width:6px;paint-order:stroke">{escape(series[j].labels[i])}</text>'
+            )
+    out.append(f'<text x="{left}" y="{height - 10}" style="{FONT};fill:#444">{escape(axis)}</text>')
+    out.append("</svg>\n")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- the charts
+
+
+@dataclass(frozen=True)
+class Chart:
+    source: str  # file name under bench/results
+    figure: str  # file name under docs/figures
+    title: str
+    draw: Callable[[dict[str, Any]], tuple[str, str]]  # JSON -> (svg, markdown table)
+    rerun: str
+
+
+def _chaos(data: dict[str, Any]) -> tuple[str, str]:
+    counts: dict[tuple[int, str], dict[str, list[int]]] = {}
+    for run in data["runs"]:
+        key = (int(run["class"]), str(run["name"]))
+        passed_runs = counts.setdefault(key, {}).setdefault(run["side"], [0, 0])
+        passed_runs[0] += bool(run["passed"])
+        passed_runs[1] += 1
+    keys = sorted(counts)
+    series = []
+    for side, label, color in (("ours", "ours", OURS), ("torchrun", "stock torchrun", THEIRS)):
+        got = [counts[k].get(side) for k in keys]
+        series.append(
+            Series(
+                label,
+                color,
+                [100.0 * p / n if (p, n) != (0, 0) else None for p, n in (g or (0, 0) for g in got)],
+                [f"{g[0]} / {g[1]}" if g else "not run" for g in got],
+            )
+        )
+    svg = grouped_bars(
+        "Chaos on the cluster: runs passed per fault class (7, 14: must fail)",
+        [f"{k[0]} {k[1]}" for k in keys],
+        series,
+        "% of runs passed (label: passed / runs)",
+        100.0,
+    )
+    table = ["| # | fault | ours: passed / runs | torchrun: passed / runs |", "| ---: | --- | ---: | ---: |"]
+    for k in keys:
+        cells = [f"{g[0]} / {g[1]}" if (g := counts[k].get(side)) else "not run" for side in ("ours", "torchrun")]
+        table.append(f"| {k[0]} | {k[1]} | {cells[0]} | {cells[1]} |")
+    return svg, "\n".join(table)
+
+
+def _plugin(data: dict[str, Any]) -> tuple[str, str]:
+    rows = data["templates"]
+    names = [r["template"] for r in rows]
+    top = max(max(r["ours"]["allocs_per_op"], r["upstream"]["allocs_per_op"]) for r in rows)
+    series = [
+        Series(label, color, [r[side]["allocs_per_op"] for r in rows], [str(r[side]["allocs_per_op"]) for r in rows])
+        for side, label, color in (("ours", "elastic-idl plugin", OURS), ("upstream", "flyteplugins pytorch", THEIRS))
+    ]
+    svg = grouped_bars("BuildResource: allocations per task", names, series, "allocations per BuildResource", top)
+    table = [
+        "| template | ours: allocs | flyteplugins: allocs | ours: ms | flyteplugins: ms |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        ours, up = r["ours"], r["upstream"]
+        table.append(
+            f"| {r['template']} | {ours['allocs_per_op']} | {up['allocs_per_op']} | "
+            f"{ours['ns_per_op'] / 1e6:.1f} | {up['ns_per_op'] / 1e6:.1f} |"
+        )
+    note = (
+        f"\n\n{data['benchmark']}, {data['go']}, flyteplugins {data['flyteplugins']}, {data['machine']}, "
+        f"load average {data['loadavg_1m'][0]}-{data['loadavg_1m'][1]}: the allocation counts are exact; "
+        "the times were measured under that load and are shown for completeness, not compared."
+    )
+    return svg, "\n".join(table) + note
+
+
+def _launch(data: dict[str, Any]) -> tuple[str, str]:
+    rows = sorted(data["results"], key=lambda r: int(r["workers"]))
+
+    def median(r: dict[str, Any], side: str) -> float | None:
+        m = r[side]["median_s"]
+        return None if m is None else float(m)
+
+    series = [
+        Series(label, color, [median(r, side) for r in rows], [_seconds(median(r, side)) for r in rows])
+        for side, label, color in (("ours", "ours (elastic-idl)", OURS), ("torchrun", "stock torchrun", THEIRS))
+    ]
+    svg = line_chart(
+        "Launch to exit vs workers, one node, CPU/gloo (median)",
+        [f"{r['workers']} worker{'s' if r['workers'] != 1 else ''}" for r in rows],
+        series,
+        "seconds from launch to exit, median (each sample a fresh process)",
+        ("ours / torchrun", [_number(r["ratio_median"]) for r in rows]),
+    )
+    table = [
+        "| workers | ours: median (s) | torchrun: median (s) | ours / torchrun | failed runs (ours / torchrun) |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        table.append(
+            f"| {r['workers']} | {_number(median(r, 'ours'))} | {_number(median(r, 'torchrun'))} | "
+            f"{_number(r['ratio_median'])} | {r['ours']['failed']} / {r['torchrun']['failed']} |"
+        )
+    m = data["machine"]
+    start, end = (datetime.fromisoformat(data[k].replace("Z", "+00:00")) for k in ("date", "finished"))
+    note = (
+        f"\n\n{data['rounds']} rounds in {(end - start).total_seconds() / 60:.0f} minutes, measured "
+        f"{data['date'][:16].replace('T', ' ')} UTC on {m['arch']}, "
+        f"{m['cpus']} cores (shared), {m['cpu_model']}, Python {m['python']}, torch {m['torch']} (CPU, gloo), "
+        f"load average {data['loadavg_1m_start']} at the start and {data['loadavg_1m_end']} at the end, "
+        f"source commit `{data['commit'][:7]}`. Each sample is a fresh launcher process timed from start to exit "
+        "(imports, rendezvous, workers, teardown); every round runs each (launcher, workers) pair once in a new "
+        "random order, and the ratio is the median of the per-round ratios, so load that hits one round hits "
+        "both launchers alike. Ours is the default start method, a warm fork server: the workers do not import "
+        "torch again. Every sample is in the JSON file."
+    )
+    return svg, "\n".join(table) + note
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+CHARTS = (
+    Chart(
+        "launch.json",
+        "launch-vs-workers.svg",
+        "Launch time vs workers: ours vs stock torchrun",
+        _launch,
+        ".venv/bin/python bench/bench_launch.py --workers 1,2,4,8 --rounds 12 --json bench/results/launch.json"
+        "   # 11 minutes on 2 cores",
+    ),
+    Chart(
+        "chaos-cluster.json",
+        "chaos-cluster.svg",
+        "Chaos matrix: ours vs stock torchrun",
+        _chaos,
+        'make chaos   # the matrix on the one-machine cluster (bench/README.md, "Chaos")',
+    ),
+    Chart(
+        "plugin_buildresource.json",
+        "plugin-buildresource.svg",
+        "The propeller plugin's BuildResource",
+        _plugin,
+        ".venv/bin/python bench/bench_plugin.py   # needs Go; writes bench/results/plugin_buildresource.json",
+    ),
+)
+
+
+def committed_results() -> set[str]:
+    """The result files git tracks (every file present when this is not a git checkout)."""
+    proc = subprocess.run(
+        ["git", "ls-files", "--", str(RESULTS.relative_to(ROOT))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        return {p.name for p in RESULTS.glob("*.json")}
+    return {Path(line).name for line in proc.stdout.splitlines()}
+
+
+def outputs(sources: set[str] | None = None) -> dict[Path, str]:
+    """Every file this script writes (figures and the page): path -> content."""
+    present = committed_results() if sources is None else sources
+    files: dict[Path, str] = {}
+    page = [
+        "<!-- Generated by scripts/docs_charts.py from bench/results/: do not edit; run `make docs`. -->\n",
+        "# Benchmarks and chaos\n",
+        "The figures are drawn by `scripts/docs_charts.py` from the JSON files the benchmarks commit under "
+        "`bench/results/`; CI never runs the long benchmarks. Each chart stands beside the numbers it is "
+        "drawn from, and says how to measure them again. `bench/README.md` has every benchmark and its method.\n",
+    ]
+    for chart in CHARTS:
+        if chart.source not in present:
+            continue
+        svg, table = chart.draw(json.loads((RESULTS / chart.source).read_text()))
+        files[FIGURES / chart.figure] = svg
+        page += [
+            f"## {chart.title}\n",
+            f"![{chart.title}](figures/{chart.figure})\n",
+            f"{table}\n",
+            f"From `bench/results/{chart.source}`. To measure again:\n\n```text\n{chart.rerun}\n```\n",
+        ]
+    page += [OTHER_FIGURES]
+    files[PAGE] = "\n".join(page)
+    return files
+
+
+#: Figures measured beside the code they describe (tables on the guide pages, not charts).
+OTHER_FIGURES = """## Other measured figures
+
+Each is a table on the page of what it measures, with its method and the command that measures it again:
+
+- the pure paths (decode, validate, render) per contract vector, in microseconds:
+  [What is in the box](guide/architecture.md);
+- Go against Python per contract vector: [The Go backend](guide/go-backend.md);
+- the propeller plugin's BuildResource per task: [For propeller](guide/propeller.md);
+- the start methods, restart success and how fast a lost peer is noticed:
+  [Launching locally](guide/launching.md);
+- a flytekit workflow against a plain launch and against kfpytorch:
+  [The fast path](guide/flytekit.md#the-fast-path);
+- the chaos matrix with its median and worst recovery times: [When pods die](guide/when-pods-die.md);
+- apply to first step on the one-machine cluster, and its start and build times:
+  [A cluster on one machine](guide/cluster.md);
+- the demo's timings: [The demo](index.md#the-demo); CI's run time and the wheel's size:
+  [Development](guide/development.md).
+"""
+
+
+def main(argv: list[str]) -> int:
+    check = argv == ["--check"]
+    if argv and not check:
+        print("usage: docs_charts.py [--check]", file=sys.stderr)
+        return 2
+    want = outputs()
+    stale = [p for p, text in want.items() if not p.exists() or p.read_text() != text]
+    extra = [p for p in FIGURES.glob("*.svg") if p not in want]
+    if check:
+        if stale or extra:
+            names = ", ".join(str(p.relative_to(ROOT)) for p in stale + extra)
+            print(f"stale or extra chart files (run `make docs` and commit them): {names}", file=sys.stderr)
+            return 1
+        return 0
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    for path in stale:
+        path.write_text(want[path])
+    for path in extra:
+        path.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

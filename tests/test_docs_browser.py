@@ -1,0 +1,460 @@
+"""The built site as a reader sees it: served on 127.0.0.1 and opened in headless Chromium.
+
+tests/test_docs.py reads the built HTML; this test runs it. Each page below is opened in Debian's
+``chromium`` (``make chromium`` installs it), driven over the DevTools protocol (websocket-client,
+requirements/dev.txt), with every host but 127.0.0.1 unresolvable, so an asset fetched from the
+network fails here as it would for an offline reader. A page fails on:
+
+- a console error, an uncaught exception or a browser log entry at level error;
+- a request that failed (a host that does not resolve, a refused connection) or answered >= 400;
+- an ``<img>`` that did not load (``naturalWidth`` 0), which is how a chart goes missing;
+- a Mermaid block that did not become a diagram (Material draws it in a closed shadow root,
+  found through the DOM domain, which pierces it);
+- an internal link (same origin) that does not answer 200, or whose ``#fragment`` is no id or
+  anchor name on the page it points to.
+
+``test_the_checker_finds_what_is_planted`` serves a copy of the site with each of these broken on
+purpose and requires the checker to name every one.
+
+Without chromium the tests skip, saying so, unless ELASTIC_IDL_DOCS=run (set by ``make test``,
+which installs it first), where they fail; under CI a skip fails anyway (tests/skip_policy.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websocket
+
+ROOT = Path(__file__).resolve().parent.parent
+MKDOCS = ROOT / ".venv-docs" / "bin" / "mkdocs"
+REQUIRED = "ELASTIC_IDL_DOCS"
+#: The site pages opened: the three quickstarts, the page of charts and the page of diagrams.
+PAGES = [f"quickstart/{p.stem}/" for p in sorted((ROOT / "docs" / "quickstart").glob("*.md"))] + [
+    "benchmarks/",
+    "concepts/",
+]
+#: Seconds for one page to load and settle (Mermaid draws after the load event).
+PAGE_TIMEOUT = 30.0
+#: Seconds Chromium may take to start and write DevToolsActivePort.
+START_TIMEOUT = 30.0
+
+
+# ---------------------------------------------------------------- serving the site
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def serve(root: Path) -> Iterator[str]:
+    """Serve ``root`` on 127.0.0.1 at an ephemeral port; yields the origin, ``http://127.0.0.1:PORT``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, name="docs-http", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+# ---------------------------------------------------------------- Chromium over the DevTools protocol
+
+
+class Cdp:
+    """One websocket to the browser; pages are flat sessions on it (Target.attachToTarget, flatten)."""
+
+    def __init__(self, url: str) -> None:
+        # Chromium refuses a DevTools websocket that sends an Origin it was not told to allow.
+        self.ws = websocket.create_connection(url, timeout=PAGE_TIMEOUT, suppress_origin=True)
+        self.next_id = 0
+        self.events: list[tuple[str | None, str, dict[str, Any]]] = []
+
+    def _read(self, deadline: float) -> dict[str, Any]:
+        self.ws.settimeout(max(0.05, deadline - time.monotonic()))
+        message: dict[str, Any] = json.loads(self.ws.recv())
+        if "method" in message:
+            self.events.append((message.get("sessionId"), message["method"], message.get("params", {})))
+        return message
+
+    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
+        self.next_id += 1
+        ident = self.next_id
+        request: dict[str, Any] = {"id": ident, "method": method, "params": params or {}}
+        if session is not None:
+            request["sessionId"] = session
+        self.ws.send(json.dumps(request))
+        deadline = time.monotonic() + PAGE_TIMEOUT
+        while True:
+            message = self._read(deadline)
+            if message.get("id") == ident:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                result: dict[str, Any] = message.get("result", {})
+                return result
+
+    def wait_event(self, session: str, method: str, timeout: float, since: int) -> bool:
+        """Whether ``method`` came for ``session`` among the events from index ``since`` on, within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        seen = since
+        while True:
+            for sid, name, _ in self.events[seen:]:
+                if sid == session and name == method:
+                    return True
+            seen = len(self.events)
+            if time.monotonic() >= deadline:
+                return False
+            try:
+                self._read(deadline)
+            except websocket.WebSocketTimeoutException:
+                return False
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+@dataclass
+class Browser:
+    proc: subprocess.Popen[bytes]
+    cdp: Cdp
+    link_cache: dict[str, tuple[int, set[str] | None]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def find_chromium() -> str:
+    found = shutil.which("chromium")
+    if found is not None:
+        return found
+    reason = "chromium is not installed: `make chromium` (apt-get install chromium) installs it"
+    if os.environ.get(REQUIRED) == "run":
+        pytest.fail(f"{REQUIRED}=run: {reason}")
+    pytest.skip(reason)
+
+
+@contextmanager
+def launch(profile: Path) -> Iterator[Browser]:
+    exe = find_chromium()
+    profile.mkdir(parents=True, exist_ok=True)
+    log = (profile.parent / "chromium.log").open("wb")
+    args = [
+        exe,
+        "--headless=new",
+        "--no-sandbox",  # as root (CI) Chromium will not start sandboxed
+        f"--user-data-dir={profile}",
+        "--remote-debugging-port=0",
+        # Every name but 127.0.0.1 fails to resolve: a remote asset fails loudly, as offline.
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-gpu",
+        "--window-size=1280,2000",
+        "about:blank",
+    ]
+    # A session of its own: if Chromium does not close, its process group is killed, helpers too.
+    proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + START_TIMEOUT
+    try:
+        while not (port_file.exists() and len(port_file.read_text().splitlines()) >= 2):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                tail = (profile.parent / "chromium.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"chromium did not start (exit {proc.poll()}):\n{tail}")
+            time.sleep(0.05)
+        port, path = port_file.read_text().splitlines()[:2]
+        cdp = Cdp(f"ws://127.0.0.1:{port}{path}")
+        try:
+            yield Browser(proc, cdp)
+        finally:
+            try:
+                cdp.send("Browser.close")
+            except (RuntimeError, OSError, websocket.WebSocketException):
+                pass
+            cdp.close()
+    finally:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        log.close()
+
+
+# ---------------------------------------------------------------- checking one page
+
+
+class _Anchors(HTMLParser):
+    """The ids (and <a name>s) a page has: what a #fragment may point to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for key, value in attrs:
+            if value is not None and (key == "id" or (key == "name" and tag == "a")):
+                self.names.add(value)
+
+
+def _source(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=PAGE_TIMEOUT) as resp:
+        return str(resp.read().decode("utf-8", errors="replace"))
+
+
+def _fetch(url: str) -> tuple[int, set[str] | None]:
+    """HTTP status of ``url`` and, for HTML, the anchors on it."""
+    try:
+        with urllib.request.urlopen(url, timeout=PAGE_TIMEOUT) as resp:
+            body = resp.read()
+            if "html" not in resp.headers.get("Content-Type", ""):
+                return resp.status, None
+            parser = _Anchors()
+            parser.feed(body.decode("utf-8", errors="replace"))
+            return resp.status, parser.names
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+
+
+def _drawn_mermaid(node: dict[str, Any]) -> int:
+    """How many Mermaid blocks in the DOM tree under ``node`` hold an <svg> (shadow roots included)."""
+    attrs = node.get("attributes", [])
+    if "mermaid" in dict(zip(attrs[::2], attrs[1::2], strict=True)).get("class", "").split():
+        return int(_has_svg(node))
+    children = [*node.get("children", []), *node.get("shadowRoots", [])]
+    if "contentDocument" in node:
+        children.append(node["contentDocument"])
+    return sum(_drawn_mermaid(c) for c in children)
+
+
+def _has_svg(node: dict[str, Any]) -> bool:
+    if node.get("nodeName", "").lower() == "svg":
+        return True
+    return any(_has_svg(c) for c in [*node.get("children", []), *node.get("shadowRoots", [])])
+
+
+def _evaluate(cdp: Cdp, session: str, expression: str) -> Any:
+    result = cdp.send(
+        "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}, session
+    )
+    if "exceptionDetails" in result:
+        raise RuntimeError(f"evaluating {expression!r}: {result['exceptionDetails']}")
+    return result["result"].get("value")
+
+
+def _args_text(args: list[dict[str, Any]]) -> str:
+    return " ".join(str(a.get("value", a.get("description", a.get("type", "")))) for a in args)
+
+
+@dataclass
+class PageReport:
+    url: str
+    problems: list[str]
+    images: int
+    #: (Mermaid blocks in the served HTML, diagrams drawn)
+    mermaid: tuple[int, int]
+    links: int
+
+
+def check_page(browser: Browser, origin: str, page: str) -> PageReport:
+    """Open ``origin/page`` in a fresh tab and list what a reader would find broken on it."""
+    cdp = browser.cdp
+    url = f"{origin}/{page}"
+    short: Callable[[str], str] = lambda u: u.removeprefix(origin)  # noqa: E731
+    target = cdp.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    problems: list[str] = []
+    try:
+        for domain in ("Page", "Runtime", "Log", "Network", "DOM"):
+            cdp.send(f"{domain}.enable", session=session)
+        first = len(cdp.events)
+        nav = cdp.send("Page.navigate", {"url": url}, session)
+        if nav.get("errorText"):
+            problems.append(f"navigation failed: {nav['errorText']}")
+        if not cdp.wait_event(session, "Page.loadEventFired", PAGE_TIMEOUT, first):
+            problems.append(f"no load event within {PAGE_TIMEOUT:.0f} s")
+        # Mermaid draws after load: wait until every block the served HTML holds is an svg, the
+        # time is up, or there is no Mermaid to draw with (its script did not load).
+        if url not in browser.sources:
+            browser.sources[url] = _source(url)
+        blocks = browser.sources[url].count('class="mermaid"')
+        deadline = time.monotonic() + PAGE_TIMEOUT
+        while True:
+            loaded = _evaluate(
+                cdp,
+                session,
+                "new Promise(r => requestAnimationFrame(() => setTimeout(() => r(typeof mermaid !== 'undefined'), 100)))",
+            )
+            tree = cdp.send("DOM.getDocument", {"depth": -1, "pierce": True}, session)["root"]
+            drawn = _drawn_mermaid(tree)
+            if drawn >= blocks or not loaded or time.monotonic() > deadline:
+                break
+        if drawn < blocks:
+            problems.append(f"Mermaid: {blocks - drawn} of {blocks} diagrams not drawn")
+        # Whatever is still in flight (late requests, errors) arrives before the tab closes.
+        _evaluate(cdp, session, "new Promise(r => setTimeout(r, 200))")
+
+        requests: dict[str, str] = {}
+        for sid, method, params in cdp.events[first:]:
+            if sid != session:
+                continue
+            if method == "Network.requestWillBeSent":
+                requests[params["requestId"]] = params["request"]["url"]
+            elif method == "Network.responseReceived" and params["response"]["status"] >= 400:
+                problems.append(f"HTTP {params['response']['status']}: {short(params['response']['url'])}")
+            elif method == "Network.loadingFailed" and not params.get("canceled"):
+                where = short(requests.get(params["requestId"], params["requestId"]))
+                problems.append(f"request failed ({params['errorText']}): {where}")
+            elif method == "Runtime.consoleAPICalled" and params["type"] in ("error", "assert"):
+                problems.append(f"console.{params['type']}: {_args_text(params.get('args', []))}")
+            elif method == "Runtime.exceptionThrown":
+                details = params["exceptionDetails"]
+                text = details.get("exception", {}).get("description") or details.get("text", "")
+                problems.append(f"uncaught exception: {text.splitlines()[0] if text else details}")
+            elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
+                entry = params["entry"]
+                problems.append(f"log error ({entry.get('source')}): {entry['text']} {short(entry.get('url', ''))}")
+
+        images: list[dict[str, Any]] = _evaluate(
+            cdp,
+            session,
+            "Array.from(document.images, i => ({src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0}))",
+        )
+        problems += [f"image not shown: {i['src']}" for i in images if not i["ok"]]
+
+        hrefs: list[str] = _evaluate(cdp, session, "Array.from(document.querySelectorAll('a[href]'), a => a.href)")
+        internal = sorted({h for h in hrefs if h.startswith(origin + "/") or h == origin})
+        for href in internal:
+            target_url, _, fragment = href.partition("#")
+            if target_url not in browser.link_cache:
+                browser.link_cache[target_url] = _fetch(target_url)
+            status, anchors = browser.link_cache[target_url]
+            if status != 200:
+                problems.append(f"dead link (HTTP {status}): {short(href)}")
+            elif fragment and anchors is not None and urllib.parse.unquote(fragment) not in anchors:
+                problems.append(f"link to a missing anchor: {short(href)}")
+    finally:
+        cdp.send("Target.closeTarget", {"targetId": target})
+    return PageReport(url, problems, len(images), (blocks, drawn), len(internal))
+
+
+def _report(reports: list[PageReport]) -> str:
+    return "\n".join(f"{r.url}:\n  " + "\n  ".join(r.problems) for r in reports if r.problems)
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not MKDOCS.exists():
+        reason = f"{MKDOCS.relative_to(ROOT)} is missing: `make venv-docs` (or `make docs`) creates it"
+        if os.environ.get(REQUIRED) == "run":
+            pytest.fail(f"{REQUIRED}=run: {reason}")
+        pytest.skip(reason)
+    out = tmp_path_factory.mktemp("site")
+    proc = subprocess.run(
+        [str(MKDOCS), "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    find_chromium()
+    with launch(tmp_path_factory.mktemp("chromium") / "profile") as b:
+        yield b
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_a_reader_finds_nothing_broken(browser: Browser, site: Path) -> None:
+    with serve(site) as origin:
+        reports = {page: check_page(browser, origin, page) for page in PAGES}
+    broken = _report(list(reports.values()))
+    assert broken == "", f"what a reader of the site finds broken:\n{broken}"
+    # The checks looked at something: the charts are images, the concepts page draws its diagrams,
+    # and every page links to the others (the navigation at least).
+    assert reports["benchmarks/"].images >= 2, reports["benchmarks/"]
+    assert reports["concepts/"].mermaid[1] >= 3, reports["concepts/"]
+    assert all(r.links >= 10 for r in reports.values()), {p: r.links for p, r in reports.items()}
+
+
+def _plant(path: Path, before: str, text: str) -> None:
+    html = path.read_text()
+    assert before in html, (path, before)
+    path.write_text(html.replace(before, text + before, 1))
+
+
+def test_the_checker_finds_what_is_planted(browser: Browser, site: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "site"
+    shutil.copytree(site, broken)
+    # A chart gone, a script that throws and one that logs an error, a dead link and a dead
+    # anchor, an image from the network, and the vendored Mermaid gone.
+    (broken / "figures" / "chaos-cluster.svg").unlink()
+    flytekit = broken / "quickstart" / "flytekit" / "index.html"
+    _plant(flytekit, "</body>", '<script>throw new Error("planted exception")</script>')
+    _plant(flytekit, "</body>", '<script>console.error("planted console error")</script>')
+    _plant(flytekit, "</article>", '<a href="../no-such-page/">dead</a><a href="../../concepts/#no-such-anchor">x</a>')
+    _plant(broken / "quickstart" / "ml-engineer" / "index.html", "</article>", '<img src="https://example.com/a.png">')
+    concepts = broken / "concepts" / "index.html"
+    diagrams = concepts.read_text().count('class="mermaid"')
+    concepts.write_text(concepts.read_text().replace("assets/vendor/mermaid.min.js", "assets/vendor/gone.js"))
+
+    with serve(broken) as origin:
+        found = {page: check_page(browser, origin, page).problems for page in PAGES}
+    text = json.dumps(found, indent=1)
+    expected = {
+        "benchmarks/": ["HTTP 404: /figures/chaos-cluster.svg", "image not shown: ../figures/chaos-cluster.svg"],
+        "quickstart/flytekit/": [
+            "uncaught exception: Error: planted exception",
+            "console.error: planted console error",
+            "dead link (HTTP 404): /quickstart/no-such-page/",
+            "link to a missing anchor: /concepts/#no-such-anchor",
+        ],
+        "quickstart/ml-engineer/": [
+            "request failed (net::ERR_NAME_NOT_RESOLVED): https://example.com/a.png",
+            "image not shown: https://example.com/a.png",
+        ],
+        "concepts/": ["HTTP 404: /assets/vendor/gone.js", f"Mermaid: {diagrams} of {diagrams} diagrams not drawn"],
+    }
+    # Each expected problem starts one the checker reported on that page.
+    missing = {
+        page: [w for w in want if not any(p.startswith(w) for p in found[page])] for page, want in expected.items()
+    }
+    assert {k: v for k, v in missing.items() if v} == {}, f"the checker missed planted breakage; it found:\n{text}"
+    # The pages nothing was planted on stay clean: the checker does not blame the wrong page.
+    assert found["quickstart/propeller-go/"] == [], text
