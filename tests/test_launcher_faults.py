@@ -13,17 +13,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from launcher_nodes import Node, Nodes, free_port, listening, started_nodes, wait_until
 
 NODE = Path(__file__).resolve().parent / "workers" / "fault_node.py"
 KEEP_ALIVE_INTERVAL_S, KEEP_ALIVE_MAX_ATTEMPT = 1, 3
@@ -42,122 +42,11 @@ CLOSED_BOUND_S = 1.0 + MONITOR_INTERVAL_S
 SLACK_S = 6.0
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _session_pids(sid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if int(fields[4]) == sid and fields[0] not in ("Z", "X"):
-            out.append(int(entry))
-    return out
-
-
-def _listening(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _wait_until(cond: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
-
-class Node:
-    """One launcher process (a "node"), in its own session."""
-
-    def __init__(self, *args: str, tmpdir: str, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(NODE), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-            env={**os.environ, "TMPDIR": tmpdir, **env},
-        )
-        self.out = ""
-        self.err = ""
-        self.ended_at: float | None = None
-
-    def result(self, timeout: float = 90) -> tuple[int, dict[str, Any]]:
-        try:
-            self.out, self.err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise
-        if self.ended_at is None:
-            self.ended_at = time.time()
-        lines = [ln for ln in self.out.splitlines() if ln.startswith("{")]
-        assert lines, f"no result; stderr:\n{self.err[-3000:]}"
-        return self.proc.returncode, json.loads(lines[-1])
-
-    def log_time(self, pattern: str) -> float:
-        """The time stamp of the first log line matching ``pattern`` (after :meth:`result`)."""
-        for line in self.err.splitlines():
-            if re.search(pattern, line):
-                return float(line.split(" ", 1)[0])
-        raise AssertionError(f"no log line matches {pattern!r}; stderr:\n{self.err[-3000:]}")
-
-    def signal_group(self, sig: int) -> None:
-        os.killpg(self.proc.pid, sig)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.close()
-
-    def close(self) -> None:
-        if self.proc.stdout is not None and not self.proc.stdout.closed:
-            self.proc.communicate()
-
-
-class Nodes(list[Node]):
-    def __init__(self, tmpdir: str) -> None:
-        super().__init__()
-        self.tmpdir = tmpdir
-
-    def start(self, *args: str, env: dict[str, str] | None = None) -> Node:
-        node = Node(*args, tmpdir=self.tmpdir, env=env or {})
-        self.append(node)
-        return node
-
-
 @pytest.fixture
 def nodes() -> Iterator[Nodes]:
     """Start launchers with ``nodes.start(...)``; afterwards nothing of theirs may be left."""
-    tmpdir = tempfile.mkdtemp(prefix="ei-f-", dir="/tmp")  # short: fork server sockets live here
-    started = Nodes(tmpdir)
-    yield started
-    leftovers = {}
-    for n in started:
-        if n.proc.poll() is None:
-            n.kill()
-        n.close()
-        sid = n.proc.pid
-        deadline = time.monotonic() + 10
-        while _session_pids(sid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _session_pids(sid):
-            leftovers[sid] = _session_pids(sid)
-            os.killpg(sid, signal.SIGKILL)
-    shutil.rmtree(tmpdir, ignore_errors=True)
-    assert not leftovers, f"processes outlived their launcher: {leftovers}"
+    with started_nodes(NODE, prefix="ei-f-") as started:
+        yield started
 
 
 def _common(fn: str, *args: str, nmin: int, nmax: int, run_id: str, join_timeout: int = 30) -> list[str]:
@@ -165,7 +54,7 @@ def _common(fn: str, *args: str, nmin: int, nmax: int, run_id: str, join_timeout
     for a in args:
         out += ["--arg", a]
     out += ["--min", str(nmin), "--max", str(nmax), "--nproc", "1", "--restarts", "0"]
-    out += ["--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", run_id, "--last-call-timeout", "1"]
+    out += ["--endpoint", f"127.0.0.1:{free_port()}", "--run-id", run_id, "--last-call-timeout", "1"]
     return [*out, "--join-timeout", str(join_timeout), *FAST_KEEPALIVE]
 
 
@@ -176,9 +65,9 @@ def _two_in_a_world_of_2_then_freeze_one(nodes: Nodes, marks: Path, common: list
     """
     port = int(common[common.index("--endpoint") + 1].rpartition(":")[2])
     host = nodes.start(*common)  # first: it binds the endpoint, so it hosts the rendezvous store
-    _wait_until(lambda: _listening(port) or host.proc.poll() is not None, 60, "the rendezvous store")
+    wait_until(lambda: listening(port) or host.proc.poll() is not None, 60, "the rendezvous store")
     other = nodes.start(*common)
-    _wait_until(lambda: len(list(marks.glob("step-*"))) == 2, 60, "both nodes' workers in all_reduce steps")
+    wait_until(lambda: len(list(marks.glob("step-*"))) == 2, 60, "both nodes' workers in all_reduce steps")
     assert host.proc.poll() is None and other.proc.poll() is None
     time.sleep(0.3)  # mid-collective: the loop all_reduces every 0.05 s
     other.signal_group(signal.SIGSTOP)  # the whole node: launcher, fork server, workers; no socket closes
@@ -232,7 +121,7 @@ def test_a_peer_frozen_then_thawed_finds_itself_dropped_and_rejoins_without_usin
     # fails on thawing), and it was dropped from the round. Neither is a failure (max_restarts 0).
     common = _common("train_through_a_freeze", str(tmp_path), nmin=1, nmax=2, run_id="thawed")
     host, frozen, stopped_at = _two_in_a_world_of_2_then_freeze_one(nodes, tmp_path, common)
-    _wait_until(lambda: any(tmp_path.glob("alone-*")), 30, "the host's worker alone")
+    wait_until(lambda: any(tmp_path.glob("alone-*")), 30, "the host's worker alone")
     alone = time.time() - stopped_at
     thawed_at = time.time()
     frozen.signal_group(signal.SIGCONT)
@@ -262,9 +151,9 @@ def test_a_frozen_store_host_ends_the_other_node_retryably_within_read_timeout_a
     common += ["--read-timeout", str(read_timeout)]
     port = int(common[common.index("--endpoint") + 1].rpartition(":")[2])
     host = nodes.start(*common)  # first: it binds the endpoint, so it hosts the rendezvous store
-    _wait_until(lambda: _listening(port) or host.proc.poll() is not None, 60, "the rendezvous store")
+    wait_until(lambda: listening(port) or host.proc.poll() is not None, 60, "the rendezvous store")
     other = nodes.start(*common)
-    _wait_until(lambda: len(list(tmp_path.glob("step-*"))) == 2, 60, "both nodes' workers in all_reduce steps")
+    wait_until(lambda: len(list(tmp_path.glob("step-*"))) == 2, 60, "both nodes' workers in all_reduce steps")
     time.sleep(0.3)
     host.signal_group(signal.SIGSTOP)
     stopped_at = time.time()
@@ -292,9 +181,9 @@ def test_a_store_host_frozen_while_the_other_waits_in_the_exit_barrier_lets_it_g
     common += ["--read-timeout", str(read_timeout)]
     port = int(common[common.index("--endpoint") + 1].rpartition(":")[2])
     host = nodes.start(*common, env={"EI_FAULT_IDENTITY": "job-worker-0:1"})
-    _wait_until(lambda: _listening(port) or host.proc.poll() is not None, 60, "the rendezvous store")
+    wait_until(lambda: listening(port) or host.proc.poll() is not None, 60, "the rendezvous store")
     other = nodes.start(*common, env={"EI_FAULT_IDENTITY": "job-worker-1:1"})
-    _wait_until(lambda: (tmp_path / "done-g1").exists() and (tmp_path / "done-g0").exists(), 60, "both workers done")
+    wait_until(lambda: (tmp_path / "done-g1").exists() and (tmp_path / "done-g0").exists(), 60, "both workers done")
     time.sleep(1.0)  # node 1's agent sees its worker's success and enters the exit barrier
     host.signal_group(signal.SIGSTOP)
     stopped_at = time.time()
@@ -332,7 +221,7 @@ def test_a_node_that_fails_for_good_stops_the_other_within_the_bound(nodes: Node
     # Node ranks sort by torch's node identity, the host name first: as in a PyTorchJob, worker-0 is
     # node rank 0 (it hosts the workers' store) and worker-1 is node rank 1 (its workers fail).
     first = nodes.start(*common, env={"EI_FAULT_IDENTITY": "job-worker-0:1"})
-    _wait_until(lambda: _listening(port) or first.proc.poll() is not None, 60, "the rendezvous store")
+    wait_until(lambda: listening(port) or first.proc.poll() is not None, 60, "the rendezvous store")
     second = nodes.start(*common, env={"EI_FAULT_IDENTITY": "job-worker-1:1"})  # not the store's host
     outcomes: dict[int, tuple[int, dict[str, Any], float]] = {}
     deadline = time.monotonic() + 60
@@ -401,7 +290,7 @@ def test_with_torchs_identity_the_second_incarnation_is_taken_for_the_first(node
     port = int(common[common.index("--endpoint") + 1].rpartition(":")[2])
     env = {"EI_FAULT_IDENTITY": "job-worker-1:1", "EI_FAULT_TORCH_IDENTITY": "1"}
     host = nodes.start(*common, env=env)
-    _wait_until(lambda: _listening(port) or host.proc.poll() is not None, 60, "the rendezvous store")
+    wait_until(lambda: listening(port) or host.proc.poll() is not None, 60, "the rendezvous store")
     nodes.start(*common, env=env)
     results = [n.result(timeout=60) for n in nodes]
     # The second node's join removes the first's entry as its own: never 2 participants. (The

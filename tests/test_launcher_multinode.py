@@ -6,46 +6,20 @@ check afterwards that nothing it started (zygote, workers, helpers) is left.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from launcher_nodes import Nodes, free_port, listening, session_pids, started_nodes, wait_until
 
 NODE = Path(__file__).resolve().parent / "workers" / "node.py"
 #: Fast failure detection for the tests: a dead node is noticed after ~3 s, not 15 s. (A heartbeat is
 #: renewed once it is older than the interval, so it can reach twice that age: 2 attempts is too tight.)
 FAST_KEEPALIVE = ["--rdzv-option", "keep_alive_interval=1", "--rdzv-option", "keep_alive_max_attempt=3"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _session_pids(sid: int) -> list[int]:
-    """Live processes of a session (zombies excluded)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if int(fields[4]) == sid and fields[0] not in ("Z", "X"):
-            out.append(int(entry))
-    return out
 
 
 def _alive(pid: int) -> bool:
@@ -55,91 +29,16 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _wait_until(cond: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
-
-class Node:
-    def __init__(self, *args: str, tmpdir: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(NODE), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-            env={**os.environ, "TMPDIR": tmpdir},  # a launcher killed outright cannot clean its temp dir
-        )
-        self.out = ""
-        self.err = ""
-
-    def result(self, timeout: float = 90) -> tuple[int, dict[str, Any]]:
-        try:
-            self.out, self.err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise
-        lines = [ln for ln in self.out.splitlines() if ln.startswith("{")]
-        assert lines, f"no result; stderr:\n{self.err[-3000:]}"
-        return self.proc.returncode, json.loads(lines[-1])
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.close()
-
-    def close(self) -> None:
-        """Reap the launcher and close its pipes (whatever state it is in)."""
-        if self.proc.stdout is not None and not self.proc.stdout.closed:
-            self.proc.communicate()
-
-
-class Nodes(list[Node]):
-    """The launchers a test started."""
-
-    def __init__(self, tmpdir: str) -> None:
-        super().__init__()
-        self.tmpdir = tmpdir
-
-    def start(self, *args: str) -> Node:
-        node = Node(*args, tmpdir=self.tmpdir)
-        self.append(node)
-        return node
-
-
 @pytest.fixture
 def nodes() -> Iterator[Nodes]:
     """Start launchers with ``nodes.start(...)``; afterwards nothing of theirs may be left."""
-    tmpdir = tempfile.mkdtemp(prefix="ei-n-", dir="/tmp")  # short: fork server sockets live here
-    started = Nodes(tmpdir)
-    yield started
-    leftovers = {}
-    for n in started:
-        if n.proc.poll() is None:
-            n.kill()
-        n.close()
-        sid = n.proc.pid
-        deadline = time.monotonic() + 10
-        while _session_pids(sid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _session_pids(sid):
-            leftovers[sid] = _session_pids(sid)
-            os.killpg(sid, signal.SIGKILL)
-    shutil.rmtree(tmpdir, ignore_errors=True)
-    assert not leftovers, f"processes outlived their launcher: {leftovers}"
+    with started_nodes(NODE, prefix="ei-n-") as started:
+        yield started
 
 
 def test_two_launchers_with_one_endpoint_and_run_id_form_one_world(nodes: Nodes) -> None:
     common = ["--fn", "world_then_return", "--min", "2", "--max", "2", "--nproc", "1"]
-    common += ["--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "two-nodes", "--join-timeout", "60"]
+    common += ["--endpoint", f"127.0.0.1:{free_port()}", "--run-id", "two-nodes", "--join-timeout", "60"]
     nodes.start(*common)
     nodes.start(*common)
     results = [n.result() for n in nodes]
@@ -155,11 +54,11 @@ def test_a_node_joining_later_triggers_a_rerendezvous_and_both_finish_in_a_world
     nodes: Nodes, tmp_path: Path
 ) -> None:
     common = ["--fn", "wait_for_world", "--arg", str(tmp_path), "--arg", "2", "--min", "1", "--max", "2"]
-    common += ["--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "late-join", "--last-call-timeout", "1"]
+    common += ["--endpoint", f"127.0.0.1:{free_port()}", "--run-id", "late-join", "--last-call-timeout", "1"]
     common += ["--join-timeout", "60", *FAST_KEEPALIVE]
     first = nodes.start(*common)
     # Node A alone: its worker runs in a world of 1, waiting.
-    _wait_until(lambda: any(tmp_path.glob("world1-*")), 60, "node A's worker in a world of 1")
+    wait_until(lambda: any(tmp_path.glob("world1-*")), 60, "node A's worker in a world of 1")
     assert first.proc.poll() is None
     nodes.start(*common)
     results = [n.result() for n in nodes]
@@ -177,12 +76,12 @@ def test_when_a_node_that_does_not_host_the_store_dies_the_survivor_carries_on_a
     nodes: Nodes, tmp_path: Path
 ) -> None:
     common = ["--fn", "loop_until_alone", "--arg", str(tmp_path), "--min", "1", "--max", "2", "--restarts", "1"]
-    common += ["--endpoint", f"127.0.0.1:{_free_port()}", "--run-id", "node-dies", "--last-call-timeout", "1"]
+    common += ["--endpoint", f"127.0.0.1:{free_port()}", "--run-id", "node-dies", "--last-call-timeout", "1"]
     common += ["--join-timeout", "60", *FAST_KEEPALIVE]
     host = nodes.start(*common)  # first: it binds the endpoint, so it hosts the rendezvous store
-    _wait_until(lambda: any(tmp_path.glob("world1-*")), 60, "the host's worker alone")
+    wait_until(lambda: any(tmp_path.glob("world1-*")), 60, "the host's worker alone")
     other = nodes.start(*common)
-    _wait_until(lambda: len(list(tmp_path.glob("world2-*"))) == 2, 60, "both nodes in a world of 2")
+    wait_until(lambda: len(list(tmp_path.glob("world2-*"))) == 2, 60, "both nodes in a world of 2")
     assert host.proc.poll() is None and other.proc.poll() is None
     os.killpg(other.proc.pid, signal.SIGKILL)  # the whole node: launcher, zygote, workers
     code, result = host.result()
@@ -194,7 +93,7 @@ def test_when_a_node_that_does_not_host_the_store_dies_the_survivor_carries_on_a
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_to_the_launcher_stops_every_worker_and_says_so(nodes: Nodes, tmp_path: Path, sig: int) -> None:
     node = nodes.start("--fn", "sleep_forever", "--arg", str(tmp_path), "--nproc", "2", "--restarts", "3")
-    _wait_until(lambda: len(list(tmp_path.glob("*.pid"))) == 2, 60, "two workers")
+    wait_until(lambda: len(list(tmp_path.glob("*.pid"))) == 2, 60, "two workers")
     workers = [int(p.stem) for p in tmp_path.glob("*.pid")]
     sent = time.monotonic()
     os.kill(node.proc.pid, sig)
@@ -212,13 +111,13 @@ def test_a_signal_to_the_launcher_stops_every_worker_and_says_so(nodes: Nodes, t
 
 
 def test_a_signal_during_the_rendezvous_stops_the_launcher_promptly(nodes: Nodes) -> None:
-    port = _free_port()
+    port = free_port()
     node = nodes.start(
         "--fn", "allreduce", "--min", "2", "--max", "2", "--join-timeout", "600",
         "--endpoint", f"127.0.0.1:{port}", "--run-id", "never-fills",
     )  # fmt: skip
     # In the rendezvous once its store listens (a fixed sleep raced the interpreter's start-up under load).
-    _wait_until(lambda: _listening(port) or node.proc.poll() is not None, 120, "the rendezvous store")
+    wait_until(lambda: listening(port) or node.proc.poll() is not None, 120, "the rendezvous store")
     time.sleep(0.5)
     os.kill(node.proc.pid, signal.SIGTERM)
     code, result = node.result(timeout=30)
@@ -228,10 +127,10 @@ def test_a_signal_during_the_rendezvous_stops_the_launcher_promptly(nodes: Nodes
 
 def test_a_launcher_killed_outright_leaves_no_orphans(nodes: Nodes, tmp_path: Path) -> None:
     node = nodes.start("--fn", "sleep_forever", "--arg", str(tmp_path), "--nproc", "2")
-    _wait_until(lambda: len(list(tmp_path.glob("*.pid"))) == 2, 60, "two workers")
+    wait_until(lambda: len(list(tmp_path.glob("*.pid"))) == 2, 60, "two workers")
     workers = [int(p.stem) for p in tmp_path.glob("*.pid")]
     os.kill(node.proc.pid, signal.SIGKILL)  # only the launcher: no chance to clean up
     node.close()
     # The fork server dies with the launcher, the workers with the fork server (parent-death signals).
-    _wait_until(lambda: not any(_alive(p) for p in workers), 10, "workers to die")
-    _wait_until(lambda: not _session_pids(node.proc.pid), 10, "the session to empty")
+    wait_until(lambda: not any(_alive(p) for p in workers), 10, "workers to die")
+    wait_until(lambda: not session_pids(node.proc.pid), 10, "the session to empty")

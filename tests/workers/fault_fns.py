@@ -10,7 +10,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 
 def _mark(marker_dir: str, name: str, **data: Any) -> None:
@@ -21,6 +21,21 @@ def _mark(marker_dir: str, name: str, **data: Any) -> None:
     tmp.replace(path)
 
 
+def _all_reduce_forever(marker_dir: str, group_rank: int, rank: int) -> NoReturn:
+    """Train until the agent stops this worker: an all_reduce every 50 ms, a step mark every 5th."""
+    import torch
+    import torch.distributed as dist
+
+    step = 0
+    while True:
+        t = torch.ones(1)
+        dist.all_reduce(t)
+        step += 1
+        if step % 5 == 0:
+            _mark(marker_dir, f"step-g{group_rank}-r{rank}", step=step)
+        time.sleep(0.05)
+
+
 def train_until_peer_lost(marker_dir: str) -> dict[str, Any]:
     """all_reduce in a world of 2 until the agent restarts us alone; then return at once.
 
@@ -28,7 +43,6 @@ def train_until_peer_lost(marker_dir: str) -> dict[str, Any]:
     comes). The all_reduce loop never ends by itself: a frozen peer blocks it for the
     process group timeout unless the agent notices.
     """
-    import torch
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
@@ -42,14 +56,7 @@ def train_until_peer_lost(marker_dir: str) -> dict[str, Any]:
         out = {"rank": rank, "world": world, "attempt": int(os.environ["TORCHELASTIC_RESTART_COUNT"])}
         dist.destroy_process_group()
         return {**out, "t": time.time()}
-    step = 0
-    while True:
-        t = torch.ones(1)
-        dist.all_reduce(t)
-        step += 1
-        if step % 5 == 0:
-            _mark(marker_dir, f"step-g{group_rank}-r{rank}", step=step)
-        time.sleep(0.05)
+    _all_reduce_forever(marker_dir, group_rank, rank)
 
 
 def fail_for_good_on_node(marker_dir: str, where: str) -> str:
@@ -101,14 +108,7 @@ def train_through_a_freeze(marker_dir: str) -> dict[str, Any]:
             _mark(marker_dir, f"alone-{os.getpid()}")
         while True:  # the agent restarts us when the peer (back) arrives
             time.sleep(0.1)
-    step = 0
-    while True:
-        t = torch.ones(1)
-        dist.all_reduce(t)
-        step += 1
-        if step % 5 == 0:
-            _mark(marker_dir, f"step-g{group_rank}-r{rank}", step=step)
-        time.sleep(0.05)
+    _all_reduce_forever(marker_dir, group_rank, rank)
 
 
 def finish_unevenly(marker_dir: str) -> dict[str, Any]:
