@@ -44,6 +44,14 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The documentation site, built once per run with ``mkdocs build --strict`` (tests/docs_site.py)."""
+    from docs_site import build_site
+
+    return build_site(tmp_path_factory.mktemp("site"))
+
+
+@pytest.fixture(scope="session")
 def buf_bin() -> str:
     """The pinned buf from .venv-gen (requirements/gen.txt), else one on PATH (a skip without: a failure under CI)."""
     pinned = REPO_ROOT / ".venv-gen" / "bin" / "buf"

@@ -34,18 +34,16 @@ from typing import ClassVar
 import pytest
 
 import elastic_idl
+from docs_site import ENV as MKDOCS_ENV
+from docs_site import require_mkdocs
 from elastic_idl.exit_codes import ExitCode
 from markdown_blocks import RUNS, Block, blocks, command, reader_env
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 QUICKSTARTS = sorted((DOCS / "quickstart").glob("*.md"))
-MKDOCS = ROOT / ".venv-docs" / "bin" / "mkdocs"
 #: Seconds a section's Python or one command line may take (a local flytekit run trains twice).
 TIMEOUT = 300
-#: Set to "run" where the site must be built (the make target that sets up .venv-docs): a missing
-#: docs venv then fails instead of skipping.
-REQUIRED = "ELASTIC_IDL_DOCS"
 #: Go lines of the propeller quickstart, run when Go is on PATH.
 GO_LINE = re.compile(r"^\(cd go && go (test|build) ")
 
@@ -273,33 +271,6 @@ def test_the_launch_table_is_the_committed_sweep() -> None:
 # ---------------------------------------------------------------- the built site
 
 
-def _needs_build() -> None:
-    if MKDOCS.exists():
-        return
-    reason = f"{MKDOCS.relative_to(ROOT)} is missing: `make venv-docs` (or `make docs`) creates it"
-    if os.environ.get(REQUIRED) == "run":
-        pytest.fail(f"{REQUIRED}=run: {reason}")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    _needs_build()
-    out = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    proc = subprocess.run(
-        [str(MKDOCS), "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
-    return out
-
-
 class _Assets(HTMLParser):
     """Every URL a page loads by itself (scripts, styles, images, frames, fonts), not the links it shows."""
 
@@ -417,14 +388,14 @@ def _listeners(port: int) -> list[str]:
 
 def test_make_docs_serve_serves_the_site_on_loopback_only() -> None:
 
-    _needs_build()
+    require_mkdocs()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
         ["make", "--no-print-directory", "docs-serve", f"DOCS_PORT={port}"],
         cwd=ROOT,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        env=MKDOCS_ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -44,9 +44,9 @@ from typing import Any
 import pytest
 import websocket
 
+from docs_site import skip_or_fail
+
 ROOT = Path(__file__).resolve().parent.parent
-MKDOCS = ROOT / ".venv-docs" / "bin" / "mkdocs"
-REQUIRED = "ELASTIC_IDL_DOCS"
 #: The site pages opened: the three quickstarts, the page of charts and the page of diagrams.
 PAGES = [f"quickstart/{p.stem}/" for p in sorted((ROOT / "docs" / "quickstart").glob("*.md"))] + [
     "benchmarks/",
@@ -147,10 +147,7 @@ def find_chromium() -> str:
     found = shutil.which("chromium")
     if found is not None:
         return found
-    reason = "chromium is not installed: `make chromium` (apt-get install chromium) installs it"
-    if os.environ.get(REQUIRED) == "run":
-        pytest.fail(f"{REQUIRED}=run: {reason}")
-    pytest.skip(reason)
+    skip_or_fail("chromium is not installed: `make chromium` (apt-get install chromium) installs it")
 
 
 @contextmanager
@@ -368,27 +365,6 @@ def _report(reports: list[PageReport]) -> str:
 
 
 # ---------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not MKDOCS.exists():
-        reason = f"{MKDOCS.relative_to(ROOT)} is missing: `make venv-docs` (or `make docs`) creates it"
-        if os.environ.get(REQUIRED) == "run":
-            pytest.fail(f"{REQUIRED}=run: {reason}")
-        pytest.skip(reason)
-    out = tmp_path_factory.mktemp("site")
-    proc = subprocess.run(
-        [str(MKDOCS), "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
-    return out
 
 
 @pytest.fixture(scope="module")
