@@ -74,8 +74,20 @@ func taskTemplate(t testing.TB, name string, version int32, custom string) *core
 	}
 }
 
-// taskContext is a mocked TaskExecutionContext for a template.
-func taskContext(tmpl *core.TaskTemplate) pluginsCore.TaskExecutionContext {
+// executionID is the mocked id of the task execution every context carries.
+func executionID() *mocks.TaskExecutionID {
+	id := &mocks.TaskExecutionID{}
+	id.EXPECT().GetID().Return(core.TaskExecutionIdentifier{NodeExecutionId: &core.NodeExecutionIdentifier{
+		ExecutionId: &core.WorkflowExecutionIdentifier{Name: "my_name", Project: "my_project", Domain: "my_domain"},
+	}})
+	id.EXPECT().GetGeneratedName().Return("some-acceptable-name")
+	id.EXPECT().GetUniqueNodeID().Return("an-unique-id")
+	return id
+}
+
+// mockedContext is a TaskExecutionContext reading tmpl, with fixed input and
+// output locations, a zero plugin state and the metadata meta.
+func mockedContext(tmpl *core.TaskTemplate, meta *mocks.TaskExecutionMetadata) pluginsCore.TaskExecutionContext {
 	inputs := &pluginIOMocks.InputReader{}
 	inputs.EXPECT().GetInputPrefixPath().Return("/input/prefix")
 	inputs.EXPECT().GetInputPath().Return("/input")
@@ -91,12 +103,21 @@ func taskContext(tmpl *core.TaskTemplate) pluginsCore.TaskExecutionContext {
 	reader := &mocks.TaskReader{}
 	reader.EXPECT().Read(mock.Anything).Return(tmpl, nil)
 
-	id := &mocks.TaskExecutionID{}
-	id.EXPECT().GetID().Return(core.TaskExecutionIdentifier{NodeExecutionId: &core.NodeExecutionIdentifier{
-		ExecutionId: &core.WorkflowExecutionIdentifier{Name: "my_name", Project: "my_project", Domain: "my_domain"},
-	}})
-	id.EXPECT().GetGeneratedName().Return("some-acceptable-name")
-	id.EXPECT().GetUniqueNodeID().Return("an-unique-id")
+	state := &mocks.PluginStateReader{}
+	state.On("Get", mock.Anything).Return(uint8(0), nil)
+
+	ctx := &mocks.TaskExecutionContext{}
+	ctx.EXPECT().InputReader().Return(inputs)
+	ctx.EXPECT().OutputWriter().Return(outputs)
+	ctx.EXPECT().TaskReader().Return(reader)
+	ctx.EXPECT().TaskExecutionMetadata().Return(meta)
+	ctx.EXPECT().PluginStateReader().Return(state)
+	return ctx
+}
+
+// taskContext is a mocked TaskExecutionContext for a template.
+func taskContext(tmpl *core.TaskTemplate) pluginsCore.TaskExecutionContext {
+	id := executionID()
 
 	overrides := &mocks.TaskOverrides{}
 	overrides.EXPECT().GetResources().Return(fixtureResources)
@@ -117,16 +138,7 @@ func taskContext(tmpl *core.TaskTemplate) pluginsCore.TaskExecutionContext {
 	meta.EXPECT().GetEnvironmentVariables().Return(nil)
 	meta.EXPECT().GetConsoleURL().Return("")
 
-	state := &mocks.PluginStateReader{}
-	state.On("Get", mock.Anything).Return(uint8(0), nil)
-
-	ctx := &mocks.TaskExecutionContext{}
-	ctx.EXPECT().InputReader().Return(inputs)
-	ctx.EXPECT().OutputWriter().Return(outputs)
-	ctx.EXPECT().TaskReader().Return(reader)
-	ctx.EXPECT().TaskExecutionMetadata().Return(meta)
-	ctx.EXPECT().PluginStateReader().Return(state)
-	return ctx
+	return mockedContext(tmpl, meta)
 }
 
 // upstreamPlugin is flyteplugins' own pytorch plugin, from the registry its init filled.

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
-	"github.com/stretchr/testify/mock"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -24,7 +23,6 @@ import (
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/core/mocks"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/flytek8s"
 	k8sConfig "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/flytek8s/config"
-	pluginIOMocks "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/io/mocks"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/utils/secrets"
 	stdErrors "github.com/flyteorg/flyte/flytestdlib/errors"
 
@@ -43,27 +41,7 @@ import (
 //     flyteplugins' own secrets.MarshalSecretsToMapStrings), and nothing else.
 func propellerContext(t testing.TB, tmpl *core.TaskTemplate) pluginsCore.TaskExecutionContext {
 	t.Helper()
-	inputs := &pluginIOMocks.InputReader{}
-	inputs.EXPECT().GetInputPrefixPath().Return("/input/prefix")
-	inputs.EXPECT().GetInputPath().Return("/input")
-	inputs.EXPECT().Get(mock.Anything).Return(&core.LiteralMap{}, nil)
-
-	outputs := &pluginIOMocks.OutputWriter{}
-	outputs.EXPECT().GetOutputPath().Return("/data/outputs.pb")
-	outputs.EXPECT().GetOutputPrefixPath().Return("/data/")
-	outputs.EXPECT().GetRawOutputPrefix().Return("")
-	outputs.EXPECT().GetCheckpointPrefix().Return("/checkpoint")
-	outputs.EXPECT().GetPreviousCheckpointsPrefix().Return("/prev")
-
-	reader := &mocks.TaskReader{}
-	reader.EXPECT().Read(mock.Anything).Return(tmpl, nil)
-
-	id := &mocks.TaskExecutionID{}
-	id.EXPECT().GetID().Return(core.TaskExecutionIdentifier{NodeExecutionId: &core.NodeExecutionIdentifier{
-		ExecutionId: &core.WorkflowExecutionIdentifier{Name: "my_name", Project: "my_project", Domain: "my_domain"},
-	}})
-	id.EXPECT().GetGeneratedName().Return("some-acceptable-name")
-	id.EXPECT().GetUniqueNodeID().Return("an-unique-id")
+	id := executionID()
 
 	resources := &corev1.ResourceRequirements{}
 	if c := tmpl.GetContainer(); c != nil {
@@ -101,16 +79,7 @@ func propellerContext(t testing.TB, tmpl *core.TaskTemplate) pluginsCore.TaskExe
 	meta.EXPECT().GetEnvironmentVariables().Return(nil)
 	meta.EXPECT().GetConsoleURL().Return("")
 
-	state := &mocks.PluginStateReader{}
-	state.On("Get", mock.Anything).Return(uint8(0), nil)
-
-	ctx := &mocks.TaskExecutionContext{}
-	ctx.EXPECT().InputReader().Return(inputs)
-	ctx.EXPECT().OutputWriter().Return(outputs)
-	ctx.EXPECT().TaskReader().Return(reader)
-	ctx.EXPECT().TaskExecutionMetadata().Return(meta)
-	ctx.EXPECT().PluginStateReader().Return(state)
-	return ctx
+	return mockedContext(tmpl, meta)
 }
 
 // withK8sConfig runs the rest of the test under flyteplugins' k8s plugin
