@@ -222,6 +222,10 @@ class Kube:
                 conn.close()
             self.conns = []
 
+    def patch_node(self, node: str, patch: dict[str, Any]) -> Any:
+        """A JSON merge patch of a Node (cordon, taints, labels)."""
+        return self.call("PATCH", f"/api/v1/nodes/{node}", patch, "application/merge-patch+json")
+
     def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
         headers = {"Accept": "application/json"}
         data = None
@@ -335,10 +339,6 @@ class Run:
         t = time.time()
         self.result.faults.append((round(t - self.t0, 2), what))
         return t
-
-    def check(self) -> None:
-        if self.ended.is_set():
-            raise RunEnded
 
     def sleep(self, seconds: float) -> None:
         if self.ended.wait(seconds):
@@ -584,8 +584,7 @@ class Run:
             self._restore_node()
         for node in self.cordoned:
             with contextlib.suppress(ApiError):
-                self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": False}},
-                               "application/merge-patch+json")  # fmt: skip
+                self.kube.patch_node(node, {"spec": {"unschedulable": False}})
         self.cordoned = []
         with contextlib.suppress(ct.ClusterError):
             self.agent(op="degrade", namespace=self.ns, off=True)
@@ -609,8 +608,7 @@ class Run:
             self.agent(op="restore-node", node=node)
         n = self.kube.call("GET", f"/api/v1/nodes/{node}")
         taints = [t for t in n["spec"].get("taints", []) if t["key"] != OUT_OF_SERVICE]
-        self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"taints": taints or None}},
-                       "application/merge-patch+json")  # fmt: skip
+        self.kube.patch_node(node, {"spec": {"taints": taints or None}})
         self.lost_node = None
 
     # -- the classes: what happens before the job is applied, and the fault
@@ -707,7 +705,7 @@ class Run:
         self.fault(f"the pods on {node} are Terminating: taint {OUT_OF_SERVICE}")
         n = self.kube.call("GET", f"/api/v1/nodes/{node}")
         taints = [*n["spec"].get("taints", []), {"key": OUT_OF_SERVICE, "value": "nodeshutdown", "effect": "NoExecute"}]
-        self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"taints": taints}}, "application/merge-patch+json")
+        self.kube.patch_node(node, {"spec": {"taints": taints}})
 
     def before_degraded(self) -> None:
         self.agent(op="degrade", namespace=self.ns, seed=self.seed, **DEGRADE)
@@ -728,8 +726,7 @@ class Run:
         victim = self.rng.randrange(2)
         self.at_step()
         for node in self.lane_nodes:
-            self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}},
-                           "application/merge-patch+json")  # fmt: skip
+            self.kube.patch_node(node, {"spec": {"unschedulable": True}})
             self.cordoned.append(node)
         self.fault(f"cordon {', '.join(self.lane_nodes)}")
         self.kill_container(victim)
@@ -748,8 +745,7 @@ class Run:
         join = dict(self.cls.rdzv)["join_timeout"]
         self.sleep(join + 15)
         for node in self.cordoned:
-            self.kube.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": False}},
-                           "application/merge-patch+json")  # fmt: skip
+            self.kube.patch_node(node, {"spec": {"unschedulable": False}})
         self.cordoned = []
         self.fault(f"uncordon after {time.time() - pending:.0f} s Pending")
 
@@ -804,7 +800,7 @@ class Run:
             problems.append(f"hang: no verdict within {CAP_S:.0f} s (job {r.outcome or 'running'}, pods running: "
                             f"{', '.join(self.running_pods()) or 'none'})")  # fmt: skip
         elif r.outcome != cls.expect:
-            problems.append(f"job {r.outcome}, expected {cls.expect}{self._why_failed()}")
+            problems.append(f"job {r.outcome}, expected {cls.expect}{self._why_failed(incs)}")
         if cls.number not in (0, 10) and not r.faults:
             problems.append("the fault never fired")
         problems += [f"scenario: {n}" for n in r.notes]
@@ -859,9 +855,8 @@ class Run:
         # Time from the fault to training resumed (class 5: from the late pod's start to a step in
         # the world of 2; must-fail classes: from the last fault to the Failed condition).
         if cls.expect == "Failed":
-            if r.outcome == "Failed" and faults_t:
-                seen = self._verdict_seen()
-                r.fault_to_resumed_s = round(seen - faults_t[-1], 1) if seen else None
+            if cond is not None and r.outcome == "Failed" and faults_t:
+                r.fault_to_resumed_s = round(cond[1] + 0.5 - faults_t[-1], 1)  # the condition's time is whole seconds
         elif cls.number == 10:
             if steps:
                 r.fault_to_resumed_s = None
@@ -886,12 +881,8 @@ class Run:
         r.passed = not problems
         r.reason = "; ".join(problems) or "ok"
 
-    def _verdict_seen(self) -> float | None:
-        cond = self.condition()
-        return cond[1] + 0.5 if cond else None  # the condition's time is whole seconds
-
-    def _why_failed(self) -> str:
-        exits = [x for i in self.incarnations().values() for x in i["exits"] if x.get("code") not in (0, None)]
+    def _why_failed(self, incs: dict[str, dict[str, Any]]) -> str:
+        exits = [x for i in incs.values() for x in i["exits"] if x.get("code") not in (0, None)]
         own = [x for x in exits if not x.get("killed_by")]
         if not own:
             return ""
@@ -1146,8 +1137,7 @@ def label_lanes(kube: Kube, lanes: int) -> None:
         raise SystemExit(f"{lanes} lane(s) need {need} Nodes; the cluster has {len(kube.nodes)} (CLUSTER_NODES)")
     for i, node in enumerate(kube.nodes):
         lane = str(i // NODES_PER_LANE) if i < need else None
-        kube.call("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {LANE_LABEL: lane}}},
-                  "application/merge-patch+json")  # fmt: skip
+        kube.patch_node(node, {"metadata": {"labels": {LANE_LABEL: lane}}})
 
 
 @contextlib.contextmanager

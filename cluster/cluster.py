@@ -637,8 +637,8 @@ def check_port_free(host: str, port: int, what: str) -> None:
 
 
 def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
-    if c.running():
-        raise ClusterError(f"a cluster is already running from {c.dir}: {', '.join(c.running())} (make cluster-down)")
+    if alive := c.running():
+        raise ClusterError(f"a cluster is already running from {c.dir}: {', '.join(alive)} (make cluster-down)")
     preflight()
     bindir, storedir = build()
     opdir = operator_dir()

@@ -1360,11 +1360,13 @@ class Faults:
             raise FaultError(f"{key}: a number in {low:g}..{high:g} is required, not {value!r}")
         return float(value)
 
+    def _named(self, ns: str, name: str) -> list[PodWorker]:
+        """Every incarnation of pod ns/name on this agent's Nodes, oldest first."""
+        return [w for node in self.agent.nodes for w in list(node.workers.values()) if (w.ns, w.pod_name) == (ns, name)]
+
     def _worker(self, req: dict[str, Any]) -> PodWorker:
         ns, name = self._str(req, "namespace"), self._str(req, "pod")
-        found = [
-            w for node in self.agent.nodes for w in list(node.workers.values()) if (w.ns, w.pod_name) == (ns, name)
-        ]
+        found = self._named(ns, name)
         live = [w for w in found if not w.gone and w.sandbox is not None]
         if not live:
             raise FaultError(f"pod {ns}/{name}: no running incarnation on this agent's Nodes")
@@ -1470,9 +1472,7 @@ class Faults:
         seconds = self._number(req, "seconds", 0.1, 3600)
         not_uid = None
         if req.get("next"):
-            current = [
-                w for node in self.agent.nodes for w in list(node.workers.values()) if (w.ns, w.pod_name) == (ns, name)
-            ]
+            current = self._named(ns, name)
             not_uid = current[-1].uid if current else None
         with self.lock:
             self.withheld[(ns, name)] = {"seconds": seconds, "not_uid": not_uid}
@@ -1488,10 +1488,8 @@ class Faults:
     def op_release(self, req: dict[str, Any]) -> dict[str, Any]:
         key = (self._str(req, "namespace"), self._str(req, "pod"))
         self.holding.discard(key)
-        for node in self.agent.nodes:
-            for w in list(node.workers.values()):
-                if (w.ns, w.pod_name) == key:
-                    w.wake.set()
+        for w in self._named(*key):
+            w.wake.set()
         self.log("release", ns=key[0], pod=key[1])
         return {}
 
