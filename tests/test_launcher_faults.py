@@ -300,7 +300,21 @@ def test_with_torchs_identity_the_second_incarnation_is_taken_for_the_first(node
     assert "1 of the 2 node(s) needed joined" in results[0][1]["message"]
 
 
+def _in_a_child(function: str) -> None:
+    """Run ``function`` of this module in a child process: the c10d handlers it makes host their
+    stores (native server threads) that must not outlive the test in this one, where later tests
+    count this process's threads."""
+    here = Path(__file__).resolve().parent
+    code = f"import test_launcher_faults as t; t.{function}(); print('checked')"
+    r = subprocess.run([sys.executable, "-c", code], cwd=here, capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0 and "checked" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+
+
 def test_a_launch_has_a_node_identity_of_its_own_with_torchs_address_and_pid() -> None:
+    _in_a_child("_exercise_the_node_identity")
+
+
+def _exercise_the_node_identity() -> None:
     from elastic_idl._launch import agent  # first: it imports torch quietly (no numpy here)
 
     RendezvousParameters = agent.RendezvousParameters
@@ -320,13 +334,8 @@ def test_a_launch_has_a_node_identity_of_its_own_with_torchs_address_and_pid() -
 
 
 def test_the_round_watch_applies_torchs_keep_alive_rule_and_sees_a_closed_rendezvous() -> None:
-    """The watch on a real c10d handler (one node), its state edited as other nodes would. In a child
-    process: the handler's stores (native server threads) must not outlive the test in this one,
-    where later tests count this process's threads."""
-    here = Path(__file__).resolve().parent
-    code = "import test_launcher_faults as t; t._exercise_the_round_watch(); print('watch checked')"
-    r = subprocess.run([sys.executable, "-c", code], cwd=here, capture_output=True, text=True, timeout=120, check=False)
-    assert r.returncode == 0 and "watch checked" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    """The watch on a real c10d handler (one node), its state edited as other nodes would."""
+    _in_a_child("_exercise_the_round_watch")
 
 
 def _exercise_the_round_watch() -> None:
