@@ -472,7 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     head, tail, module = _split_tail(raw, command)
     args, unknown = parser.parse_known_args(head)
     if unknown:  # under the subcommand's own usage (argparse would print the top-level one)
-        getattr(args, "subparser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.subparser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.tail = tail if args.command in _PASS_THROUGH else _operands(args, tail, module)
     _setup_logging(args.verbose, args.command)
     try:

@@ -443,7 +443,6 @@ class _RoundWatch:
         #: Set once a read missed its deadline: the store's host is lost; nothing may wait on it.
         self.unreachable = False
         self._round: int | None = None
-        self._members: frozenset[Any] = frozenset()
         self._store: Any = None
         self._world_size = 0
         self._benign_close = False
@@ -491,12 +490,12 @@ class _RoundWatch:
         if not self.usable:
             return
         view = self._read(sync=False)  # the state the join just synced
-        self._round, self._members = view.round, view.participants
+        self._round = view.round
         self.last_members = view.participants
 
     def round_left(self) -> None:
         """The workers of the round are stopped: nothing to watch until the next round."""
-        self._round, self._members, self._store = None, frozenset(), None
+        self._round, self._store = None, None
 
     def nodes_waiting(self) -> int:
         """torch's ``num_nodes_waiting``, or at least 1 when this node must leave the running round.
@@ -538,15 +537,14 @@ class _RoundWatch:
         Void: a node of it is dead, or this node was dropped from it. A node that left the round
         to join the next one (its workers failed) leaves it valid: failures it caused here count.
         """
-        if self._round is None:
-            return None, False
         if view.round != self._round or self._me() not in view.participants:
             reason = (
                 f"this node is no longer a participant of rendezvous round {self._round} (its heartbeat "
                 f"expired: it was frozen or cut off for {self.expiry_s:.0f} s or more)"
             )
             return reason, True
-        gone = self._members - view.participants
+        assert self.last_members is not None  # set with the round
+        gone = self.last_members - view.participants
         if not gone:
             return None, False
         dead = sorted(repr(node) for node in gone if node not in view.queued)
