@@ -90,8 +90,13 @@ def this_attempts_checkpoint(dest: str | None, prev: str | None) -> Iterator[Non
 
     ctx = FlyteContextManager.current_context()
     state = ctx.execution_state
-    source = restore_source(ctx.file_access, dest, prev) if dest else prev
-    if dest is None or source == prev or state is None or state.user_space_params is None:
+    if (
+        not dest
+        or state is None
+        or state.user_space_params is None
+        # Listing dest is I/O (remote on s3:// or gs://): only once the context can use it.
+        or (source := restore_source(ctx.file_access, dest, prev)) == prev
+    ):
         yield
         return
     _log.info("elastic-idl flytekit: restoring the checkpoint saved earlier in this attempt (%s)", dest)

@@ -42,7 +42,7 @@ import threading
 from typing import Any
 
 from elastic_idl.flytekit._runtime import thread_count
-from elastic_idl.flytekit._support import WARM_START_FLYTEKIT_LINES, flytekit_line, lines_text
+from elastic_idl.flytekit._support import WARM_START_FLYTEKIT_LINES, flytekit_line, flytekit_version, lines_text
 
 __all__ = ["is_local_path", "stop_idle_loop_runners"]
 
@@ -56,12 +56,6 @@ def is_local_path(path: str | None) -> bool:
         return True
     text = str(path)
     return "://" not in text or text.startswith("file://")
-
-
-def _flytekit_version() -> str:
-    import flytekit
-
-    return str(getattr(flytekit, "__version__", ""))
 
 
 async def _pending_work() -> int:
@@ -96,7 +90,7 @@ def stop_idle_loop_runners(raw_output_prefix: str | None) -> str | None:
 
     Call only from the main thread, right before the launch (see the module docs).
     """
-    version = _flytekit_version()
+    version = flytekit_version()
     if flytekit_line(version) not in WARM_START_FLYTEKIT_LINES:
         lines = lines_text(WARM_START_FLYTEKIT_LINES)
         return f"flytekit {version} is not a line whose loop runner the warm start knows ({lines})"

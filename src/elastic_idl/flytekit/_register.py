@@ -35,7 +35,6 @@ Nothing here imports flytekit: every function that needs it runs only once it is
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import logging
 import sys
@@ -43,9 +42,15 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from elastic_idl.flytekit._support import TESTED_FLYTEKIT_LINES, WARM_START_FLYTEKIT_LINES, flytekit_line, lines_text
+from elastic_idl.flytekit._support import (
+    TESTED_FLYTEKIT_LINES,
+    WARM_START_FLYTEKIT_LINES,
+    flytekit_line,
+    flytekit_version,
+    lines_text,
+)
 
-__all__ = ["flytekit_version", "plugin_error", "register_config_types", "register_waiting"]
+__all__ = ["plugin_error", "register_config_types", "register_waiting"]
 
 _log = logging.getLogger("elastic_idl")
 
@@ -62,17 +67,6 @@ _error: str | None = None
 #: Whether the flytekit line was looked at (once per process) and the failures already logged.
 _line_checked = False
 _failures_logged: set[str] = set()
-
-
-def flytekit_version() -> str:
-    """The imported (else installed) flytekit's version; "" when there is none."""
-    version = str(getattr(sys.modules.get("flytekit"), "__version__", "") or "")
-    if not version:
-        try:
-            version = importlib.metadata.version("flytekit")
-        except importlib.metadata.PackageNotFoundError:
-            return ""
-    return version
 
 
 def _importable(module: str) -> bool:

@@ -255,7 +255,8 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
     ctx = FlyteContextManager.current_context()
     raw_prefix = str(ctx.file_access.raw_output_prefix or params.raw_output_prefix or "")
     checkpoint_dest, checkpoint_src = checkpoint_paths(params)
-    if (config.start_method or _runtime.DEFAULT_START_METHOD) != "fork":
+    start_method = config.start_method or _runtime.DEFAULT_START_METHOD
+    if start_method != "fork":
         _check_picklable(task, kwargs)  # fork never pickles; the other start methods do in a pod
     with tempfile.TemporaryDirectory(prefix="elastic-idl-flytekit-") as marker_dir:
         entry = TaskEntry(
@@ -268,7 +269,7 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
                 "prev_checkpoint": checkpoint_src,
             },
         )
-        if (config.start_method or _runtime.DEFAULT_START_METHOD) == _runtime.DEFAULT_START_METHOD:
+        if start_method == _runtime.DEFAULT_START_METHOD:
             why_cold = _fastpath.stop_idle_loop_runners(raw_prefix)
             if why_cold is not None:
                 _say_once(why_cold)
@@ -279,15 +280,13 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
                 )
         except ei.LaunchInterruptedError as err:
             raise _interrupted(err) from None
-        except (ei.RendezvousStoreLostError, ei.PeerLostError) as err:
+        except (ei.RendezvousStoreLostError, ei.PeerLostError, ei.RendezvousClosedError) as err:
             if not in_pod:
                 raise _failure_error(err, marker_dir, local=True) from None
+            if isinstance(err, ei.RendezvousClosedError):
+                _log.warning("elastic-idl: %s; this pod writes nothing (IgnoreOutputs)", str(err).splitlines()[0])
+                raise IgnoreOutputs() from None
             raise _store_lost(err) from None
-        except ei.RendezvousClosedError as err:
-            if not in_pod:
-                raise _failure_error(err, marker_dir, local=True) from None
-            _log.warning("elastic-idl: %s; this pod writes nothing (IgnoreOutputs)", str(err).splitlines()[0])
-            raise IgnoreOutputs() from None
         except ei.LaunchFailedError as err:
             state = ctx.execution_state
             local = state is None or state.is_local_execution()

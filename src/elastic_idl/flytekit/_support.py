@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["TESTED_FLYTEKIT_LINES", "WARM_START_FLYTEKIT_LINES", "flytekit_line", "lines_text"]
+import importlib.metadata
+import sys
+
+__all__ = ["TESTED_FLYTEKIT_LINES", "WARM_START_FLYTEKIT_LINES", "flytekit_line", "flytekit_version", "lines_text"]
 
 #: flytekit release lines (major, minor) the plugin's tests run on: 1.16 is both the line of
 #: requirements/dev.txt and the newest on PyPI (tests/test_flytekit_install.py checks that the
@@ -13,6 +16,17 @@ TESTED_FLYTEKIT_LINES: tuple[tuple[int, int], ...] = ((1, 16),)
 #: Lines whose private loop-runner fields the warm start (``_fastpath``) reads; elsewhere it
 #: launches cold. Only lines whose runner tests/test_flytekit_plugin.py has checked.
 WARM_START_FLYTEKIT_LINES: tuple[tuple[int, int], ...] = ((1, 16),)
+
+
+def flytekit_version() -> str:
+    """The imported (else installed) flytekit's version; "" when there is none."""
+    version = str(getattr(sys.modules.get("flytekit"), "__version__", "") or "")
+    if not version:
+        try:
+            version = importlib.metadata.version("flytekit")
+        except importlib.metadata.PackageNotFoundError:
+            return ""
+    return version
 
 
 def flytekit_line(version: str) -> tuple[int, int] | None:
