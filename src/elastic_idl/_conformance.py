@@ -9,7 +9,7 @@ and writes a *response* (JSON on stdout: this implementation's outputs per
 case). An implementation in another language (the Go backend) plugs in by
 reading the same request and writing the same response.
 
-Everything here is pure except :func:`main` (stdin/stdout) and the file
+Everything here is pure except `main` (stdin/stdout) and the file
 helpers that load cases and write expectations.
 """
 
@@ -125,7 +125,7 @@ class Case:
     Attributes:
         name: Folder name; the case id.
         path: The folder.
-        kind: One of :data:`KINDS`.
+        kind: One of `KINDS`.
         description: What the case pins down, in words.
         task_type_version: The task template's task_type_version (0, 1, or an unsupported value).
         render: Render options (the fields of ``JobOptions``), defaults merged in.
@@ -148,7 +148,7 @@ class Case:
 
 
 def load_case(path: Path) -> Case:
-    """Load one case folder; raises :class:`CaseError` when it is malformed."""
+    """Load one case folder; raises `CaseError` when it is malformed."""
     meta_path = path / CASE_FILE
     if not meta_path.is_file():
         raise CaseError(f"{path.name}: no {CASE_FILE}")
@@ -256,7 +256,7 @@ def evaluate(
 
     Returns:
         ``{"error": ...}`` when the input is not a task of that version; else
-        what :func:`outputs_of_task` returns.
+        what `outputs_of_task` returns.
     """
     try:
         if format == "binary_hex":

@@ -1,7 +1,7 @@
 """The project's exception and warning types, all of them. Every error a user can cause is one of these.
 
 The public ones are re-exported by ``elastic_idl``; the exit code each maps to is
-:mod:`elastic_idl.exit_codes`.
+`elastic_idl.exit_codes`.
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ class UnknownArgumentError(ElasticIdlError, TypeError):
 
 
 def reject_unknown_keywords(cls: type) -> None:
-    """Make a keyword-only dataclass raise :class:`UnknownArgumentError` (with a "did you mean")
+    """Make a keyword-only dataclass raise `UnknownArgumentError` (with a "did you mean")
     for a keyword it does not take, where Python's own TypeError names no alternative."""
     init: Any = getattr(cls, "__init__")  # noqa: B009 - mypy: the class's own method, not an instance's
     known = tuple(f.name for f in dataclasses.fields(cls) if f.init)
@@ -357,7 +357,7 @@ class TorchrunUsageError(TorchrunError):
 
 
 class LaunchFailedError(ElasticIdlError, RuntimeError):
-    """A launch failed for good: the one exception :func:`elastic_idl.launch` raises.
+    """A launch failed for good: the one exception `elastic_idl.launch` raises.
 
     Attributes:
         report: The ``FailureReport`` message (also written as JSON when the launch
@@ -391,7 +391,7 @@ class RendezvousIncompleteError(LaunchFailedError):
 class PeerLostError(RendezvousIncompleteError):
     """The group lost a node while it ran, and too few nodes re-formed within ``join_timeout``.
 
-    A :class:`RendezvousIncompleteError` (``joined``, ``needed``, ``timeout_s``) raised by a
+    A `RendezvousIncompleteError` (``joined``, ``needed``, ``timeout_s``) raised by a
     rendezvous that followed a completed one: a node of the running group was lost (its
     heartbeat expired, or it died and did not come back) and the survivors are fewer than
     ``min_nodes``. Unlike a job that never gathered its nodes, this is an infrastructure

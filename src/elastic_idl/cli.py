@@ -1,6 +1,6 @@
 """The ``elastic-idl`` command line. With pod.py, the only code that prints, reads files or the env.
 
-Exit codes: the table of :mod:`elastic_idl.exit_codes`, shared with the pod entrypoint:
+Exit codes: the table of `elastic_idl.exit_codes`, shared with the pod entrypoint:
 0 ok; 1 invalid input (decode or validation error, bad option value, unusable
 entrypoint or path); 2 usage error; 3 the launched job failed; 4 the rendezvous
 never completed; 128+N stopped by signal N (130 SIGINT, 143 SIGTERM).
@@ -462,7 +462,7 @@ def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (see :mod:`elastic_idl.exit_codes`)."""
+    """Run the CLI; returns the exit code (see `elastic_idl.exit_codes`)."""
     parser = build_parser()
     raw = _argv(argv)
     command = _command_index(raw)

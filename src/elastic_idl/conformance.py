@@ -2,7 +2,7 @@
 
 Reads a contract request (JSON) on stdin and writes this implementation's
 outputs (JSON) on stdout. The format is documented in ``contract/README.md``;
-the implementation is :mod:`elastic_idl._conformance`.
+the implementation is `elastic_idl._conformance`.
 """
 
 from __future__ import annotations

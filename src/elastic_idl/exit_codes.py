@@ -19,7 +19,7 @@ code        meaning
             ExitCode policy retries) and never a signal (128 + N stops at 192)
 ==========  =================================================================
 
-Torch-free; imports only the error types (:mod:`elastic_idl._errors`, stdlib only).
+Torch-free; imports only the error types (`elastic_idl._errors`, stdlib only).
 """
 
 from __future__ import annotations

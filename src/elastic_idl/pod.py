@@ -33,7 +33,7 @@ On exit:
   4096 bytes) to ``--termination-log`` (default ``/dev/termination-log`` when it
   exists), which Kubernetes shows as the container's termination message.
 
-Exit codes (:mod:`elastic_idl.exit_codes`, the CLI's table): 0 ok (also for pods
+Exit codes (`elastic_idl.exit_codes`, the CLI's table): 0 ok (also for pods
 without rank 0); 1 invalid input (the task does not decode or breaks a rule, bad
 env, an unusable entrypoint, an output path that cannot be written); 2 usage (bad
 flags, no task, no ENTRYPOINT); 3 the job failed (workers failed after all

@@ -1,7 +1,7 @@
 """Backend side: the NetworkPolicy that goes beside a rendered ``PyTorchJob``. Pure.
 
 torch's rendezvous store (TCPStore) and NCCL/gloo have no authentication: whoever reaches a
-pod's ports can join or disturb the job. :func:`render_network_policy` admits ingress to the
+pod's ports can join or disturb the job. `render_network_policy` admits ingress to the
 job's pods only from the job's own pods, on every port (NCCL picks its own), selected by the
 labels the training operator puts on every pod of the job. Who applies it, and what it does not
 cover: docs/guide/rendering.md, "A NetworkPolicy beside the job".
@@ -54,7 +54,7 @@ def render_network_policy(job: Mapping[str, Any]) -> dict[str, Any]:
     port and protocol. Egress is not restricted.
 
     Args:
-        job: A PyTorchJob as :func:`~elastic_idl.render_pytorchjob` returns it (only its
+        job: A PyTorchJob as `render_pytorchjob` returns it (only its
             ``metadata`` name, namespace and labels are read).
 
     Raises:
@@ -88,7 +88,7 @@ def render_network_policy(job: Mapping[str, Any]) -> dict[str, Any]:
 def render_objects(task: Any, options: JobOptions, *, task_type_version: int | None = None) -> list[dict[str, Any]]:
     """The objects to apply for a task: the PyTorchJob, then its NetworkPolicy when ``options.network_policy``.
 
-    Arguments and errors as :func:`~elastic_idl.render_pytorchjob`.
+    Arguments and errors as `render_pytorchjob`.
     """
     job = render_pytorchjob(task, options, task_type_version=task_type_version)
     return [job, render_network_policy(job)] if options.network_policy else [job]

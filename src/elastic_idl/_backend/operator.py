@@ -1,7 +1,7 @@
 """The Kubeflow training operator's side of a ``PyTorchJob``: the env it injects into each pod. Pure.
 
-:func:`pod_env` is the env the training operator (v1.9) injects into one pod of a
-job :func:`~elastic_idl.render_pytorchjob` renders, so tests can start pods locally
+`pod_env` is the env the training operator (v1.9) injects into one pod of a
+job `render_pytorchjob` renders, so tests can start pods locally
 with exactly what a cluster gives them.
 """
 

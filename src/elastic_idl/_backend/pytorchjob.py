@@ -1,13 +1,13 @@
 """Backend side: task -> Kubeflow ``PyTorchJob`` (kubeflow.org/v1). Pure.
 
-:func:`render_pytorchjob` does what flytepropeller's pytorch plugin does
+`render_pytorchjob` does what flytepropeller's pytorch plugin does
 (``flyteplugins/go/tasks/plugins/k8s/kfoperators/pytorch``), plus the fields
 that plugin leaves out (``spec.nprocPerNode``, rdzv host/port/id/conf).
 The env the training operator injects into the job's pods is
-:func:`elastic_idl._backend.operator.pod_env`.
+`elastic_idl._backend.operator.pod_env`.
 
 Every Kubernetes key is a constant below, defined once; env var names live in
-:mod:`elastic_idl._task.names` (``ENV``, ``OPERATOR_ENV``, ``TASK_ENV``).
+`elastic_idl._task.names` (``ENV``, ``OPERATOR_ENV``, ``TASK_ENV``).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ ELASTIC_WORKER_RESTART_POLICIES: tuple[str, ...] = (ELASTIC_WORKER_RESTART_POLIC
 
 @dataclass(frozen=True, kw_only=True)
 class JobOptions:
-    """What :func:`render_pytorchjob` needs beyond the task: the job's name, image and what its pods run.
+    """What `render_pytorchjob` needs beyond the task: the job's name, image and what its pods run.
 
     A plain record: the values are checked when the job is rendered (a RenderError names
     the option), so ``JobOptions(**mapping)`` takes any mapping of these names.
@@ -189,12 +189,12 @@ class JobOptions:
         labels: Labels of the job and of every pod template.
         annotations: Annotations of the job and of every pod template.
         env: Extra container env (names the operator or renderer sets are refused).
-        mode: ``"strict"`` (default) or ``"upstream"``: see :data:`STRICT`, :data:`UPSTREAM`.
+        mode: ``"strict"`` (default) or ``"upstream"``: see `STRICT`, `UPSTREAM`.
         elastic_worker_restart_policy: What an elastic task's Worker gets when the task leaves its
             restart policy at the enum's zero value: ``"ExitCode"`` (default, in every mode) or
             ``"Never"`` (upstream's).
-        network_policy: Also render a NetworkPolicy beside the job (:func:`render_objects`,
-            ``elastic-idl render --network-policy``); :func:`render_pytorchjob` ignores it.
+        network_policy: Also render a NetworkPolicy beside the job (`render_objects`,
+            ``elastic-idl render --network-policy``); `render_pytorchjob` ignores it.
     """
 
     name: str
@@ -463,7 +463,7 @@ def _task_for_render(task: Any, task_type_version: int | None) -> TaskView:
     """The task as one TaskView of the declared shape, converted once; or a typed error.
 
     A custom dict is decoded as ``task_type_version`` says (required then); a message or a view
-    is converted once (:func:`~elastic_idl._task.view.of`) and, when a version is declared, must
+    is converted once (`of`) and, when a version is declared, must
     be of that shape.
     """
     if task_type_version is not None:
@@ -501,7 +501,7 @@ def _task_for_render(task: Any, task_type_version: int | None) -> TaskView:
 
 
 def tolerated_in_upstream_mode(v: Violation, t: TaskView) -> bool:
-    """Whether the upstream render mode renders task ``t`` despite violation ``v`` (:data:`UPSTREAM_TOLERATED_RULES`)."""
+    """Whether the upstream render mode renders task ``t`` despite violation ``v`` (`UPSTREAM_TOLERATED_RULES`)."""
     if v.rule not in UPSTREAM_TOLERATED_RULES:
         return False
     if v.rule == "replicas.master_count":
@@ -805,7 +805,7 @@ def render_pytorchjob(
     - A non-elastic task renders Master (always 1 replica) + Workers.
     - Replica settings follow upstream's rule: ``common`` wins when set. An unset
       restart policy (the enum's zero value, NEVER) is ``ExitCode`` for the Worker of an
-      elastic task (see :data:`ELASTIC_WORKER_RESTART_POLICY`; upstream: ``Never``) and
+      elastic task (see `ELASTIC_WORKER_RESTART_POLICY`; upstream: ``Never``) and
       ``Never`` otherwise, like upstream.
       A replica's image and resources replace the task-level ``image``/``resources``.
     - ``spec.runPolicy`` always, ``{}`` when the task has none (the legacy shape
@@ -821,7 +821,7 @@ def render_pytorchjob(
     Args:
         task: The task: a message of either binding, or the ``TaskTemplate.custom``
             dict (what the backend reads; decoded as ``task_type_version`` says).
-        options: The job's name, image, entrypoint, ... (:class:`JobOptions`). Giving
+        options: The job's name, image, entrypoint, ... (`JobOptions`). Giving
             them as keywords of this function instead is deprecated (DeprecationWarning).
         task_type_version: 0 (legacy shape) or 1 (kubeflow shape), as in the task template.
             Required for a custom dict; for a message, when given, the message must be of that shape.

@@ -1,7 +1,7 @@
 """The local elastic launcher: ``launch(task, entrypoint, *args)`` and ``to_launch_config``.
 
-Data flow: task (+ pod env) -> :func:`~elastic_idl.to_launch_spec` (pure) ->
-torch ``LaunchConfig`` (:mod:`elastic_idl._launch.agent`) -> an elastic agent for this
+Data flow: task (+ pod env) -> `to_launch_spec` (pure) ->
+torch ``LaunchConfig`` (`elastic_idl._launch.agent`) -> an elastic agent for this
 node, with workers started the fast and safe way, restarts that work, and one
 typed error with every failure when the job fails.
 
@@ -11,7 +11,7 @@ Start methods (``ElasticConfig.start_method``, default ``forkserver``):
 
 - ``forkserver``: workers are forked from a *warm fork server*, a copy of the
   launcher made once torch is imported and before any thread exists
-  (:mod:`elastic_idl._launch.forkserver`). Workers start with torch loaded, the
+  (`elastic_idl._launch.forkserver`). Workers start with torch loaded, the
   entrypoint is not pickled (closures work), and nothing unsafe is inherited.
   If the launcher already runs threads or initialised CUDA, a regular fork
   server is started instead, with torch preloaded (slower, still safe), and
@@ -101,8 +101,8 @@ def to_launch_config(
 ) -> LaunchConfig:
     """torch's ``LaunchConfig`` for a task, every field set explicitly.
 
-    Builds the torch-free :class:`~elastic_idl.LaunchSpec` first (see
-    :func:`~elastic_idl.to_launch_spec` for the message/env precedence), then the
+    Builds the torch-free `LaunchSpec` first (see
+    `to_launch_spec` for the message/env precedence), then the
     real config; an ``nproc_per_node`` policy (auto/cpu/gpu) is resolved on this
     machine. The returned config owns its ``rdzv_configs`` dict: torch writes
     ``rdzv_configs["timeout"]`` into it, never into anything the caller holds.
@@ -153,7 +153,7 @@ def _find_module(name: str) -> None:
     ``python -m`` puts the working directory first on ``sys.path``; a launcher started
     as a console script (``elastic-idl``) or from a script elsewhere has the script's
     directory there instead. The workers run the module the same way
-    (:mod:`elastic_idl._launch.worker`). Finding ``pkg.mod`` imports ``pkg``, as
+    (`elastic_idl._launch.worker`). Finding ``pkg.mod`` imports ``pkg``, as
     ``python -m`` does.
 
     Raises:
@@ -375,7 +375,7 @@ def launch(
             replaced by the worker's local rank, as torchrun does.
         return_all: Return every local worker's value by global rank instead of rank 0's.
         module: ``entrypoint`` names a module to run like ``python -m``.
-        env: The pod env (``PET_*`` variables); see :func:`~elastic_idl.to_launch_spec`.
+        env: The pod env (``PET_*`` variables); see `to_launch_spec`.
         run_id: Rendezvous id shared by all nodes (default: message, env, else "none";
             a one-node launch on a free port gets a random id).
         rdzv_endpoint: "host:port" of the rendezvous (default: 127.0.0.1 and a free port).
@@ -447,10 +447,10 @@ def launch_values(
     local_addr: str | None = None,
     fresh_store: bool = True,
 ) -> dict[int, Any]:
-    """:func:`launch`, returning this node's workers' values by global rank (internal: pod, CLI, bench).
+    """`launch`, returning this node's workers' values by global rank (internal: pod, CLI, bench).
 
     ``fresh_store=False`` keeps torch's shared rendezvous store across rounds instead of
-    :class:`~elastic_idl._launch.agent.FreshStoreHandler` (only bench/stress_restart.py's
+    `FreshStoreHandler` (only bench/stress_restart.py's
     "stock" arm uses it, to measure torch's behaviour with everything else equal).
     """
     spec = to_launch_spec(task, env=env, run_id=run_id, rdzv_endpoint=rdzv_endpoint, start_method=start_method)
@@ -478,7 +478,7 @@ def run_spec(
     """Run a resolved spec's agent on this node; this node's workers' values by global rank.
 
     ``in_pod``: the operator's ``<job>-worker-0`` may not resolve yet, so wait for it
-    (within join_timeout) instead of failing at once. See :func:`launch` for the errors.
+    (within join_timeout) instead of failing at once. See `launch` for the errors.
     """
     _check_paths(failure_path, log_dir)
     host = split_endpoint(spec.rdzv_endpoint)[0]

@@ -46,7 +46,7 @@ MODULE_FLAG = "-m"
 
 def entrypoint_problem(words: Sequence[str]) -> str | None:
     """Why a command line of what the workers run can never start, or None: the one rule of
-    ``elastic-idl run`` and ``render``, the pod entrypoint and :class:`~elastic_idl.JobOptions`.
+    ``elastic-idl run`` and ``render``, the pod entrypoint and `JobOptions`.
 
     ``words`` is a script and its arguments, or ``-m MODULE`` and its arguments (what
     ``python`` takes). The first word may not be empty, nor look like an option: python
@@ -102,7 +102,7 @@ class LaunchSpec:
     """Every field torch's LaunchConfig needs, resolved, with no torch import.
 
     ``nproc_per_node`` is None when ``nproc_policy`` ("auto", "cpu", "gpu") must be
-    resolved on the node; :func:`to_launch_config` does that.
+    resolved on the node; `to_launch_config` does that.
     """
 
     min_nodes: int
@@ -338,10 +338,10 @@ def to_launch_spec(
     rdzv_endpoint: str | None = None,
     start_method: str | None = None,
 ) -> LaunchSpec:
-    """Map a valid elastic task (either shape, either binding) to a :class:`LaunchSpec`.
+    """Map a valid elastic task (either shape, either binding) to a `LaunchSpec`.
 
     Args:
-        task: The task: anything :func:`elastic_idl.view` takes, converted once (a TaskView
+        task: The task: anything `elastic_idl.view` takes, converted once (a TaskView
             as is; its rules run once per value).
         env: The pod env (the operator's ``PET_*`` variables); None or {} outside a pod.
             Precedence, field by field (every time the env changes a value it is
@@ -362,7 +362,7 @@ def to_launch_spec(
         start_method: Explicit torch start method, beats the message.
 
     Launch-time values obey the rules of the task fields they stand in for (see
-    :func:`override_violations`): the ``rdzv_endpoint`` and ``run_id`` arguments, and
+    `override_violations`): the ``rdzv_endpoint`` and ``run_id`` arguments, and
     ``PET_RDZV_ENDPOINT`` / ``PET_RDZV_ID`` from ``env`` (violations name the variable).
 
     Raises:

@@ -1,4 +1,4 @@
-"""The SDK side: :class:`~elastic_idl.Elastic` (flytekit's config) and torchrun argv <-> task.
+"""The SDK side: `Elastic` (flytekit's config) and torchrun argv <-> task.
 
 Private: the public API is ``elastic_idl``'s ``__all__``. Imports nothing.
 """

@@ -1,7 +1,7 @@
 """The arguments Elastic(...) and a torchrun command line share, parsed once, and the task they make.
 
 Each parser reads a value as torchrun (or flytekit) does and reports a bad one to a
-:class:`Problems`, naming the argument, so every bad argument is reported at once.
+`Problems`, naming the argument, so every bad argument is reported at once.
 """
 
 from __future__ import annotations

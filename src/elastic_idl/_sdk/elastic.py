@@ -1,12 +1,12 @@
 """The SDK config: ``Elastic(...)``, a drop-in for flytekit's ``Elastic``, and custom dict <-> task.
 
 ``Elastic`` is validated when it is written: it builds the task message and runs the
-same rules as :func:`~elastic_idl.validate`, so an invalid config never reaches a
+same rules as `validate`, so an invalid config never reaches a
 cluster. It emits exactly what flytekit 1.16 emits (``to_template``), plus our
 extension fields, which put on the wire the settings flytekit keeps only in the
 Python object (start method, monitor interval, rendezvous timeouts). Pure: no
 torch, no flytekit, no environment; once flytekit is imported (never by this module),
-each config type is handed to its task plugin table (:func:`tell_flytekit`).
+each config type is handed to its task plugin table (`tell_flytekit`).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ __all__ = [
 FLYTEKIT_RDZV_CONFIGS: Mapping[str, int] = MappingProxyType({"timeout": 900, JOIN_TIMEOUT: 900})
 
 #: rule id -> what it requires, for the errors only ``Elastic(...)`` and ``Elastic.from_task`` raise.
-#: Every other violation they report is one of :data:`elastic_idl.RULES`, exactly as ``validate`` reports it.
+#: Every other violation they report is one of `elastic_idl.RULES`, exactly as ``validate`` reports it.
 SDK_RULES: dict[str, str] = {
     "sdk.argument": "an Elastic(...) argument has the type and syntax its docstring gives",
     "sdk.rdzv_timeout": (
@@ -360,8 +360,8 @@ class Elastic:
     """Elastic PyTorch training config: flytekit's ``Elastic``, validated, with nothing left off the wire.
 
     Drop it in where ``flytekitplugins.kfpytorch.Elastic`` stands (keyword arguments). It is
-    validated at construction with the same rules and errors as :func:`elastic_idl.validate`
-    (a :class:`~elastic_idl.ValidationError` listing every violation); an argument of the wrong
+    validated at construction with the same rules and errors as `elastic_idl.validate`
+    (a `ValidationError` listing every violation); an argument of the wrong
     type or syntax is a violation whose field is the argument name (rule ``sdk.argument``).
     Building one never imports torch or flytekit.
 
@@ -394,7 +394,7 @@ class Elastic:
             (``sdk.rdzv_timeout``) when different; with ``etcd``/``static`` (which read it) it is
             passed through. Default: flytekit's ``{"timeout": 900, "join_timeout": 900}``, so
             ``join_timeout=900 s`` is on the wire.
-        run_policy: A :class:`RunPolicy`, flytekit's ``RunPolicy``, or a mapping of its fields.
+        run_policy: A `RunPolicy`, flytekit's ``RunPolicy``, or a mapping of its fields.
         increase_shared_mem: flytekit's deprecated pod-template switch. Kept for drop-in use; it
             is not part of the task (the SDK plugin applies it to the pod template).
 
@@ -542,9 +542,9 @@ class Elastic:
         ``from_custom(*cfg.to_template())`` gives the task back.
 
         Args:
-            upstream: Emit only what upstream flyteidl knows (see :func:`elastic_idl.to_custom`).
+            upstream: Emit only what upstream flyteidl knows (see `elastic_idl.to_custom`).
                 The default ``rdzv_configs`` puts ``joinTimeout`` on the wire, so with defaults
-                this raises :class:`~elastic_idl.SkewError` unless ``allow_loss`` is set.
+                this raises `SkewError` unless ``allow_loss`` is set.
             allow_loss: With ``upstream``, drop set extension fields with a ``SkewWarning``.
         """
         if self._standalone:
@@ -553,9 +553,9 @@ class Elastic:
         return CustomTemplate(custom, TASK_TYPE, TASK_TYPE_VERSION)
 
     def to_custom(self, *, upstream: bool = False, allow_loss: bool = False) -> CustomTemplate:
-        """Deprecated (removed in 0.3): :meth:`to_template`, which this returns.
+        """Deprecated (removed in 0.3): `to_template`, which this returns.
 
-        Renamed because :func:`elastic_idl.to_custom` returns the custom dict alone.
+        Renamed because `elastic_idl.to_custom` returns the custom dict alone.
         """
         deprecated("Elastic.to_custom()", "Elastic.to_template()")
         return self.to_template(upstream=upstream, allow_loss=allow_loss)

@@ -6,7 +6,7 @@ the script goes to the script) and the same ``PET_<FLAG>`` env fallbacks (the co
 wins; booleans are ``"1"``/``"0"``). Then torchrun's own resolution (``--standalone``, the
 implicit standalone of a one-node static rendezvous, the static endpoint from
 ``--master-addr``/``--master-port``) is applied, so the task means what torchrun would run.
-A flag the schema cannot hold raises :class:`UnsupportedFlagError` naming it; nothing is
+A flag the schema cannot hold raises `UnsupportedFlagError` naming it; nothing is
 dropped silently. Pure: the environment is an argument, torch is not imported.
 """
 
@@ -562,7 +562,7 @@ class NodeSettings:
 
     ``elastic-idl torchrun`` passes them to the launcher (``launch(node_rank=, local_addr=,
     log_dir=)``), as ``--rdzv-endpoint`` is a launch-time override for ``elastic-idl run``.
-    :func:`from_torchrun` cannot put them in a task and refuses them.
+    `from_torchrun` cannot put them in a task and refuses them.
 
     Attributes:
         node_rank: ``--node-rank`` of a ``static`` rendezvous (None: not given, 0).
@@ -727,7 +727,7 @@ def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
 
     Returns:
         The task, validated, with worker replicas = max nodes as flytekit writes it, and the
-        :class:`TorchrunEntrypoint`.
+        `TorchrunEntrypoint`.
 
     Raises:
         TypeError: ``argv`` is not a list of strings (a command line as one string, say),
@@ -738,7 +738,7 @@ def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
             a per-rank -r/-t map, --nproc-per-node xpu or a custom device, an explicit
             --rdzv-backend/--rdzv-endpoint/--rdzv-id that --standalone would ignore; and the
             launch-time settings --log-dir, --local-addr, a static --node-rank (a task cannot
-            hold them: ``elastic-idl torchrun`` and ``launch()`` take them, see :func:`parse_torchrun`).
+            hold them: ``elastic-idl torchrun`` and ``launch()`` take them, see `parse_torchrun`).
         TorchrunUsageError: The command line is one torchrun's own parser rejects (-h included).
         TorchrunError: The command line is not one torchrun accepts; names the flag.
         ValidationError: The task it describes breaks a rule (e.g. --nnodes 3:1).
@@ -758,11 +758,11 @@ def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
 def parse_torchrun(
     argv: Sequence[str], env: Mapping[str, str] | None = None
 ) -> tuple[Task, TorchrunEntrypoint, NodeSettings]:
-    """:func:`from_torchrun`, plus the launch-time settings of this node instead of refusing them.
+    """`from_torchrun`, plus the launch-time settings of this node instead of refusing them.
 
     What ``elastic-idl torchrun`` uses: ``--node-rank`` (static backend), ``--local-addr`` and
-    ``--log-dir`` (and their ``PET_*`` variables) come back as :class:`NodeSettings` for the
-    launcher. Raises what :func:`from_torchrun` raises, except for those.
+    ``--log-dir`` (and their ``PET_*`` variables) come back as `NodeSettings` for the
+    launcher. Raises what `from_torchrun` raises, except for those.
     """
     task, entry, node, _ = _convert(argv, env)
     return task, entry, node
@@ -890,7 +890,7 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
 
     ``from_torchrun(to_torchrun(task, ep))`` gives back the same elastic config (an empty
     rdzv_backend comes back as "c10d", the same thing), and the same entrypoint. Flags come in
-    :data:`FLAGS` order (torchrun's; each row's writer renders it), every one as ``--flag=value``
+    `FLAGS` order (torchrun's; each row's writer renders it), every one as ``--flag=value``
     or a bare switch; the launch settings are always explicit (nnodes, nproc, backend,
     max restarts), others only when set. A host left empty renders no ``--rdzv-endpoint``, so
     torchrun takes it from ``PET_RDZV_ENDPOINT`` in a pod. Only the elastic config is
@@ -898,7 +898,7 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
 
     Args:
         task: A valid task of either shape with an elastic config.
-        entrypoint: A :class:`TorchrunEntrypoint`, or the script path.
+        entrypoint: A `TorchrunEntrypoint`, or the script path.
         args: The script's arguments, when ``entrypoint`` is a path.
 
     Raises:
@@ -960,7 +960,7 @@ DROP_IN_FAILURE_FILE = DROP_IN_PREFIX + "failure-file"
 
 
 def torchrun_help(prog: str = "elastic-idl torchrun") -> str:
-    """The help of the torchrun drop-in: every torchrun 2.13 flag, and what becomes of it (from :data:`FLAGS`)."""
+    """The help of the torchrun drop-in: every torchrun 2.13 flag, and what becomes of it (from `FLAGS`)."""
     lines = [
         f"usage: {prog} [{DROP_IN_FAILURE_FILE} PATH] [torchrun flags] SCRIPT [ARGS...]",
         f"       {prog} [{DROP_IN_FAILURE_FILE} PATH] [torchrun flags] -m MODULE [ARGS...]",

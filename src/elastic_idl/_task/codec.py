@@ -1,9 +1,9 @@
 """Formats in and out: binary, JSON, textproto, YAML and flytekit's custom dict.
 
 One place for format detection and decode errors. Every failure is a
-:class:`~elastic_idl.DecodeError` that names the field; no protobuf or YAML
+`DecodeError` that names the field; no protobuf or YAML
 exception escapes. Pure: data in, data out, but for the two bounded readers
-(:func:`read_task_bytes`, :func:`read_task_file`) that the CLI and the pod entrypoint share.
+(`read_task_bytes`, `read_task_file`) that the CLI and the pod entrypoint share.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ FORMAT_BY_EXTENSION: dict[str, Format] = {
 
 
 def format_of_path(path: str) -> Format | None:
-    """The format a file name's extension says (:data:`FORMAT_BY_EXTENSION`), or None."""
+    """The format a file name's extension says (`FORMAT_BY_EXTENSION`), or None."""
     dot = path.rfind(".")
     if dot <= max(path.rfind("/"), path.rfind("\\")):
         return None
@@ -125,7 +125,7 @@ def _too_large(limit: int = MAX_TASK_BYTES) -> DecodeError:
 
 
 def read_task_bytes(stream: BinaryIO, limit: int = MAX_TASK_BYTES) -> bytes:
-    """Read a task from an open binary stream: at most ``limit`` bytes (:data:`MAX_TASK_BYTES`), else DecodeError.
+    """Read a task from an open binary stream: at most ``limit`` bytes (`MAX_TASK_BYTES`), else DecodeError.
 
     Stops reading one byte past the limit, so an endless source (``/dev/zero``, a
     pipe that keeps writing) cannot fill the memory.
@@ -148,15 +148,15 @@ STDIN_NAME = "stdin"
 
 
 def read_task_file(path: str) -> bytes:
-    """Read a task from a path ("-" is stdin): at most :data:`MAX_TASK_BYTES`, and from a pipe
-    within :data:`MAX_PIPE_WAIT_S`.
+    """Read a task from a path ("-" is stdin): at most `MAX_TASK_BYTES`, and from a pipe
+    within `MAX_PIPE_WAIT_S`.
 
     A named pipe is opened without waiting for its writer, so a FIFO nobody writes to ends
     in an error too. Regular files and devices are read as they are (``/dev/zero`` stops at
     the size limit; a terminal on stdin is waited for, as ``cat`` waits).
 
     Raises:
-        DecodeError: The input is larger than :data:`MAX_TASK_BYTES`.
+        DecodeError: The input is larger than `MAX_TASK_BYTES`.
         OSError: It cannot be read (its ``filename`` is the path, "stdin" for "-"): missing,
             a directory, stdin closed, or a pipe whose writer did not finish in time (TimeoutError).
     """
@@ -360,7 +360,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 class _Float(float):
     """A number read as a float that keeps the text it was written as, for messages: JSON's
     ``1e400`` is ``inf`` to Python, but an error says "got 1e400", as the user wrote it.
-    Only numbers whose ``repr`` is not their text become one (see :func:`_as_written`): a
+    Only numbers whose ``repr`` is not their text become one (see `_as_written`): a
     document of many plain numbers costs no more than floats."""
 
     __slots__ = ("text",)
@@ -517,7 +517,7 @@ def load_yaml(text: str) -> Any:
 
 
 def load_document(data: bytes | str, format: Literal["json", "yaml"] | None = None) -> Any:
-    """A JSON or YAML document (a task template) with the limits of :func:`decode`.
+    """A JSON or YAML document (a task template) with the limits of `decode`.
 
     ``format`` None reads JSON when the text is JSON, else YAML. DecodeError on any failure.
     """
@@ -630,13 +630,13 @@ def _detect(data: bytes | str, task_type_version: int) -> tuple[Task, Format]:
 
 
 def detect_format(data: bytes | str) -> Format:
-    """The format :func:`decode` reads ``data`` as, when no format is given.
+    """The format `decode` reads ``data`` as, when no format is given.
 
-    For input that no parser reads, the format whose error :func:`decode` reports
+    For input that no parser reads, the format whose error `decode` reports
     ("binary" for bytes that are no text in any format).
 
     Raises:
-        DecodeError: The input is larger than :data:`MAX_TASK_BYTES`.
+        DecodeError: The input is larger than `MAX_TASK_BYTES`.
         TypeError: ``data`` is neither bytes nor str.
     """
     data = _serialized(data, "detect_format()")
@@ -650,7 +650,7 @@ def detect_format(data: bytes | str) -> Format:
 
 
 def _serialized(data: object, caller: str) -> bytes | str:
-    """``data`` as bytes or str within :data:`MAX_TASK_BYTES`; TypeError or DecodeError otherwise."""
+    """``data`` as bytes or str within `MAX_TASK_BYTES`; TypeError or DecodeError otherwise."""
     if isinstance(data, (bytearray, memoryview)):
         data = bytes(data)
     if not isinstance(data, (bytes, str)):
@@ -889,13 +889,13 @@ def decode(
     Binary unknown field numbers are kept either way (protobuf's rule; re-encoding keeps their
     bytes). ``strict=False`` is the forward-compatible decode of a newer SDK's task: unknown keys
     and enum names are left out, and every unknown field (binary ones included) is named by a
-    :class:`SkewWarning`. Textproto is always strict.
+    `SkewWarning`. Textproto is always strict.
 
     Args:
         data: The serialized task: ``bytes`` (any format; also ``bytearray`` and
-            ``memoryview``) or ``str`` (a text format), at most :data:`MAX_TASK_BYTES`.
-            A mapping is read as the ``TaskTemplate.custom`` dict (:func:`from_custom`).
-        format: One of :data:`FORMATS`; None detects it: binary when the bytes are
+            ``memoryview``) or ``str`` (a text format), at most `MAX_TASK_BYTES`.
+            A mapping is read as the ``TaskTemplate.custom`` dict (`from_custom`).
+        format: One of `FORMATS`; None detects it: binary when the bytes are
             not text, else JSON, YAML or textproto, whichever reads it (when none
             does, the error of the one the text resembles, with its position).
         task_type_version: 0 for the legacy shape, 1 (default) for the kubeflow shape.
@@ -977,18 +977,18 @@ def from_custom(
     """The task from a ``TaskTemplate``'s custom dict, task type and version, as flytekit or we emit it.
 
     ``from_custom(custom)``, ``from_custom(custom, "pytorch", 1)``, ``from_custom(template)``
-    and ``from_custom(*template)`` (a :class:`CustomTemplate`, e.g. ``Elastic(...).to_template()``)
-    all work. Decodes only (like :func:`decode`); run :func:`elastic_idl.validate` or
+    and ``from_custom(*template)`` (a `CustomTemplate`, e.g. ``Elastic(...).to_template()``)
+    all work. Decodes only (like `decode`); run `elastic_idl.validate` or
     ``Elastic.from_task`` on the result. Accepts camelCase and snake_case keys, and
     integral floats for integers (a protobuf Struct stores every number as a double).
 
     Forward compatible, as the backend's entry point must be: a key this version does not know
     (a newer SDK's field) or an enum value name it does not know is left out, and each is named
-    by a :class:`SkewWarning` (``warning.fields``: its path, e.g. ``elastic_config.futureKnob``).
-    ``strict=True`` refuses them instead (a DecodeError, as :func:`decode` does).
+    by a `SkewWarning` (``warning.fields``: its path, e.g. ``elastic_config.futureKnob``).
+    ``strict=True`` refuses them instead (a DecodeError, as `decode` does).
 
     Args:
-        custom: ``TaskTemplate.custom``, or a whole :class:`CustomTemplate` (then give nothing else).
+        custom: ``TaskTemplate.custom``, or a whole `CustomTemplate` (then give nothing else).
         task_type: The template's task type; None means ``"pytorch"``.
         task_type_version: 0 (legacy shape) or 1 (kubeflow shape); None means 1.
         strict: Refuse unknown keys and enum names instead of warning.
@@ -1046,7 +1046,7 @@ UNKNOWN_FIELD = "not a field (or enum value) this version knows, from a newer sc
 
 
 def warn_unknown(paths: Sequence[str]) -> None:
-    """One :class:`SkewWarning` per field path a tolerant decode left out."""
+    """One `SkewWarning` per field path a tolerant decode left out."""
     for path in paths:
         warnings.warn(SkewWarning(f"{path}: {UNKNOWN_FIELD}", fields=(path,)), stacklevel=3)
 

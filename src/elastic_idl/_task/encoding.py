@@ -1,6 +1,6 @@
 """Formats out: binary, JSON, YAML, textproto and flytekit's custom dict, from the one TaskView.
 
-Each function converts its input once (:func:`~elastic_idl._task.view.of`) and reads the view's
+Each function converts its input once (`of`) and reads the view's
 own message. Pure: task in, data out.
 """
 
@@ -32,7 +32,7 @@ def _extensions(t: TaskView) -> list[str]:
 def extension_fields(task: Any) -> list[str]:
     """Paths of the elastic-idl extension fields that are set in ``task`` (none for upstream-only tasks).
 
-    ``task``: anything :func:`elastic_idl.view` takes.
+    ``task``: anything `elastic_idl.view` takes.
     """
     return _extensions(of(task))
 
@@ -150,12 +150,12 @@ def to_custom(task: Any, *, upstream: bool = False, allow_loss: bool = False) ->
     """The ``TaskTemplate.custom`` dict of a task: camelCase JSON, zero values left out (like flytekit).
 
     Args:
-        task: The task: anything :func:`elastic_idl.view` takes (a TaskView, a message of either
+        task: The task: anything `elastic_idl.view` takes (a TaskView, a message of either
             shape and binding, serialized data of the kubeflow shape).
         upstream: Emit only fields upstream flyteidl knows, so its JSON parser
             accepts the dict with unknown fields rejected.
         allow_loss: With ``upstream``, drop set extension fields with a
-            :class:`SkewWarning` instead of raising :class:`SkewError`.
+            `SkewWarning` instead of raising `SkewError`.
 
     Raises:
         SkewError: ``upstream`` is set and an extension field would be lost.
@@ -172,11 +172,11 @@ def encode(
     upstream: bool = False,
     allow_loss: bool = False,
 ) -> bytes | str:
-    """Serialize a task (anything :func:`elastic_idl.view` takes): ``bytes`` for binary, ``str`` for text.
+    """Serialize a task (anything `elastic_idl.view` takes): ``bytes`` for binary, ``str`` for text.
 
     Binary output is deterministic. JSON is the custom dict (camelCase); YAML uses
     snake_case field names; textproto starts with a ``# proto-message:`` header.
-    ``upstream``/``allow_loss`` work as in :func:`to_custom` for every format.
+    ``upstream``/``allow_loss`` work as in `to_custom` for every format.
     """
     if format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")

@@ -2,7 +2,7 @@
 
 The runtime thinks in one binding, the protobuf ``_pb2`` classes. A betterproto
 message, and the same message of upstream's ``flyteidl`` package, is accepted
-anywhere a task is, and crosses over through its wire bytes (:func:`as_pb2`),
+anywhere a task is, and crosses over through its wire bytes (`as_pb2`),
 so every rule and mapping is written once.
 """
 
@@ -140,7 +140,7 @@ def as_pb2(message: Any) -> Any:
 
     A ``_pb2`` message of this package is returned as is. A betterproto message
     of the ``elastic_idl.betterproto`` tree, or an upstream ``flyteidl`` message
-    (:data:`UPSTREAM_MESSAGES`), is converted through its wire bytes, which is
+    (`UPSTREAM_MESSAGES`), is converted through its wire bytes, which is
     lossless: the schemas are wire-identical.
 
     Raises:
@@ -170,7 +170,7 @@ def _from_bytes(cls: type[Message], data: bytes, source: str) -> Message:
 
 
 def as_task(message: Any) -> Task:
-    """:func:`as_pb2` for a task: a DistributedPyTorchTrainingTask of either shape, else TypeError."""
+    """`as_pb2` for a task: a DistributedPyTorchTrainingTask of either shape, else TypeError."""
     pb = as_pb2(message)
     if not isinstance(pb, (LegacyTask, KubeflowTask)):
         raise TypeError(_what_to_pass(pb))

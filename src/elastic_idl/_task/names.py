@@ -123,7 +123,7 @@ def bind_host(host: str) -> str:
 
 #: The signals torch's agent forwards to workers by default (``--signals-to-handle``).
 TORCH_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
-#: :data:`TORCH_SIGNALS` as torch writes the default: one comma-separated string.
+#: `TORCH_SIGNALS` as torch writes the default: one comma-separated string.
 DEFAULT_SIGNALS = ",".join(TORCH_SIGNALS)
 #: Signals the agent may have installed a handler for (torch's list and the common extras).
 AGENT_SIGNALS = (*TORCH_SIGNALS, "SIGUSR1", "SIGUSR2")
@@ -196,7 +196,7 @@ def parse_rdzv_conf(text: str, *, strict: bool = False) -> dict[str, str]:
 
 
 def format_rdzv_conf(items: Iterable[tuple[str, object]]) -> str:
-    """(key, value) pairs as "k=v,k=v", the text :func:`parse_rdzv_conf` reads."""
+    """(key, value) pairs as "k=v,k=v", the text `parse_rdzv_conf` reads."""
     return ",".join(f"{key}={value}" for key, value in items)
 
 

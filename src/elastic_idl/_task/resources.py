@@ -1,14 +1,14 @@
 """Kubernetes container resources: the quantity grammar and the API server's rules. Pure.
 
 One home for these facts. The validation rule ``resources.quantity`` (a task's replica
-resources) and ``render_pytorchjob(resources=...)`` both call :func:`quantity_problems`,
+resources) and ``render_pytorchjob(resources=...)`` both call `quantity_problems`,
 so a quantity the API server would refuse is refused before anything is rendered.
 
 The rules, as kube-apiserver applies them to a container (k8s.io/apimachinery
 ``resource.ParseQuantity``, the PyTorchJob CRD's quantity pattern, and
 ``ValidateResourceRequirements`` in pkg/apis/core/validation):
 
-1. Syntax (:data:`QUANTITY_PATTERN`, the whole string, no surrounding whitespace):
+1. Syntax (`QUANTITY_PATTERN`, the whole string, no surrounding whitespace):
    optional sign ``+``/``-``; digits with an optional ``.`` and fraction (``1``, ``1.5``,
    ``1.``, ``.5``); then an optional suffix: binary ``Ki Mi Gi Ti Pi Ei`` (x 2^10 ... 2^60),
    decimal ``n u m k M G T P E`` (x 10^-9 ... 10^18), or an exponent ``e``/``E`` with a
@@ -19,10 +19,10 @@ The rules, as kube-apiserver applies them to a container (k8s.io/apimachinery
    (the API server keeps nothing finer), and a binary-suffixed value above 2^63-1 counts
    as 2^63-1 (the parser's cap).
 3. Every request and limit is >= 0.
-4. An extended resource (:func:`is_extended`, e.g. ``nvidia.com/gpu``, which flyteidl's
+4. An extended resource (`is_extended`, e.g. ``nvidia.com/gpu``, which flyteidl's
    ``GPU`` renders as) is a whole number.
 5. A request whose resource also has a limit is <= that limit; when the resource cannot be
-   overcommitted (:func:`overcommit_allowed`: extended resources and ``hugepages-*``), the
+   overcommitted (`overcommit_allowed`: extended resources and ``hugepages-*``), the
    two are equal. Within one list a name given twice counts once, its last value (a map).
 
 Not checked here: the API server also refuses a request of a resource that cannot be

@@ -394,7 +394,7 @@ def _run_policy(out: list[Violation], rp: Any) -> None:
 
 
 def check(t: TaskView) -> list[Violation]:
-    """Run every rule on ``t``, in a stable order. Pure; :func:`violations` runs it once per value."""
+    """Run every rule on ``t``, in a stable order. Pure; `violations` runs it once per value."""
     pb: Any = message_of(t)
     out: list[Violation] = []
     if t.elastic is None and pb.ByteSize() == 0:  # a set elastic_config alone takes 2 bytes
@@ -423,7 +423,7 @@ def check(t: TaskView) -> list[Violation]:
 def violations(task: Any, *, task_type_version: int = 1) -> list[Violation]:
     """Every rule ``task`` breaks, in a stable order; empty when it is valid.
 
-    Accepts anything :func:`elastic_idl.view` takes (a TaskView, a message of either shape and
+    Accepts anything `elastic_idl.view` takes (a TaskView, a message of either shape and
     binding or of upstream flyteidl, serialized data or a custom dict of the shape
     ``task_type_version`` names), converted once. The rules run once per TaskView: a view
     checked before is answered from the value. Pure: no torch, no environment.
@@ -432,9 +432,9 @@ def violations(task: Any, *, task_type_version: int = 1) -> list[Violation]:
 
 
 def validate(task: Any, *, task_type_version: int = 1) -> None:
-    """Raise :class:`ValidationError` listing every broken rule; return None when ``task`` is valid.
+    """Raise `ValidationError` listing every broken rule; return None when ``task`` is valid.
 
-    ``task`` and ``task_type_version``: as for :func:`violations` (rules run once per TaskView).
+    ``task`` and ``task_type_version``: as for `violations` (rules run once per TaskView).
     """
     found = of(task, task_type_version=task_type_version).rule_violations(check)
     if found:

@@ -1,4 +1,4 @@
-"""The task as one normalised, immutable value: :class:`TaskView`, and its one way in, :func:`of`.
+"""The task as one normalised, immutable value: `TaskView`, and its one way in, `of`.
 
 ``of`` converts whatever it is given exactly once (a message of either binding or of upstream
 flyteidl, serialized bytes/str in any format, a custom dict) into a TaskView that owns a private
@@ -105,7 +105,7 @@ class ElasticValues(NamedTuple):
     signals_to_handle: tuple[str, ...]
 
     def effective_backend(self) -> str:
-        """The rendezvous backend, with "" read as :data:`DEFAULT_RDZV_BACKEND`."""
+        """The rendezvous backend, with "" read as `DEFAULT_RDZV_BACKEND`."""
         return self.rdzv_backend or DEFAULT_RDZV_BACKEND
 
 
@@ -132,7 +132,7 @@ _assert_layout()
 
 
 def elastic_values(e: ElasticConfig) -> ElasticValues:
-    """The fields of ``e`` as :class:`ElasticValues`: the fields it sets (one ListFields), the defaults for the rest."""
+    """The fields of ``e`` as `ElasticValues`: the fields it sets (one ListFields), the defaults for the rest."""
     row: list[Any] = _UNSET.copy()
     position = _POSITION
     for f, value in e.ListFields():
@@ -150,10 +150,10 @@ def elastic_values(e: ElasticConfig) -> ElasticValues:
 class TaskView:
     """A task of either shape as one immutable value: elastic config, replicas and run policy.
 
-    Build it with :func:`elastic_idl.view` (``of``). It owns a private copy of the task message,
+    Build it with `elastic_idl.view` (``of``). It owns a private copy of the task message,
     so changing the message it was made from does not change it; the sub-messages it exposes
     (``elastic``, ``run_policy``, ``Replica.resources``) are read-only by contract. Two views are
-    equal when their task messages are. :meth:`to_message` gives a mutable copy of the message.
+    equal when their task messages are. `to_message` gives a mutable copy of the message.
 
     Attributes:
         task_type_version: 0 (legacy) or 1 (kubeflow).
@@ -175,7 +175,7 @@ class TaskView:
     run_policy: RunPolicy | None
 
     def __init__(self, message: Task) -> None:
-        """Use :func:`of`; this takes ownership of ``message`` (a ``_pb2`` task nobody else holds)."""
+        """Use `elastic_idl.view`; this takes ownership of ``message`` (a ``_pb2`` task nobody else holds)."""
         _set_message(self, message)
         _set_violations(self, None)
         _set_values(self, None)
@@ -230,7 +230,7 @@ class TaskView:
         return _copy(self._message)
 
     def effective_backend(self) -> str:
-        """The rendezvous backend, with "" read as :data:`DEFAULT_RDZV_BACKEND`."""
+        """The rendezvous backend, with "" read as `DEFAULT_RDZV_BACKEND`."""
         values = values_of(self)
         return DEFAULT_RDZV_BACKEND if values is None else values.effective_backend()
 
@@ -279,7 +279,7 @@ def message_of(t: TaskView) -> Task:
 
 
 def values_of(t: TaskView) -> ElasticValues | None:
-    """The view's elastic config as :class:`ElasticValues` (None without one), read once per value and kept."""
+    """The view's elastic config as `ElasticValues` (None without one), read once per value and kept."""
     found = t._values
     if found is None and t.elastic is not None:
         found = elastic_values(t.elastic)
@@ -337,17 +337,17 @@ _OWN_TASKS = (LegacyTask, KubeflowTask)
 
 
 def of(task: Any, *, task_type_version: int = 1, format: Format | None = None) -> TaskView:
-    """The task as a :class:`TaskView`, converted exactly once: the way into every reader.
+    """The task as a `TaskView`, converted exactly once: the way into every reader.
 
     Args:
         task: A TaskView (returned as is); a task message of either shape, as ``_pb2`` or
             betterproto of this package or upstream flyteidl's ``_pb2`` (copied or converted
             through its wire bytes, once); or a serialized task (``bytes``/``str`` in any
-            format) or ``TaskTemplate.custom`` dict, decoded strictly by :func:`~elastic_idl.decode`.
+            format) or ``TaskTemplate.custom`` dict, decoded strictly by `decode`.
         task_type_version: The shape of a serialized task or custom dict: 0 legacy, 1 (default)
             kubeflow. Ignored for a message or a view, which carry their shape.
-        format: The format of serialized data, one of :data:`~elastic_idl.FORMATS`; None
-            (default) detects it, as :func:`~elastic_idl.decode` does.
+        format: The format of serialized data, one of `FORMATS`; None
+            (default) detects it, as `decode` does.
 
     Raises:
         DecodeError: Serialized data or a custom dict that is not a task of that shape.

@@ -3,7 +3,7 @@
 Installed with the extra ``elastic-idl[flytekit]``. ``Elastic`` and every subclass of it
 are registered with flytekit's task plugin table (its public
 ``TaskPlugins.register_pythontask_plugin``) as soon as flytekit is imported too, in either
-order (:mod:`elastic_idl.flytekit._register`; flytekit's ``flytekit.plugins`` entry point
+order (`elastic_idl.flytekit._register`; flytekit's ``flytekit.plugins`` entry point
 covers configs loaded before flytekit), so user code imports nothing but the config::
 
     from flytekit import task
@@ -12,18 +12,18 @@ covers configs loaded before flytekit), so user code imports nothing but the con
     @task(task_config=Elastic(nnodes=2, nproc_per_node=4))
     def train(lr: float) -> float: ...
 
-The task serializes what the SDK config says (:meth:`elastic_idl.Elastic.to_template`)
+The task serializes what the SDK config says (`elastic_idl.Elastic.to_template`)
 and runs, locally and in a pod, through elastic-idl's launcher. See
 docs/guide/flytekit.md, "Using it from flytekit".
 
 Public names (loaded on first use, so importing this package loads neither
 flytekit nor torch):
 
-- :class:`ElasticFunctionTask`: the task plugin class ``@task`` builds for an
+- `ElasticFunctionTask`: the task plugin class ``@task`` builds for an
   ``Elastic`` config (or a subclass of it).
-- :func:`render_pytorchjob_from_template`: the ``PyTorchJob`` for a flyteidl
+- `render_pytorchjob_from_template`: the ``PyTorchJob`` for a flyteidl
   ``TaskTemplate`` (message or bytes), the backend's actual input.
-- :func:`plugin_error`: why the plugin cannot be used in this environment, or None (a
+- `plugin_error`: why the plugin cannot be used in this environment, or None (a
   flytekit outside the tested lines is no such reason: it gets one warning per process).
 """
 

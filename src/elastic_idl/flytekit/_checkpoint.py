@@ -10,10 +10,10 @@ those runs would still restore from the previous Flyte attempt (or from nothing)
 progress the failed group saved would be lost.
 
 So every worker group restores from the destination when something was saved there already
-in this attempt, else from the previous attempt's checkpoint: :func:`this_attempts_checkpoint`
+in this attempt, else from the previous attempt's checkpoint: `this_attempts_checkpoint`
 puts a flytekit ``SyncCheckpoint`` with that source into the worker's context.
 
-flytekit has no public getter for a checkpoint's two paths: :func:`checkpoint_paths` reads them
+flytekit has no public getter for a checkpoint's two paths: `checkpoint_paths` reads them
 from the ``SyncCheckpoint`` behind the public ``ExecutionParameters.checkpoint``, and says so
 (once, as a warning) when that class no longer holds them, instead of failing silently.
 """
@@ -84,7 +84,7 @@ def restore_source(file_access: Any, dest: str | None, prev: str | None) -> str 
 
 @contextlib.contextmanager
 def this_attempts_checkpoint(dest: str | None, prev: str | None) -> Iterator[None]:
-    """Within a flytekit context: the task's checkpoint restoring from :func:`restore_source`."""
+    """Within a flytekit context: the task's checkpoint restoring from `restore_source`."""
     from flytekit.core.checkpointer import SyncCheckpoint
     from flytekit.core.context_manager import ExecutionParameters, FlyteContextManager
 

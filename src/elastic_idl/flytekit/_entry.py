@@ -3,8 +3,8 @@
 flytekit imports every module of that group at the end of ``import flytekit``
 (``load_implicit_plugins``), in every environment that holds both packages, whatever
 extras were chosen. This one registers the ``Elastic`` config types that were loaded
-before flytekit (:func:`~elastic_idl.flytekit._register.register_waiting`); the other
-import order needs no entry point (see :mod:`._register`). So it:
+before flytekit (`register_waiting`); the other
+import order needs no entry point (see `._register`). So it:
 
 - costs next to nothing: the standard library (already loaded by flytekit) and two small
   modules of ours; no torch, no runtime; the plugin itself only when ``Elastic`` is loaded;

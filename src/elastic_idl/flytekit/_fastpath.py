@@ -8,7 +8,7 @@ flytekit has started a background thread per calling thread and process, its
 ``run_sync`` call, e.g. reading inputs, runs). So the launcher fell back to its
 cold fork server: about 1.9 s more and a warning on every run.
 
-:func:`stop_idle_loop_runners` makes the process single-threaded again, when
+`stop_idle_loop_runners` makes the process single-threaded again, when
 that can be shown to be safe, by stopping those runner threads; flytekit starts
 a new one on its next ``run_sync`` (its runner table is keyed by thread name and
 pid, and an entry that is gone is simply recreated). Why this is safe:

@@ -11,8 +11,8 @@ whether or not flytekit sees our entry point:
 - the SDK module (``elastic_idl._sdk.elastic``) hands over ``Elastic`` when it loads and the
   type of every instance when it is built (``Elastic.__post_init__``, which runs before any
   ``@task`` can see it, pickled and copied configs included). With flytekit imported, the
-  type is registered there and then (:func:`register_config_types`); without, it waits;
-- flytekit's entry point (:mod:`._entry`, run at the end of ``import flytekit``) registers
+  type is registered there and then (`register_config_types`); without, it waits;
+- flytekit's entry point (`._entry`, run at the end of ``import flytekit``) registers
   what waits; so does the next ``Elastic`` built once flytekit is imported, when the entry
   point is not visible (a source checkout on ``PYTHONPATH`` without dist-info).
 
@@ -30,7 +30,7 @@ no such reason: the plugin is registered and one warning per process says so (lo
 ``elastic_idl``; not repeated by the workers a task launches).
 
 Nothing here imports flytekit: every function that needs it runs only once it is imported
-(:func:`plugin_error` excepted, which imports it to answer).
+(`plugin_error` excepted, which imports it to answer).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Where it runs is read from the env, once:
 
 - in a pod of a PyTorchJob (the operator's ``PET_RDZV_ENDPOINT`` / ``PET_NNODES``
   are set): the operator's env is merged with the task by the launch spec's
-  precedence rules (:func:`elastic_idl.to_launch_spec`); the rendezvous id is
+  precedence rules (`elastic_idl.to_launch_spec`); the rendezvous id is
   ``PET_RDZV_ID`` > the task's ``rdzv_id`` > the Flyte execution id (what every
   pod of the job shares); ``ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE`` replaces the
   endpoint, as for the pod entrypoint;
@@ -44,7 +44,7 @@ Outcome, as flytekit expects it from ``execute``:
   was stopped must not decide the task.
 
 A pod without rank 0 does not end before rank 0's outcome is written: it waits (at most
-:data:`RANK0_OUTCOME_WAIT_S`) until ``outputs.pb`` or an error document is under the task's
+`RANK0_OUTCOME_WAIT_S`) until ``outputs.pb`` or an error document is under the task's
 output prefix, since the operator marks an elastic job Succeeded as soon as any of its pods
 succeeds, and propeller reads the outputs then.
 
@@ -234,7 +234,7 @@ def _interrupted(err: Any) -> BaseException:
 
 
 def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
-    """``execute`` of :class:`~elastic_idl.flytekit.ElasticFunctionTask` (see the module docs)."""
+    """``execute`` of `ElasticFunctionTask` (see the module docs)."""
     config = task.task_config
     environ = dict(os.environ)
     endpoint = environ.get(_runtime.RDZV_ENDPOINT_OVERRIDE_ENV) or None

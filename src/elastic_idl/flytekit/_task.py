@@ -1,11 +1,11 @@
 """The flytekit task plugin for ``elastic_idl.Elastic``: what ``@task(task_config=Elastic(...))`` builds.
 
-Serialization is exactly what the SDK config says (:meth:`elastic_idl.Elastic.to_custom`):
+Serialization is exactly what the SDK config says (`elastic_idl.Elastic.to_custom`):
 task type ``pytorch``, task_type_version 1 and our custom dict (flytekit's plus our
 extension fields), or ``python-task`` with no custom for ``nnodes=1``; the container
 is the one flytekit writes for any Python task, and with ``increase_shared_mem``
-the pod template mounts a memory-backed ``/dev/shm`` (:mod:`._pod`). Execution goes
-through elastic-idl's launcher (:mod:`._run`).
+the pod template mounts a memory-backed ``/dev/shm`` (`._pod`). Execution goes
+through elastic-idl's launcher (`._run`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class ElasticFunctionTask(PythonFunctionTask):  # type: ignore[misc]
     """A Python function task run by elastic-idl's launcher on every node of a PyTorchJob.
 
     flytekit builds it for ``@task(task_config=Elastic(...))`` (and for any subclass
-    of :class:`elastic_idl.Elastic`); there is no need to name it.
+    of `elastic_idl.Elastic`); there is no need to name it.
 
     Args:
         task_config: The SDK config; validated when it was built.

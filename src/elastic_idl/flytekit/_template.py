@@ -1,12 +1,12 @@
 """The PyTorchJob for a flyteidl ``TaskTemplate``: the input propeller really receives. Pure.
 
-:func:`elastic_idl.render_pytorchjob` takes the task and the render options one
+`elastic_idl.render_pytorchjob` takes the task and the render options one
 by one, as the Go backend does. This adapter reads them from a serialized task
 template (what ``pyflyte package`` / ``register`` upload) and renders through it,
 as propeller (flyteplugins v1.16.8's pod machinery, ``flytek8s.ToK8sPodSpec``)
 would build the pods. Every field of the template is carried, refused with a
-:class:`~elastic_idl.RenderError` naming it, or not the pods' business (the
-workflow engine's); :data:`FIELDS` says which, field by field, and a field this
+`RenderError` naming it, or not the pods' business (the
+workflow engine's); `FIELDS` says which, field by field, and a field this
 module does not know (a newer flyteidl) is refused, never dropped:
 
 - the task from ``custom`` (a ``pytorch`` template, ``task_type_version`` 0 or 1);
@@ -145,7 +145,7 @@ CONTAINER_FIELDS = frozenset(
 
 # --------------------------------------------------------------------------- every field of the template
 
-#: What :data:`FIELDS` says of a field: carried into the job as propeller carries it ...
+#: What `FIELDS` says of a field: carried into the job as propeller carries it ...
 CARRIED = "carried"
 #: ... refused with a RenderError naming it (propeller drops it, or needs what a pure function has not) ...
 REFUSED = "refused"
@@ -880,7 +880,7 @@ def render_pytorchjob_from_template(
     Args:
         template: A flyteidl ``TaskTemplate`` message, its serialized bytes, or flytekit's
             ``TaskTemplate`` model, of task type ``pytorch``.
-        name: Job name (a DNS-1035 label; see :func:`elastic_idl.render_pytorchjob`).
+        name: Job name (a DNS-1035 label; see `elastic_idl.render_pytorchjob`).
         namespace: Kubernetes namespace.
         labels: Labels of the job and of every pod template (the template's pod labels are added).
         annotations: Annotations of the job and of every pod template (likewise).
@@ -909,8 +909,8 @@ def render_pytorchjob_from_template(
     Raises:
         DecodeError: The bytes are not a TaskTemplate, or its custom is not a task.
         RenderError: Not a ``pytorch`` template, no primary container, a field the CRD
-            cannot hold, a template field refused (:data:`FIELDS`), one that needs an option
-            not given, a bad option, or anything :func:`elastic_idl.render_pytorchjob` refuses.
+            cannot hold, a template field refused (`FIELDS`), one that needs an option
+            not given, a bad option, or anything `elastic_idl.render_pytorchjob` refuses.
         ValidationError: The task breaks a rule.
         UnsupportedVersionError: task_type_version is not 0 or 1.
     """

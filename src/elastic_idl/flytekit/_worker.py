@@ -1,6 +1,6 @@
 """What every worker of a flytekit task runs: the task function, inside a flytekit context.
 
-Two ways in, one object (:class:`TaskEntry`):
+Two ways in, one object (`TaskEntry`):
 
 - warm (the launcher's warm fork server, or ``fork``): the worker is a fork of
   the task's own process, so it already holds the task's flytekit context; the
@@ -12,7 +12,7 @@ Two ways in, one object (:class:`TaskEntry`):
   context the way ``pyflyte-execute`` does (``setup_execution``) before calling it.
 
 Either way the task's checkpoint restores from what an earlier worker group of this Flyte
-attempt saved, when there is such a thing (:mod:`._checkpoint`).
+attempt saved, when there is such a thing (`._checkpoint`).
 
 A worker that raises ``FlyteRecoverableException`` (or a subclass) leaves a
 marker for its (attempt, rank) in a directory the agent owns, so the agent can
