@@ -425,11 +425,12 @@ class Elastic:
         shutdown_timeout: Seconds to wait for workers to stop before killing them; None: torch's 30 s.
         virtual_local_rank: Give every worker LOCAL_RANK=0 and its own device.
 
-    Example::
-
+    Example:
+        ```python
         cfg = Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2)
         custom, task_type, version = cfg.to_template()  # flytekit's dict (+ joinTimeout), "pytorch", 1
         task = cfg.to_task()
+        ```
     """
 
     nnodes: int | str = 1

@@ -4,13 +4,15 @@ Installed with the extra ``elastic-idl[flytekit]``. ``Elastic`` and every subcla
 are registered with flytekit's task plugin table (its public
 ``TaskPlugins.register_pythontask_plugin``) as soon as flytekit is imported too, in either
 order (`elastic_idl.flytekit._register`; flytekit's ``flytekit.plugins`` entry point
-covers configs loaded before flytekit), so user code imports nothing but the config::
+covers configs loaded before flytekit), so user code imports nothing but the config:
 
-    from flytekit import task
-    from elastic_idl import Elastic
+```python
+from flytekit import task
+from elastic_idl import Elastic
 
-    @task(task_config=Elastic(nnodes=2, nproc_per_node=4))
-    def train(lr: float) -> float: ...
+@task(task_config=Elastic(nnodes=2, nproc_per_node=4))
+def train(lr: float) -> float: ...
+```
 
 The task serializes what the SDK config says (`elastic_idl.Elastic.to_template`)
 and runs, locally and in a pod, through elastic-idl's launcher. See
