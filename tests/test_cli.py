@@ -418,6 +418,21 @@ def test_torchrun_usage_is_2_and_invalid_input_is_1(argv: list[str], code: int) 
         assert out.stderr.startswith(b"usage: elastic-idl torchrun")
 
 
+def test_torchrun_rule_breaks_name_the_flag_with_the_error_prefix(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29 item 7: the drop-in names the flag (or PET_ variable) the user wrote, keeps the rule id, says error."""
+    code, out, err = _main(capsys, "torchrun", "--nnodes=2:1", "--nproc_per_node", "0", "t.py")
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        "elastic-idl: error: --nnodes=2:1: elastic.min_le_max: max_replicas 1 is below min_replicas 2 "
+        "(elastic_config.max_replicas)",
+        "elastic-idl: error: --nproc_per_node=0: elastic.nproc.min: must be >= 1 (or set nproc_policy auto/cpu/gpu), "
+        "got 0 (elastic_config.nproc_per_node)",
+    ]
+    out = console("torchrun", "t.py", env={"PET_NNODES": "2:1"})
+    assert out.returncode == 1
+    assert out.stderr.startswith(b"elastic-idl: error: PET_NNODES='2:1' (--nnodes): elastic.min_le_max: "), out.stderr
+
+
 def test_global_verbose_before_any_command_and_version() -> None:
     assert cli("-v", "torchrun", "--help").returncode == 0
     assert cli("--verbose", "pod", "--help").returncode == 0

@@ -430,23 +430,86 @@ def test_env_start_method_is_checked_too() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "rule"),
+    ("argv", "rule", "flag"),
     [
-        (["--nnodes=3:1", "--rdzv-backend=c10d"], "elastic.min_le_max"),
-        (["--nproc-per-node=0"], "elastic.nproc.min"),
-        (["--max-restarts=-1"], "elastic.max_restarts.min"),
-        (["--monitor-interval=0"], "elastic.duration.positive"),
-        (["--rdzv-backend=zk", "--rdzv-endpoint=h:1"], "elastic.rdzv_backend.known"),
-        (["--nnodes=1:2", "--rdzv-backend=static", "--rdzv-endpoint=h:1"], "elastic.static.fixed_size"),
-        (["--signals-to-handle=SIGNOPE"], "elastic.signals.known"),
-        (["--nproc-per-node=2", "--local-ranks-filter=5"], "elastic.local_ranks_filter.range"),
-        (["--shutdown-timeout=0"], "elastic.duration.positive"),
+        (["--nnodes=3:1", "--rdzv-backend=c10d"], "elastic.min_le_max", "--nnodes=3:1"),
+        (["--nproc-per-node=0"], "elastic.nproc.min", "--nproc-per-node=0"),
+        (["--nproc_per_node", "0"], "elastic.nproc.min", "--nproc_per_node=0"),  # the spelling as written
+        (["--max-restarts=-1"], "elastic.max_restarts.min", "--max-restarts=-1"),
+        (["--monitor-interval=0"], "elastic.duration.positive", "--monitor-interval=0"),
+        (["--rdzv-backend=zk", "--rdzv-endpoint=h:1"], "elastic.rdzv_backend.known", "--rdzv-backend=zk"),
+        (
+            ["--nnodes=1:2", "--rdzv-backend=static", "--rdzv-endpoint=h:1"],
+            "elastic.static.fixed_size",
+            "--rdzv-backend=static",
+        ),
+        (["--nnodes=1:2"], "elastic.static.fixed_size", "--rdzv-backend (default static)"),
+        (["--signals-to-handle=SIGNOPE"], "elastic.signals.known", "--signals-to-handle=SIGNOPE"),
+        (
+            ["--nproc-per-node=2", "--local-ranks-filter=5"],
+            "elastic.local_ranks_filter.range",
+            "--local-ranks-filter=5",
+        ),
+        (["--shutdown-timeout=0"], "elastic.duration.positive", "--shutdown-timeout=0"),
+        (["--rdzv-conf=join_timeout=0"], "elastic.duration.positive", "--rdzv-conf=join_timeout=0"),
+        (
+            ["--nnodes=2", "--rdzv-backend=c10d", "--rdzv-id=a b", "--rdzv-endpoint=h:1"],
+            "elastic.rdzv_id.format",
+            "--rdzv-id='a b'",
+        ),
     ],
 )
-def test_rule_breaking_lines_get_validates_violations(argv: list[str], rule: str) -> None:
+def test_rule_breaking_lines_name_the_flag_the_user_wrote(argv: list[str], rule: str, flag: str) -> None:
+    """Issue 29 item 7: the violations are the task's (a ValidationError, rule ids kept), the message names the flag."""
     with pytest.raises(ei.ValidationError) as info:
         from_torchrun([*argv, "t.py"])
     assert [v.rule for v in info.value.violations] == [rule]
+    assert info.value.violations[0].field.startswith("elastic_config.")
+    assert getattr(info.value, "flags", None) == (flag,)
+    assert f"  {flag}: {rule}: " in str(info.value)
+
+
+def test_rule_breaking_env_values_name_the_variable() -> None:
+    with pytest.raises(ei.ValidationError) as info:
+        from_torchrun(["t.py"], {"PET_NNODES": "3:1", "PET_RDZV_BACKEND": "c10d", "PET_MAX_RESTARTS": "-2"})
+    assert getattr(info.value, "flags", None) == (
+        "PET_NNODES='3:1' (--nnodes)",
+        "PET_MAX_RESTARTS='-2' (--max-restarts)",
+    )
+    # the command line wins over the env, and is what is named
+    with pytest.raises(ei.ValidationError) as info:
+        from_torchrun(["--max-restarts", "-3", "t.py"], {"PET_MAX_RESTARTS": "1"})
+    assert getattr(info.value, "flags", None) == ("--max-restarts=-3",)
+
+
+@pytest.mark.parametrize(
+    ("env", "flag", "needle"),
+    [
+        (
+            {"PET_MAX_RESTARTS": "99999999999"},
+            "--max-restarts",
+            "PET_MAX_RESTARTS='99999999999': 99999999999 does not fit",
+        ),
+        ({"PET_RDZV_CONF": "join_timeout=x"}, "--rdzv-conf", "PET_RDZV_CONF='join_timeout=x': join_timeout='x' is not"),
+        ({"PET_RDZV_CONF": "x"}, "--rdzv-conf", "PET_RDZV_CONF='x': "),
+        ({"PET_MONITOR_INTERVAL": "inf"}, "--monitor-interval", "PET_MONITOR_INTERVAL='inf': 'inf' is not a finite"),
+        ({"PET_NNODES": "a:b"}, "--nnodes", "PET_NNODES='a:b': 'a:b' is not N"),
+        (
+            {"PET_NNODES": "2", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "h:99999"},
+            "--rdzv-endpoint",
+            "PET_RDZV_ENDPOINT='h:99999': the port",
+        ),
+        ({"PET_LOCAL_RANKS_FILTER": "a"}, "--local-ranks-filter", "PET_LOCAL_RANKS_FILTER='a': 'a' is not"),
+        ({"PET_SIGNALS_TO_HANDLE": "SIGTERM,"}, "--signals-to-handle", "PET_SIGNALS_TO_HANDLE='SIGTERM,': "),
+    ],
+)
+def test_errors_from_env_values_name_the_variable(env: dict[str, str], flag: str, needle: str) -> None:
+    """Issue 29 item 7's sibling: a bad PET_* value torchrun takes as the flag's default names the variable."""
+    with pytest.raises(TorchrunError) as info:
+        from_torchrun(["t.py"], env)
+    assert info.value.flag == flag
+    assert needle in str(info.value)
+    assert str(info.value).count(flag) == 1  # said once
 
 
 # ---------------------------------------------------------------- to_torchrun

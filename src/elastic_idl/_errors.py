@@ -36,6 +36,7 @@ __all__ = [
     "SkewWarning",
     "TorchrunError",
     "TorchrunUsageError",
+    "TorchrunValidationError",
     "UnknownArgumentError",
     "UnsupportedFlagError",
     "UnsupportedVersionError",
@@ -340,6 +341,35 @@ class TorchrunError(ElasticIdlError, ValueError):
         self.flag = flag
         self.reason = reason
         super().__init__(f"{flag}: {reason}")
+
+
+class TorchrunValidationError(ValidationError):
+    """A torchrun command line (or its ``PET_*`` env) that describes a task breaking a rule.
+
+    A :class:`ValidationError` (``violations`` name the task's fields, as for any task) whose
+    message names, for each violation, the flag and value it comes from, as the user wrote them.
+
+    Attributes:
+        flags: Per violation, in order: ``--nnodes=3:1``, ``PET_NNODES='3:1' (--nnodes)``, or
+            ``--rdzv-backend (default static)`` for a value left at torchrun's default.
+    """
+
+    def __init__(self, violations: Iterable[Violation], flags: Sequence[str]) -> None:
+        super().__init__(violations)
+        self.flags = tuple(flags)
+        lines = "\n".join(f"  {line}" for line in self.lines())
+        n = len(self.violations)
+        self.args = (f"{n} violation{'s' if n != 1 else ''}:\n{lines}",)
+
+    def lines(self, limit: int = MAX_VIOLATIONS_SHOWN) -> list[str]:
+        """One line per violation, the flag first: ``--nnodes=3:1: elastic.min_le_max: ... (elastic_config...)``."""
+        shown = [
+            f"{flag}: {v.rule}: {v.message} ({v.field})" if v.field else f"{flag}: {v.rule}: {v.message}"
+            for flag, v in zip(self.flags[:limit], self.violations[:limit], strict=True)
+        ]
+        if len(self.violations) > limit:
+            shown.append(f"... and {len(self.violations) - limit} more violations")
+        return shown
 
 
 class UnsupportedFlagError(TorchrunError):

@@ -27,6 +27,7 @@ from elastic_idl._errors import (
     SkewError,
     SkewWarning,
     TorchrunUsageError,
+    TorchrunValidationError,
     UnsupportedFlagError,
     ValidationError,
     one_line,
@@ -483,6 +484,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _Usage as exc:
         args.subparser.error(str(exc))
         return EXIT_USAGE  # pragma: no cover - error() exits
+    except TorchrunValidationError as exc:  # a command line, not a file: name the flags, as errors
+        for line in exc.lines():
+            print(f"elastic-idl: error: {one_line(line)}", file=sys.stderr)
+        return EXIT_INVALID
     except ValidationError as exc:
         for line in violation_lines(exc.violations):
             print(line, file=sys.stderr)

@@ -15,11 +15,19 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NoReturn, cast
 
-from elastic_idl._errors import TorchrunError, TorchrunUsageError, UnsupportedFlagError, ValidationError, Violation
+from elastic_idl._errors import (
+    TorchrunError,
+    TorchrunUsageError,
+    TorchrunValidationError,
+    UnsupportedFlagError,
+    ValidationError,
+    Violation,
+)
 from elastic_idl._sdk.arguments import (
     Problems,
     duration_of,
@@ -123,9 +131,23 @@ def _f(
 class _Value(NamedTuple):
     value: Any
     source: str  # "argv", "env" or "default"
+    #: The option as the command line spelled it ("--nproc_per_node"), or the env value as written.
+    written: str = ""
 
     def where(self, f: _Flag) -> str:
         return f"{f.env_var}={self.value!r} ({_flag_name(f)})" if self.source == "env" else f"{self.value!r}"
+
+    def given(self, f: _Flag) -> str:
+        """Where the value came from, as the user wrote it: ``--nnodes=3:1``, ``PET_NNODES='3:1' (--nnodes)``,
+        or ``--rdzv-backend (default static)``."""
+        if self.source == "env":
+            return f"{f.env_var}={self.written!r} ({_flag_name(f)})"
+        if self.source == "default":
+            return f"{_flag_name(f)} (default {self.value})"
+        if f.kind == "bool":
+            return self.written
+        text = ",".join(map(str, self.value)) if isinstance(self.value, list) else str(self.value)
+        return f"{self.written}={shlex.quote(text)}"
 
 
 class _Reading(NamedTuple):
@@ -153,7 +175,8 @@ def _flag_name(f: _Flag) -> str:
 def _raise_first(problems: Problems) -> None:
     if problems.found:
         first = problems.found[0]
-        raise TorchrunError(first.field.split(".", 1)[0], f"{first.field}: {first.message}")
+        flag, _, key = first.field.partition(".")  # "--rdzv-conf.join_timeout": the flag, then the key
+        raise TorchrunError(flag, f"{key}: {first.message}" if key else first.message)
 
 
 def _read_nproc(f: _Flag, v: _Value, r: _Reading) -> None:
@@ -602,6 +625,18 @@ class _Help(argparse.Action):
         raise TorchrunUsageError("--help", "help was asked for; there is nothing to convert")
 
 
+class _Written(argparse.Action):
+    """argparse's store (or store_const, with ``const``) that also keeps the option's spelling as written."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: str | None = None) -> None:
+        setattr(namespace, self.dest, values if self.const is None else self.const)
+        vars(namespace).setdefault(_SPELLINGS, {})[self.dest] = option or self.option_strings[0]
+
+
+#: The namespace attribute that holds, per flag given, the option as written ("--nproc_per_node").
+_SPELLINGS = "_spellings"
+
+
 def _parser() -> _Parser:
     # torch's get_args_parser(), with every default replaced by _UNSET so we know what the
     # command line set; env fallbacks and defaults are applied afterwards, like torch's `env` action.
@@ -609,9 +644,9 @@ def _parser() -> _Parser:
     p.add_argument("-h", "--help", action=_Help, nargs=0)
     for f in FLAGS:
         if f.kind == "bool":
-            p.add_argument(*f.options, action="store_const", const=True, default=_UNSET)
+            p.add_argument(*f.options, action=_Written, nargs=0, const=True, default=_UNSET)
         else:
-            p.add_argument(*f.options, type=f.type, default=_UNSET, choices=f.choices)
+            p.add_argument(*f.options, action=_Written, type=f.type, default=_UNSET, choices=f.choices)
     p.add_argument("training_script", type=str)
     p.add_argument("training_script_args", nargs=argparse.REMAINDER)
     return p
@@ -623,6 +658,7 @@ def _resolve(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, _Value
     for f in FLAGS:
         given = getattr(ns, f.dest)
         var = f.env_var
+        spelling = getattr(ns, _SPELLINGS, {}).get(f.dest, _flag_name(f))
         if f.kind == "bool":
             # torchrun reads these env vars with bool(int(...)) when it builds its parser: a bad
             # value crashes it at start-up even when the flag is on the command line.
@@ -636,16 +672,16 @@ def _resolve(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, _Value
                         _flag_name(f), f"{var}={raw!r} is not a boolean: torchrun reads it as an integer, 1 or 0"
                     ) from None
             if given is not _UNSET:
-                out[f.dest] = _Value(True, "argv")
+                out[f.dest] = _Value(True, "argv", spelling)
             elif raw is not None:
-                out[f.dest] = _Value(env_value, "env")
+                out[f.dest] = _Value(env_value, "env", raw)
             else:
                 out[f.dest] = _Value(False, "default")
         elif given is not _UNSET:
-            out[f.dest] = _Value(given, "argv")
+            out[f.dest] = _Value(given, "argv", spelling)
         elif var is not None and var in env:
             try:
-                out[f.dest] = _Value(f.type(env[var]), "env")
+                out[f.dest] = _Value(f.type(env[var]), "env", env[var])
             except ValueError:
                 # torchrun's parser converts the env default with the flag's type: a usage error there.
                 raise TorchrunUsageError(
@@ -708,8 +744,6 @@ def _check_argv(argv: Any, name: str) -> list[str]:
 
 def shlex_split_hint(text: str | bytes) -> list[str]:
     """How a command line given as one string should have been passed: split like a shell."""
-    import shlex
-
     try:
         return shlex.split(text.decode() if isinstance(text, bytes) else text)
     except ValueError:
@@ -776,21 +810,24 @@ def _convert(
         raise TypeError(f"env must be a mapping of strings (os.environ, a dict) or None, got {type(env).__name__}")
     ns = _parser().parse_args(list(argv))
     v = _resolve(ns, env or {})
-    _refuse_unsupported(v)
-    config, backend, hi = _nodes_and_rendezvous(v)
-    node = NodeSettings(
-        node_rank=_node_rank(v["node_rank"], backend, hi),
-        local_addr=v["local_addr"].value or None,  # "" means unset, as in torchrun
-        log_dir=v["log_dir"].value or None,
-    )
-    reading = _Reading(config, backend)
-    for f in FLAGS:
-        if f.read is not None:
-            f.read(f, v[f.dest], reading)
+    try:
+        _refuse_unsupported(v)
+        config, backend, hi = _nodes_and_rendezvous(v)
+        node = NodeSettings(
+            node_rank=_node_rank(v["node_rank"], backend, hi),
+            local_addr=v["local_addr"].value or None,  # "" means unset, as in torchrun
+            log_dir=v["log_dir"].value or None,
+        )
+        reading = _Reading(config, backend)
+        for f in FLAGS:
+            if f.read is not None:
+                f.read(f, v[f.dest], reading)
+    except TorchrunError as exc:
+        raise _naming_the_env(exc, v) from None
     task = task_of(config, None, None)
     found = violations(task)
     if found:
-        raise ValidationError(found)
+        raise TorchrunValidationError(found, [_flag_of(x.field, v, backend) for x in found])
     entry = TorchrunEntrypoint(
         target=ns.training_script,
         args=tuple(ns.training_script_args),
@@ -799,6 +836,38 @@ def _convert(
         run_path=v["run_path"].value,
     )
     return task, entry, node, v
+
+
+def _naming_the_env(exc: TorchrunError, v: dict[str, _Value]) -> TorchrunError:
+    """``exc``, saying which PET_ variable the flag's value came from when it came from one."""
+    f = _BY_OPTION.get(exc.flag)
+    if f is None or v[f.dest].source != "env" or f"{f.env_var}=" in exc.reason:
+        return exc
+    return type(exc)(exc.flag, f"{f.env_var}={v[f.dest].written!r}: {exc.reason}")
+
+
+#: Task fields set by a flag of another name (every other ElasticConfig field is set by the flag of its name).
+_FLAG_OF_FIELD = {
+    "min_replicas": "nnodes",
+    "max_replicas": "nnodes",
+    "nproc_policy": "nproc_per_node",
+    "rdzv_host": "rdzv_endpoint",
+    "rdzv_port": "rdzv_endpoint",
+    "rdzv_options": "rdzv_conf",
+    **dict.fromkeys(RDZV_TIMEOUTS, "rdzv_conf"),
+}
+
+
+def _flag_of(field: str, v: dict[str, _Value], backend: str) -> str:
+    """The flag (and value, as written) a violation's task field comes from: what the user can change."""
+    top, _, rest = field.partition(".")
+    name = re.split(r"[.\[]", rest, maxsplit=1)[0] if top == "elastic_config" else ""
+    dest = "nnodes" if top == "worker_replicas" else _FLAG_OF_FIELD.get(name, name)
+    if dest == "rdzv_endpoint" and backend == STATIC and not v[dest].value:
+        dest = "master_addr" if name == "rdzv_host" else "master_port"  # torchrun's static endpoint
+    if dest not in _BY_DEST:
+        return "the command line"
+    return v[dest].given(_BY_DEST[dest])
 
 
 def _refuse_unsupported(v: dict[str, _Value]) -> None:
