@@ -22,6 +22,7 @@ import yaml
 
 from elastic_idl import __version__
 from elastic_idl._errors import (
+    MAX_VIOLATIONS_SHOWN,
     ElasticIdlError,
     LaunchInterruptedError,
     SkewError,
@@ -30,6 +31,7 @@ from elastic_idl._errors import (
     TorchrunValidationError,
     UnsupportedFlagError,
     ValidationError,
+    Violation,
     one_line,
     os_error_text,
     violation_lines,
@@ -38,6 +40,7 @@ from elastic_idl._launch.spec import MODULE_FLAG, entrypoint_problem, to_launch_
 from elastic_idl._task.codec import FORMATS, MAX_PIPE_WAIT_S, MAX_TASK_BYTES, decode, format_of_path, read_task_file
 from elastic_idl._task.encoding import encode, to_custom
 from elastic_idl._task.messages import Task
+from elastic_idl._task.names import PET_PREFIX
 from elastic_idl.exit_codes import (
     EXIT_CODES_TEXT,
     EXIT_INVALID,
@@ -458,6 +461,29 @@ def _setup_logging(verbose: bool, command: str) -> None:
         logging.getLogger("elastic_idl").setLevel(logging.DEBUG)
 
 
+#: Launch-time arguments that the launcher checks by the rules of the task fields they replace, by the
+#: name its violations carry -> the flag of each command that gives them.
+_LAUNCH_FLAGS = {
+    "run": {"rdzv_endpoint": "--rdzv-endpoint", "run_id": "--run-id", "local_addr": "--local-addr"},
+    "launch-config": {"rdzv_endpoint": "--rdzv-endpoint", "run_id": "--run-id"},
+    "torchrun": {"local_addr": "--local-addr"},
+}
+
+
+def _violation_report(found: Sequence[Violation], command: str) -> list[str]:
+    """The lines of a ValidationError: a task field's violation as ``validate`` prints it; one of a flag or
+    of an env variable (PET_*) as an error that names the flag or the variable."""
+    flags = _LAUNCH_FLAGS.get(command, {})
+    shown = found[:MAX_VIOLATIONS_SHOWN]
+    lines = [
+        f"elastic-idl: error: {flags.get(v.field, v.field)}: {v.rule}: {v.message}"
+        if v.field in flags or v.field.startswith(PET_PREFIX)
+        else str(v)
+        for v in shown
+    ]
+    return lines + violation_lines(found)[len(shown) :]  # then how many more there are
+
+
 def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
     _warn(str(message))
 
@@ -489,7 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"elastic-idl: error: {one_line(line)}", file=sys.stderr)
         return EXIT_INVALID
     except ValidationError as exc:
-        for line in violation_lines(exc.violations):
+        for line in _violation_report(exc.violations, args.command):
             print(line, file=sys.stderr)
         return EXIT_INVALID
     except (ElasticIdlError, ValueError) as exc:
