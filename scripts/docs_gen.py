@@ -28,6 +28,7 @@ import sys
 import types
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "reference"
@@ -45,51 +46,340 @@ def _cell(text: str) -> str:
 
 # ---------------------------------------------------------------- Python API
 
+#: The API page's sections, in the order a user looks for them: (title, what the names are for, names).
+#: Every public name (``elastic_idl.__all__`` but ``__version__``) is in exactly one; api_page() fails
+#: on a name missing here or listed twice, so a new public name has to be placed.
+API_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "Configure a task in flytekit",
+        "The task config of `@task(task_config=...)` and the values its arguments take.",
+        ("Elastic", "RunPolicy", "RestartPolicy", "CleanPodPolicy"),
+    ),
+    (
+        "Read, write and convert a task",
+        "A task from YAML, JSON, textproto, binary or a `TaskTemplate.custom` dict, and back; the "
+        "read-only view every reader shares.",
+        (
+            "decode",
+            "detect_format",
+            "FORMATS",
+            "encode",
+            "to_custom",
+            "from_custom",
+            "CustomTemplate",
+            "extension_fields",
+            "as_pb2",
+            "view",
+            "TaskView",
+            "DEFAULT_RDZV_BACKEND",
+        ),
+    ),
+    (
+        "Check a task",
+        "Every rule at once, each violation naming its field and rule ([Validation rules](rules.md)).",
+        ("validate", "violations", "Violation", "RULES"),
+    ),
+    (
+        "Launch training",
+        "Run a task's workers on this machine or in a pod, from a task or from torchrun's flags.",
+        (
+            "launch",
+            "to_launch_config",
+            "to_launch_spec",
+            "LaunchSpec",
+            "EnvDecision",
+            "from_torchrun",
+            "to_torchrun",
+            "TorchrunEntrypoint",
+            "pod_main",
+        ),
+    ),
+    (
+        "Render for Kubernetes",
+        "What the backend creates from a task: the `PyTorchJob`, its NetworkPolicy, and the env the "
+        "operator gives each pod.",
+        ("render_pytorchjob", "JobOptions", "render_objects", "render_network_policy", "pod_env"),
+    ),
+    (
+        "Errors",
+        "Every error is an `ElasticIdlError`; bad input is also a `ValueError` (or `TypeError`) and names "
+        "the field and the rule.",
+        (
+            "ElasticIdlError",
+            "DecodeError",
+            "ValidationError",
+            "UnknownArgumentError",
+            "UnsupportedVersionError",
+            "EncodeError",
+            "RenderError",
+            "SkewError",
+            "SkewWarning",
+            "LaunchFailedError",
+            "LaunchInterruptedError",
+            "PeerLostError",
+            "RendezvousClosedError",
+            "RendezvousIncompleteError",
+            "RendezvousStoreLostError",
+            "TorchrunError",
+            "UnsupportedFlagError",
+        ),
+    ),
+    (
+        "Messages",
+        "The protobuf messages generated from `protos/` (`_pb2`), with their fields: the number, the type "
+        "and the first sentence of the field's comment in the `.proto` file, whose whole comment (range, "
+        "default, where it goes) is the contract ([Schema and extension fields](schema.md)).",
+        ("Task", "KubeflowTask", "LegacyTask", "ElasticConfig", "FailureReport", "FailureRecord"),
+    ),
+)
+
+
+def api_groups() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """API_GROUPS, checked against ``elastic_idl.__all__``: each public name once."""
+    import elastic_idl
+
+    listed = [n for _, _, names in API_GROUPS for n in names]
+    public = [n for n in elastic_idl.__all__ if n != "__version__"]
+    twice = sorted({n for n in listed if listed.count(n) > 1})
+    missing = sorted(set(public) - set(listed))
+    unknown = sorted(set(listed) - set(public))
+    if twice or missing or unknown:
+        raise SystemExit(
+            f"docs_gen: API_GROUPS must list each public name once: missing {missing}, not public {unknown}, "
+            f"twice {twice}"
+        )
+    return API_GROUPS
+
+
+def _slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
 
 def api_page() -> str:
     import elastic_idl
-    from elastic_idl import _EXPORTS  # the one map of public name -> private module
 
-    by_module: dict[str, list[str]] = {}
-    for name in sorted(elastic_idl.__all__, key=str.lower):
-        if name == "__version__":
-            continue
-        by_module.setdefault(_EXPORTS[name], []).append(name)
+    groups = api_groups()
     lines = [
-        _header("elastic_idl.__all__ and the docstrings"),
+        _header("elastic_idl.__all__, the docstrings and the generated messages"),
         "# Python API\n\n",
-        "Every public name is imported from the package itself (`import elastic_idl as ei`; "
-        "`ei.decode`, `ei.Elastic`, ...). The modules named below are private: they say where a name "
-        "is defined, not where to import it from. The package's version is `ei.__version__` "
-        f"(`{elastic_idl.__version__}`).\n\n",
+        "Every public name is imported from the package itself: `import elastic_idl as ei`, then "
+        f"`ei.decode`, `ei.Elastic`, ... (the version: `ei.__version__`, `{elastic_idl.__version__}`). "
+        "The modules behind them are private. The names by what they are for:\n\n",
+        "| for | names |\n| --- | --- |\n",
     ]
-    for module in sorted(by_module):
-        lines.append(f"## `elastic_idl.{module}`\n\n")
-        for name in by_module[module]:
+    for title, _, names in groups:
+        links = ", ".join(f"[`{n}`](#elastic_idl.{n})" for n in names)
+        lines.append(f"| [{title}](#{_slug(title)}) | {links} |\n")
+    lines.append("\n")
+    messages: list[object] = []
+    for title, intro, names in groups:
+        lines.append(f"## {title} {{#{_slug(title)}}}\n\n{intro}\n\n")
+        for name in names:
             obj = getattr(elastic_idl, name)
-            home = getattr(obj, "__module__", None)
-            if (inspect.isclass(obj) or inspect.isfunction(obj)) and home == f"elastic_idl.{module}":
-                lines.append(f"::: elastic_idl.{module}.{name}\n\n")
+            if getattr(obj, "DESCRIPTOR", None) is not None:
+                messages.append(obj.DESCRIPTOR)  # type: ignore[attr-defined]
+                lines.append(_message_section(name, obj.DESCRIPTOR, level=3))  # type: ignore[attr-defined]
+            elif inspect.isclass(obj) or inspect.isfunction(obj):
+                lines.append(_documented(name, obj))
             else:
-                lines.append(f"### `{name}` {{#{name}}}\n\n{_describe(name, obj)}\n\n")
+                lines.append(f"### `{name}` {{#elastic_idl.{name}}}\n\n{_describe(name, obj)}\n\n")
+    lines.append(_nested_types(messages))
     return "".join(lines)
 
 
+def _documented(name: str, obj: object) -> str:
+    """A class or function of ours, by mkdocstrings under its public name (``elastic_idl.NAME``)."""
+    if getattr(obj, "__name__", name) == name:
+        return f"::: elastic_idl.{name}\n\n"
+    # Public under another name than it is defined with (``view = of``): the definition, headed by the
+    # public name, and the public id as an anchor.
+    path = f"{obj.__module__}.{obj.__qualname__}"  # type: ignore[attr-defined]
+    return (
+        f'<a id="elastic_idl.{name}"></a>\n\n::: {path}\n    options:\n      heading: "{name}"\n'
+        f'      toc_label: "{name}"\n\n'
+    )
+
+
 def _describe(name: str, obj: object) -> str:
-    descriptor = getattr(obj, "DESCRIPTOR", None)
-    if descriptor is not None and hasattr(descriptor, "full_name"):
-        return (
-            f"The generated protobuf message `{descriptor.full_name}` (`{obj.__module__}`), "  # type: ignore[attr-defined]
-            f"defined in `{descriptor.file.name}` under `protos/`: its field comments are the contract."
-        )
     if name == "RULES":
-        return "The validation rules, rule id -> what it requires: the table is [Validation rules](rules.md)."
+        return (
+            "`dict[str, str]`: the validation rules, rule id -> what it requires. Each rule, with a task that "
+            "breaks it and one that keeps it: [Validation rules](rules.md)."
+        )
     if isinstance(obj, types.UnionType):
-        members = ", ".join(f"`{t.__module__}.{t.__qualname__}`" for t in obj.__args__)
+        members = ", ".join(f"[`{_public_name(t)}`](#elastic_idl.{_public_name(t)})" for t in obj.__args__)
         return f"A type alias for annotations: either task message ({members})."
     if isinstance(obj, (str, tuple)):
-        return f"A constant: `{obj!r}`."
-    return f"`{obj!r}`: {_cell(inspect.getdoc(obj) or '')}"
+        return f"A constant: `{obj!r}`. {_first_sentence(_comment_above(name))}".rstrip()
+    raise SystemExit(f"docs_gen: no description for the public name {name!r} ({type(obj).__name__})")
+
+
+def _public_name(obj: object) -> str:
+    import elastic_idl
+
+    return next(n for n in elastic_idl.__all__ if getattr(elastic_idl, n) is obj)
+
+
+def _comment_above(name: str) -> str:
+    """The ``#:`` comment above ``NAME = ...`` in the module that defines the public name."""
+    from elastic_idl import _EXPORTS
+
+    source = (ROOT / "src" / "elastic_idl" / (_EXPORTS[name].replace(".", "/") + ".py")).read_text()
+    match = re.search(rf"((?:^#:.*\n)+)^{re.escape(name)}\b", source, re.M)
+    return " ".join(line[2:].strip() for line in match.group(1).splitlines()) if match else ""
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    match = re.match(r"(.+?\.)(\s|$)", text)
+    return match.group(1) if match else text
+
+
+def _paragraphs(text: str) -> list[str]:
+    return [" ".join(p.split()) for p in re.split(r"\n\s*\n", text) if p.strip()]
+
+
+# The generated messages: their fields from the descriptors, the comments from mypy-protobuf's stubs
+# (gen/pb2/**/*.pyi), which carry each message's, field's and enum value's comment as a docstring.
+
+_SCALARS = {
+    1: "double",
+    2: "float",
+    3: "int64",
+    4: "uint64",
+    5: "int32",
+    6: "fixed64",
+    7: "fixed32",
+    8: "bool",
+    9: "string",
+    12: "bytes",
+    13: "uint32",
+    15: "sfixed32",
+    16: "sfixed64",
+    17: "sint32",
+    18: "sint64",
+}
+
+
+def _stub_docs(module: str) -> dict[str, str]:
+    """Docstrings of a ``_pb2`` module's stub: ``Message``, ``Message.field``, ``Enum.VALUE`` -> text."""
+    import ast
+
+    tree = ast.parse((ROOT / "gen" / "pb2" / (module.replace(".", "/") + ".pyi")).read_text())
+    docs: dict[str, str] = {}
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:
+        for i, node in enumerate(body):
+            nxt = body[i + 1] if i + 1 < len(body) else None
+            if isinstance(node, ast.ClassDef):
+                wrapper = re.fullmatch(r"_(\w+)EnumTypeWrapper", node.name)
+                if wrapper:  # enum values live on the wrapper class
+                    walk(node.body, f"{prefix}{wrapper.group(1)}.")
+                    continue
+                doc = ast.get_docstring(node)
+                if doc:
+                    docs[prefix + node.name] = doc
+                walk(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+                    docs[prefix + node.target.id] = inspect.cleandoc(nxt.value.value)
+            elif isinstance(node, ast.FunctionDef) and (doc := ast.get_docstring(node)):
+                docs[prefix + node.name] = doc
+
+    walk(tree.body, "")
+    return docs
+
+
+def _local_name(descriptor: object) -> str:
+    """A message's or enum's name within its file: ``Outer.Inner``."""
+    names = [descriptor.name]  # type: ignore[attr-defined]
+    parent = descriptor.containing_type  # type: ignore[attr-defined]
+    while parent is not None:
+        names.insert(0, parent.name)
+        parent = parent.containing_type
+    return ".".join(names)
+
+
+def _type_name(field: object) -> str:
+    f: Any = field
+    if f.message_type is not None and f.message_type.GetOptions().map_entry:
+        key, value = f.message_type.fields_by_name["key"], f.message_type.fields_by_name["value"]
+        return f"map<{_type_name(key)}, {_type_name(value)}>"
+    if f.message_type is not None:
+        named = f.message_type
+    elif f.enum_type is not None:
+        named = f.enum_type
+    else:
+        return ("repeated " if f.is_repeated else "") + _SCALARS[f.type]
+    text = named.full_name if named.full_name.startswith("google.") else named.name
+    link = "" if named.full_name.startswith("google.") else f"(#{named.full_name})"
+    shown = f"[`{text}`]{link}" if link else f"`{text}`"
+    return ("repeated " if f.is_repeated else "") + shown
+
+
+def _message_section(public: str | None, descriptor: Any, level: int) -> str:
+    docs = _stub_docs(descriptor.file.package + "." + descriptor.file.name.rsplit("/", 1)[1].removesuffix(".proto") + "_pb2")
+    local = _local_name(descriptor)
+    anchor = f"elastic_idl.{public}" if public else descriptor.full_name
+    title = public or local
+    out = [f"{'#' * level} `{title}` {{#{anchor}}}\n\n"]
+    if public:
+        out.append(f'<a id="{descriptor.full_name}"></a>\n\n')
+    out.append(
+        f"The message `{descriptor.full_name}` (`protos/{descriptor.file.name}`). "
+        f"{(_paragraphs(docs.get(local, '')) or [''])[0]}\n\n"
+    )
+    out.append("| field | # | type | what it is |\n| --- | ---: | --- | --- |\n")
+    for field in descriptor.fields:
+        text = _first_sentence((_paragraphs(docs.get(f"{local}.{field.name}", "")) or [""])[-1])
+        if field.containing_oneof is not None:
+            text += f" (one of `{field.containing_oneof.name}`)"
+        out.append(f"| `{field.name}` | {field.number} | {_type_name(field)} | {_cell(text)} |\n")
+    return "".join(out) + "\n"
+
+
+def _enum_section(descriptor: Any) -> str:
+    docs = _stub_docs(descriptor.file.package + "." + descriptor.file.name.rsplit("/", 1)[1].removesuffix(".proto") + "_pb2")
+    local = _local_name(descriptor)
+    out = [
+        f"### `{local}` {{#{descriptor.full_name}}}\n\n",
+        f"The enum `{descriptor.full_name}` (`protos/{descriptor.file.name}`). "
+        f"{(_paragraphs(docs.get(local, '')) or [''])[0]}\n\n",
+        "| value | # | what it is |\n| --- | ---: | --- |\n",
+    ]
+    for value in descriptor.values:
+        text = _first_sentence((_paragraphs(docs.get(f"{local}.{value.name}", "")) or [""])[-1])
+        out.append(f"| `{value.name}` | {value.number} | {_cell(text)} |\n")
+    return "".join(out) + "\n"
+
+
+def _nested_types(roots: list[Any]) -> str:
+    """Every message and enum of ours that a public message's fields use, each once, in the order met."""
+    public = {d.full_name for d in roots}
+    seen: dict[str, Any] = {}
+    queue = list(roots)
+    while queue:
+        message = queue.pop(0)
+        for field in message.fields:
+            for named in (field.message_type, field.enum_type):
+                if named is None or named.full_name.startswith("google.") or named.full_name in public:
+                    continue
+                if getattr(named, "GetOptions", None) and hasattr(named, "fields") and named.GetOptions().map_entry:
+                    queue.append(named)
+                    continue
+                if named.full_name not in seen:
+                    seen[named.full_name] = named
+                    if hasattr(named, "fields"):
+                        queue.append(named)
+    if not seen:
+        return ""
+    out = [
+        "## The types the messages use {#types}\n\n",
+        "Messages and enums that the messages above hold, each under its full protobuf name.\n\n",
+    ]
+    for named in seen.values():
+        out.append(_message_section(None, named, level=3) if hasattr(named, "fields") else _enum_section(named))
+    return "".join(out)
 
 
 # ---------------------------------------------------------------- CLI

@@ -1,9 +1,10 @@
 """MkDocs hooks (mkdocs.yml, ``hooks:``): serve the pinned npm files from the site itself.
 
 Before a build, scripts/docs_vendor.py provides the files requirements/docs-npm.txt pins (from the
-npm cache, fetched once); they are added to the site under ``assets/vendor/``, where mkdocs.yml's
-``extra_javascript`` loads them. Material then finds ``window.mermaid`` defined and loads nothing
-from a CDN.
+npm cache, fetched once); they are added to the site under ``assets/vendor/``. Mermaid (3.5 MB) is
+loaded only by the pages that hold a diagram: after a page is rendered, a ``<script>`` for it goes
+in front of ``</body>`` when the page has a ``class="mermaid"`` block. Material then finds
+``window.mermaid`` defined and loads nothing from a CDN; the other pages load nothing of it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 VENDOR_URL = "assets/vendor"
+MERMAID = f"{VENDOR_URL}/mermaid.min.js"
 
 
 def _vendor_module() -> ModuleType:
@@ -40,3 +42,14 @@ def on_files(files: Any, config: Any) -> Any:
     for path in provided:
         files.append(File.generated(config, f"{VENDOR_URL}/{path.name}", abs_src_path=str(path)))
     return files
+
+
+def on_post_page(output: str, page: Any, config: Any) -> str:
+    """Load Mermaid on a page that draws a diagram, after Material's own scripts."""
+    if 'class="mermaid"' not in output:
+        return output
+    from mkdocs.utils import get_relative_url
+
+    src = get_relative_url(MERMAID, page.url)
+    head, sep, tail = output.rpartition("</body>")
+    return f'{head}<script src="{src}"></script>\n{sep}{tail}'
