@@ -84,10 +84,11 @@ venv: venv-dev venv-gen
 devtree: venv-dev $(VENV)/bin/elastic-idl
 	$(PY) scripts/dev_install.py >/dev/null
 
-# The console script the wheel declares ([project.scripts]), for the dev tree.
-$(VENV)/bin/elastic-idl: | venv-dev
+# The console script the wheel declares ([project.scripts]), for the dev tree. The guard matters:
+# a spawned worker imports the launcher's __main__ (this file) again, as pip's scripts allow.
+$(VENV)/bin/elastic-idl: Makefile | venv-dev
 	printf '%s\n' '#!$(abspath $(PY))' 'import sys' 'from elastic_idl.cli import main' \
-		'sys.exit(main())' > $@
+		'if __name__ == "__main__":' '    sys.exit(main())' > $@
 	chmod +x $@
 
 # Headless Chromium for tests/test_docs_browser.py, Debian's package: nothing to do when it is on

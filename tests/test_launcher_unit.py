@@ -279,6 +279,35 @@ def test_the_attempt_line_puts_the_first_failure_first_and_marks_the_others(tmp_
     assert second.startswith("[collateral: failed after rank 1] rank 0 ")
 
 
+def test_a_rank_that_failed_on_its_own_is_not_called_collateral(tmp_path: Path) -> None:
+    """Issue 29 item 6: every later failure of an attempt was marked collateral, even a rank that
+    raised its own error; only one whose collective or store broke under it, or that the agent
+    stopped, is a consequence of the first."""
+    from elastic_idl._launch.failures import describe_attempt, is_collateral
+
+    log = FailureLog(run_id="r", role="default", node="n0")
+    first = _error_file(tmp_path / "1.json", "ValueError: bad shard 1", "tb1", 1_000_000_000)
+    own = _error_file(tmp_path / "0.json", "KeyError: 'label'", "tb0", 2_000_000_000)
+    peer = _error_file(
+        tmp_path / "2.json", "DistBackendError: [../third_party/gloo/x.cc:81] Timed out", "tb2", 3_000_000_000
+    )
+    records = log.add(
+        0,
+        [
+            WorkerExit(0, 0, 10, 1, own, 0),
+            WorkerExit(1, 1, 11, 1, first, 0),
+            WorkerExit(2, 2, 12, 1, peer, 0),
+            WorkerExit(3, 3, 13, -15, "", 4_000_000_000),
+        ],
+    )
+    lines = describe_attempt(records).split("; ")
+    assert lines[0].startswith("rank 1 ")
+    assert lines[1].startswith("[failed on its own, after rank 1] rank 0 ")
+    assert lines[2].startswith("[collateral: failed after rank 1] rank 2 ")
+    assert lines[3].startswith("[collateral: failed after rank 1] rank 3 ")  # stopped by the agent
+    assert [is_collateral(r) for r in sorted(records, key=lambda r: r.rank)] == [False, False, True, True]
+
+
 def test_a_report_that_cannot_be_written_never_replaces_the_launch_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

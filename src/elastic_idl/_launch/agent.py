@@ -952,6 +952,54 @@ class _Agent(LocalElasticAgent):
     def _stop_workers(self, worker_group: WorkerGroup) -> None:
         self._shutdown(timeout=self._shutdown_timeout)
 
+    def _shutdown(self, death_sig: signal.Signals = signal.SIGTERM, timeout: int = 30) -> None:
+        """torch's shutdown, except that a worker whose code has ended is not waited for.
+
+        A worker started as a function (every start method here) hands its return value
+        to the agent and then waits for the agent's "read" event, which a shutdown never
+        sets: a worker that caught the signal, saved its state and exited 0 would be
+        SIGKILLed only after the whole ``timeout`` (torchrun's workers, plain processes,
+        end at once). Here the signal goes out as torch sends it, and each worker that has
+        handed over its value (its code is over, nothing of it is lost) is ended at once.
+        """
+        self._end_finished_workers(death_sig, timeout)
+        super()._shutdown(death_sig, timeout)
+
+    def _end_finished_workers(self, death_sig: signal.Signals, timeout: float) -> None:
+        procs = self._processes()
+        queues: Mapping[int, Any] = getattr(self._pcontext, "_ret_vals", None) or {}
+        if not procs:
+            return
+        for proc in procs:
+            if proc.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, death_sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            alive = [(lr, p) for lr, p in enumerate(procs) if p.is_alive()]
+            if not alive:
+                return
+            for lr, proc in alive:
+                queue = queues.get(lr)
+                if queue is not None and not queue.empty():
+                    with contextlib.suppress(Exception):
+                        queue.get()  # a large value blocks its writer until read
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(proc.pid, signal.SIGKILL)
+                    proc.join(1.0)
+            time.sleep(0.02)
+        for proc in procs:  # torch would send the signal again and wait another timeout
+            if proc.is_alive():
+                _log.warning(
+                    "elastic-idl: worker pid %s did not end within %s s of %s: SIGKILL",
+                    proc.pid,
+                    timeout,
+                    death_sig.name,
+                )
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.join(5.0)
+
     def _monitor_workers(self, worker_group: WorkerGroup) -> RunResult:
         polled_ns = file_clock_ns()
         # Which workers had ended before torch looks: torch names one failed worker and then

@@ -2,7 +2,7 @@
 
 torch's ``ChildFailedError`` lists only the failed ranks of the last attempt.
 The launcher's agent reports every failed worker of every attempt here, as it
-happens (before a restart wipes the evidence); :class:`FailureLog` turns them
+happens (before a restart wipes the evidence); `FailureLog` turns them
 into ``FailureRecord`` messages, root cause first.
 """
 
@@ -33,6 +33,7 @@ __all__ = [
     "check_writable",
     "describe_attempt",
     "describe_record",
+    "is_collateral",
     "report_json",
     "save_report",
     "user_traceback",
@@ -56,7 +57,7 @@ class WorkerExit:
         error_file: torch's error file of the worker (may not exist).
         detected_ns: Fallback time when the worker recorded no error: the last time the
             agent saw the worker group healthy, i.e. the earliest the failure can have
-            happened, read with :func:`file_clock_ns` so that it compares with the
+            happened, read with `file_clock_ns` so that it compares with the
             error files' times of its peers.
         note: Message when there is neither an error file nor an exit code.
     """
@@ -241,7 +242,7 @@ def write_report(report: Any, path: str | os.PathLike[str]) -> None:
 
 
 def save_report(report: Any, path: str | os.PathLike[str] | None) -> None:
-    """:func:`write_report`, except that a failure to write is logged, never raised.
+    """`write_report`, except that a failure to write is logged, never raised.
 
     Called while a launch fails: the launch's own error (the summary) must reach the
     caller, not an error about the report file.
@@ -264,18 +265,53 @@ def describe_record(r: Any) -> str:
     return f"rank {r.rank} (local rank {r.local_rank}, pid {r.pid}) in attempt {r.attempt}, {how}: {r.message}"
 
 
+#: What a worker's error says when its collective or its store broke under it because a peer
+#: ended: such a later failure of an attempt is a consequence of the first, not a cause.
+PEER_LOSS_MARKERS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "DistNetworkError",
+    "DistBackendError",
+    "DistStoreError",
+    "connectFullMesh",
+    "third_party/gloo",
+    "Timed out waiting",
+    "Socket Timeout",
+    "NCCL communicator was aborted",
+    "ProcessGroupNCCL",
+    "ProcessGroupGloo",
+)
+
+#: Signals the agent stops the rest of a failed group with: a worker ended by one did not fail by itself.
+_AGENT_STOP_SIGNALS = (int(signal.SIGTERM), int(signal.SIGKILL), int(signal.SIGINT))
+
+
+def is_collateral(r: Any) -> bool:
+    """Whether a failure that came after another one of its attempt was caused by it.
+
+    It was when its collective or store broke under it (:data:`PEER_LOSS_MARKERS`), or when
+    the agent stopped it without it recording an error of its own. A rank that raised its
+    own exception (a ValueError of its data, say) failed on its own.
+    """
+    if any(marker in r.message for marker in PEER_LOSS_MARKERS):
+        return True
+    return r.WhichOneof("termination") == "signal" and r.signal in _AGENT_STOP_SIGNALS and not r.traceback
+
+
 def describe_attempt(records: Sequence[Any]) -> str:
     """The failed ranks of one attempt on one line each joined by "; ", the first failure first.
 
-    Every later failure of the attempt is marked collateral: a peer whose collective broke
-    because the first one died ("Connection closed by peer") is a consequence, not a cause.
+    A later failure caused by the first (:func:`is_collateral`) is marked collateral; one that
+    failed on its own is marked so, since it is a root cause too.
     """
     ordered = sorted(records, key=_record_time)
     parts = []
     for i, r in enumerate(ordered):
         line = describe_record(r).split("\n", 1)[0]
         if i:
-            line = f"[collateral: failed after rank {ordered[0].rank}] {line}"
+            mark = "collateral: failed after" if is_collateral(r) else "failed on its own, after"
+            line = f"[{mark} rank {ordered[0].rank}] {line}"
         parts.append(line)
     return "; ".join(parts)
 

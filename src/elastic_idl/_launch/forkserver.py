@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from multiprocessing import connection, util
 from typing import Any
 
+from elastic_idl._launch import blas
 from elastic_idl._launch.worker import set_parent_death_signal
 from elastic_idl._task.names import AGENT_SIGNALS
 
@@ -69,15 +70,42 @@ def settled_thread_count(grace_s: float = THREAD_EXIT_GRACE_S) -> int:
     return n
 
 
+def thread_names() -> list[str]:
+    """The kernel's name of each thread of this process (Linux), the main thread's first."""
+    names = []
+    try:
+        tids = sorted(os.listdir("/proc/self/task"), key=int)
+    except OSError:  # pragma: no cover - not Linux
+        return []
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as fh:
+                names.append(fh.read().strip())
+        except OSError:  # ended meanwhile
+            continue
+    return names
+
+
 def fork_hazard() -> str | None:
-    """Why forking this process now would be unsafe, or None when it is safe."""
+    """Why forking this process now would be unsafe, or None when it is safe.
+
+    Thread pools that restart by themselves after a fork are stopped first (OpenBLAS's,
+    which ``import torch`` starts when numpy is installed: :mod:`elastic_idl._launch.blas`),
+    so only the threads that really make a fork unsafe count.
+    """
     if not sys.platform.startswith("linux"):
         return f"a warm fork server needs Linux (this is {sys.platform})"
     if sys.version_info >= (3, 14):  # pragma: no cover - CPython 3.14 changed the forkserver protocol
         return "a warm fork server supports CPython 3.10 to 3.13"
+    if thread_count() > 1:
+        blas.stop_pools()
     n = settled_thread_count()
     if n > 1:
-        return f"the launcher process runs {n} threads (a fork copies only the calling one, with any lock others held)"
+        others = ", ".join(thread_names()[1:]) or "?"
+        return (
+            f"the launcher process runs {n} threads (other than the main one: {others}); a fork copies only "
+            "the calling one, with any lock the others held"
+        )
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return "CUDA is initialised in the launcher process (a forked child cannot use it)"
@@ -125,6 +153,11 @@ class Zygote:
                 set_parent_death_signal(int(signal.SIGKILL))
                 if os.getppid() != parent:
                     os._exit(0)
+                # A session of its own: a signal to the launcher's process group (a terminal's Ctrl-C,
+                # `kill -TERM -<pgid>`) must not end the server and, through their parent-death
+                # signal, the workers it forked while they save their state.
+                with contextlib.suppress(OSError):
+                    os.setsid()
                 for name in AGENT_SIGNALS:
                     sig = getattr(signal, name)
                     signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)

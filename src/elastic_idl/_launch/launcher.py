@@ -30,9 +30,11 @@ import dataclasses
 import logging
 import os
 import pickle
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -271,6 +273,7 @@ def _cold_forkserver() -> Iterator[None]:
     saved_preload = list(server._preload_modules)
     if started_here:
         server.set_forkserver_preload(list(_COLD_FORKSERVER_PRELOAD))
+        _start_immune_to_group_signals(server)
     try:
         yield
     finally:
@@ -278,6 +281,26 @@ def _cold_forkserver() -> Iterator[None]:
         if started_here and server._forkserver_pid is not None:
             with contextlib.suppress(Exception):
                 server._stop()
+
+
+def _start_immune_to_group_signals(server: Any) -> None:
+    """Start CPython's fork server ignoring SIGTERM and SIGHUP (it already ignores SIGINT).
+
+    It runs in the launcher's process group, and its workers die with it (parent-death
+    signal): a ``kill -TERM -<pgid>`` would end them while they handle the agent's own
+    signal. An ignored disposition survives the server's exec; its workers reset theirs
+    (:class:`~elastic_idl._launch.worker.WorkerMain`). It still exits when the launcher does.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        server.ensure_running()
+        return
+    names = (signal.SIGTERM, signal.SIGHUP)
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in names}
+    try:
+        server.ensure_running()
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def _check_picklable(main: WorkerMain, method: str, why: str) -> None:

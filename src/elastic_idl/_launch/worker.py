@@ -27,6 +27,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from elastic_idl._launch import blas
 from elastic_idl._task.names import AGENT_SIGNALS
 
 __all__ = [
@@ -175,13 +176,71 @@ def _apply_thread_count() -> None:
     from the same variable, unless the launch changed it (``OMP_NUM_THREADS=1`` for
     several workers, torchrun's default): only then is the value applied.
     """
+    if _LAUNCHER_THREADS == _NOT_NOTED:
+        return
+    # OpenBLAS (numpy's, loaded with torch) read its count in the launcher; its pool was stopped
+    # before the fork and restarts at the first threaded call, with the count set here.
+    blas.apply_env_threads()
     torch = sys.modules.get("torch")
     value = os.environ.get("OMP_NUM_THREADS", "")
-    if torch is None or _LAUNCHER_THREADS == _NOT_NOTED or value == _LAUNCHER_THREADS:
+    if torch is None or value == _LAUNCHER_THREADS:
         return
     if not value.isdigit() or int(value) < 1:
         return
     torch.set_num_threads(int(value))
+
+
+def _own_session() -> None:
+    """Put the worker in a session of its own, as torchrun's workers are.
+
+    A terminal's Ctrl-C (and a ``kill`` of the launcher's process group) then reaches the
+    launcher alone, which stops the workers with one signal each: a worker in the launcher's
+    group got the terminal's SIGINT and then the agent's, so a script that catches
+    KeyboardInterrupt to save a checkpoint was interrupted again while saving.
+    """
+    with contextlib.suppress(OSError):  # already a session or group leader
+        os.setsid()
+
+
+def _fresh_start_method() -> None:
+    """Leave multiprocessing's start method unset, as in a fresh interpreter.
+
+    A worker started by a fork server or by spawn has it set by CPython's bootstrap, so a
+    script's own ``multiprocessing.set_start_method("spawn")`` raised "context has already
+    been set"; under torchrun the script is a fresh interpreter and it succeeds.
+    """
+    with contextlib.suppress(RuntimeError, ValueError):
+        multiprocessing.set_start_method(None, force=True)
+
+
+#: The env variables a script may set before ``import torch`` or ``import numpy`` to choose their
+#: thread counts (read once, at that import, in a fresh interpreter).
+_THREAD_ENV = frozenset({"OMP_NUM_THREADS", *blas.THREAD_ENV})
+
+
+def _thread_env_hook(event: str, args: tuple[Any, ...]) -> None:
+    """Audit hook: a thread-count variable the script sets takes effect in this worker.
+
+    In a fresh interpreter (torchrun's workers) a script that sets ``OMP_NUM_THREADS``
+    before ``import torch`` gets that many threads; here torch (and numpy's OpenBLAS) are
+    already loaded, so the value is applied when it is set.
+    """
+    if event != "os.putenv" or len(args) != 2:
+        return
+    try:
+        key, value = (a.decode() if isinstance(a, bytes) else str(a) for a in args)
+        if key not in _THREAD_ENV:
+            return
+        blas.apply_env_threads({**os.environ, key: value})
+        torch = sys.modules.get("torch")
+        if key == "OMP_NUM_THREADS" and torch is not None and value.strip().isdigit() and int(value) > 0:
+            torch.set_num_threads(int(value))
+    except Exception:  # an audit hook must never break the script's os.environ write
+        pass
+
+
+def _follow_thread_env() -> None:
+    sys.addaudithook(_thread_env_hook)
 
 
 def _substitute(args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -297,8 +356,11 @@ class WorkerMain:
     def __call__(self) -> Any:
         _reset_signals()
         _die_with_parent()
+        _own_session()
         _forget_fork_server()
+        _fresh_start_method()
         _apply_thread_count()
+        _follow_thread_env()
         try:
             if self.kind == KIND_CALLABLE:
                 if self.stash_key:
