@@ -418,6 +418,44 @@ def test_torchrun_usage_is_2_and_invalid_input_is_1(argv: list[str], code: int) 
         assert out.stderr.startswith(b"usage: elastic-idl torchrun")
 
 
+#: Every command that reads FILE, with what else it needs.
+FILE_COMMANDS = [
+    ["validate"],
+    ["validate", "--strict"],
+    ["convert", "--to", "json"],
+    ["launch-config"],
+    ["render", "--name", "j", "--image", "i", "--", "t.py"],
+    ["env", "--name", "j", "--image", "i"],
+    ["run", "--", "t.py"],
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "error"),
+    [
+        ("typo.yaml", b"elastic_config:\n  max_restart: 1\n", "elastic_config.max_restart: unknown field"),
+        ("typo.json", b'{"elasticConfig": {"maxRestart": 1}}', "elastic_config.maxRestart: unknown field"),
+        ("typo.textproto", b"elastic_config { max_restart: 1 }", 'has no field named "max_restart"'),
+        # a binary task of a newer schema: field 150 of ElasticConfig
+        ("newer.pb", bytes.fromhex("220f0a0463313064100118022001b00907"), "elastic_config.150: a field number"),
+        ("enum.yaml", b"elastic_config:\n  start_method: START_METHOD_THREAD\n", "unknown StartMethod"),
+    ],
+    ids=["yaml-key", "json-key", "textproto-key", "binary-field-number", "enum-name"],
+)
+def test_a_file_gets_one_verdict_from_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: bytes, error: str
+) -> None:
+    """Issue 29 item 8: validate refused nothing the others refuse (it warned and said valid)."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    for command in FILE_COMMANDS:
+        code, out, err = _main(capsys, command[0], str(path), *command[1:])
+        assert (code, out) == (1, ""), (command, err)
+        assert err.startswith("elastic-idl: error: ") and error in err and err.count("\n") == 1, (command, err)
+    if name.startswith("typo"):
+        assert "did you mean 'max_restarts'?" in err or "did you mean 'maxRestarts'?" in err, err
+
+
 def test_torchrun_rule_breaks_name_the_flag_with_the_error_prefix(capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 29 item 7: the drop-in names the flag (or PET_ variable) the user wrote, keeps the rule id, says error."""
     code, out, err = _main(capsys, "torchrun", "--nnodes=2:1", "--nproc_per_node", "0", "t.py")

@@ -23,6 +23,7 @@ import yaml
 from elastic_idl import __version__
 from elastic_idl._errors import (
     MAX_VIOLATIONS_SHOWN,
+    DecodeError,
     ElasticIdlError,
     LaunchInterruptedError,
     SkewError,
@@ -37,7 +38,16 @@ from elastic_idl._errors import (
     violation_lines,
 )
 from elastic_idl._launch.spec import MODULE_FLAG, entrypoint_problem, to_launch_spec
-from elastic_idl._task.codec import FORMATS, MAX_PIPE_WAIT_S, MAX_TASK_BYTES, decode, format_of_path, read_task_file
+from elastic_idl._task.codec import (
+    FORMATS,
+    MAX_PIPE_WAIT_S,
+    MAX_TASK_BYTES,
+    UNKNOWN_FIELD_NUMBER,
+    decode,
+    format_of_path,
+    read_task_file,
+    unknown_fields,
+)
 from elastic_idl._task.encoding import encode, to_custom
 from elastic_idl._task.messages import Task
 from elastic_idl._task.names import PET_PREFIX
@@ -89,36 +99,29 @@ def _add_input(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task-type-version", type=int, default=1, choices=(0, 1), help="task shape (default 1)")
 
 
-def _read(args: argparse.Namespace, *, strict: bool = True) -> Task:
-    # --format, else the file's extension, else detected; at most MAX_TASK_BYTES are read.
+def _read(args: argparse.Namespace) -> Task:
+    """FILE as a task, read the one way every command reads it, so a file gets one verdict from all.
+
+    --format, else the file's extension, else detected; at most MAX_TASK_BYTES are read. Strict: a
+    key, enum name or binary field number this version does not know is a DecodeError (a user's
+    file; the tolerant decode is for what a backend receives from a newer SDK).
+    """
     data = read_task_file(args.file)
     fmt = args.format or (None if args.file == "-" else format_of_path(args.file))
-    return decode(data, format=fmt, task_type_version=args.task_type_version, strict=strict)
+    task = decode(data, format=fmt, task_type_version=args.task_type_version)
+    unknown = unknown_fields(task)  # binary only: the strict decode keeps unknown field numbers (protobuf's rule)
+    if unknown:
+        raise DecodeError(unknown[0], UNKNOWN_FIELD_NUMBER, format="binary")
+    return task
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    import warnings
-
-    from elastic_idl._errors import SkewWarning
-    from elastic_idl._task.codec import UNKNOWN_FIELD, unknown_fields
     from elastic_idl._task.validate import violations
 
-    # Without --strict, as the backend reads a newer SDK's task: unknown fields are named and ignored.
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", SkewWarning)
-        task = _read(args, strict=args.strict)
-    skew = [str(w.message) for w in caught if issubclass(w.category, SkewWarning)]
-    if args.strict:  # the strict decode refused unknown keys; binary unknown fields are kept, so name them here
-        skew = [f"{path}: {UNKNOWN_FIELD}" for path in unknown_fields(task)]
-    for line in skew:
-        if args.strict:
-            print(f"elastic-idl: error: {one_line(line)}", file=sys.stderr)
-        else:
-            _warn(line)
-    found = violations(task)
+    found = violations(_read(args))
     for line in violation_lines(found):
         print(line, file=sys.stderr)
-    if found or (args.strict and skew):
+    if found:
         return EXIT_INVALID
     _out("valid\n")
     return EXIT_OK
@@ -324,12 +327,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser(
-        "validate", help="exit 0 when FILE is valid; else one line per violation on stderr", epilog=_EPILOG
+        "validate",
+        help="exit 0 when FILE is valid; else one line per violation on stderr (FILE is read as every command reads it)",
+        epilog=_EPILOG,
     )
     _add_input(p)
-    p.add_argument(
-        "--strict", action="store_true", help="refuse fields this version does not know (default: warn and ignore)"
-    )
+    # Kept for scripts written when validate warned by default: every command refuses unknown fields now.
+    p.add_argument("--strict", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("convert", help="rewrite FILE in another format", epilog=_EPILOG)

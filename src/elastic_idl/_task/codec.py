@@ -1043,6 +1043,8 @@ def _other_shape(unknown: Sequence[str], task_type_version: int) -> None:
 
 #: Why a field a tolerant decode meets is left out (the SkewWarning's text after the field).
 UNKNOWN_FIELD = "not a field (or enum value) this version knows, from a newer schema?; ignored"
+#: Why a reader of user files (the CLI) refuses a binary field number the strict decode kept.
+UNKNOWN_FIELD_NUMBER = "a field number this version does not know (from a newer schema?); a task file is read strictly"
 
 
 def warn_unknown(paths: Sequence[str]) -> None:
@@ -1322,10 +1324,28 @@ def _textproto_error(text: str, exc: text_format.ParseError) -> DecodeError:
         )
     field = _textproto_field(text, str(exc))
     m = re.search(r'Message type "([\w.]+)" has no field named "(\w+)"', message)
-    if m and m.group(1) in _VERSION_BY_NAME:
-        hint = _other_shape_hint(task_class(_VERSION_BY_NAME[m.group(1)]).DESCRIPTOR, m.group(2))
+    desc = _MESSAGES.get(m.group(1)) if m else None
+    if m and desc is not None:
+        # textproto takes the proto names only (JSON and YAML also take the JSON names)
+        hint = _other_shape_hint(desc, m.group(2)) or did_you_mean(m.group(2), [f.name for f in desc.fields])
         message = message.rstrip(".") + hint if hint else message
     return DecodeError(field, f"bad textproto: {message}", format="textproto", line=line, column=column)
+
+
+def _schema_messages() -> dict[str, Descriptor]:
+    """Every message type of this schema that a task holds (both shapes), by full name."""
+    out: dict[str, Descriptor] = {}
+    todo = [cls.DESCRIPTOR for cls in TASK_CLASSES.values()]
+    while todo:
+        desc = todo.pop()
+        if desc.full_name not in out and desc.full_name.startswith("elastic_idl."):
+            out[desc.full_name] = desc
+            todo.extend(f.message_type for f in desc.fields if f.message_type is not None)
+    return out
+
+
+#: The schema's message types, by full name: what a textproto error's "Message type" names.
+_MESSAGES = _schema_messages()
 
 
 def _textproto_field(text: str, error: str) -> str:
