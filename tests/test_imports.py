@@ -132,3 +132,23 @@ def test_public_api_is_lazy_and_complete() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"  # the message modules do not load the runtime
+
+
+def test_the_dev_venv_imports_torch_without_a_warning() -> None:
+    """Issue 29 item 12: the dev venv had no numpy, so every ``import torch`` warned "Failed to
+    initialize NumPy"; nearly every torch user has numpy, and the launcher is measured with it."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-W",
+            "default",
+            "-c",
+            "import torch, numpy; print(torch.from_numpy(numpy.ones(2)).sum().item())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (proc.stdout.strip(), proc.stderr) == ("2.0", "")
