@@ -29,7 +29,11 @@ FIGURES = ROOT / "docs" / "figures"
 PAGE = ROOT / "docs" / "benchmarks.md"
 
 OURS, THEIRS = "#1f6feb", "#9a6700"
-FONT = "font-family:sans-serif;font-size:12px"
+#: Text sizes (px). The charts are WIDTH wide; a phone (390 px) shows them about 355 px wide, so the
+#: smallest text, FONT_PX, is read at about 11.5 px there (tests/test_docs_browser.py measures it).
+FONT_PX, TITLE_PX = 13, 15
+FONT = f"font-family:sans-serif;font-size:{FONT_PX}px"
+WIDTH = 400
 
 
 @dataclass(frozen=True)
@@ -40,46 +44,46 @@ class Series:
     labels: Sequence[str]  # the text beside each bar
 
 
-def _open(title: str, width: int, height: int, series: Sequence[Series], legend_x: int) -> list[str]:
+def _open(title: str, height: int, series: Sequence[Series]) -> list[str]:
     """The start of a chart: the SVG element, a white background, the title and the series' legend."""
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{escape(title)}">',
         '<rect width="100%" height="100%" fill="#ffffff"/>',
-        f'<text x="10" y="20" style="{FONT};font-size:14px;font-weight:bold">{escape(title)}</text>',
+        f'<text x="10" y="20" style="{FONT};font-size:{TITLE_PX}px;font-weight:bold">{escape(title)}</text>',
     ]
-    for i, s in enumerate(series):
-        x = legend_x + i * 130
-        out.append(f'<rect x="{x}" y="28" width="10" height="10" fill="{s.color}"/>')
-        out.append(f'<text x="{x + 14}" y="37" style="{FONT}">{escape(s.label)}</text>')
+    x = 10
+    for s in series:
+        out.append(f'<rect x="{x}" y="30" width="11" height="11" fill="{s.color}"/>')
+        out.append(f'<text x="{x + 15}" y="40" style="{FONT}">{escape(s.label)}</text>')
+        x += 15 + 8 * len(s.label) + 20
     return out
 
 
 def grouped_bars(title: str, categories: Sequence[str], series: Sequence[Series], axis: str, top: float) -> str:
-    """A horizontal grouped bar chart as SVG text: one group per category, one bar per series."""
-    bar, gap, left, width, head = 14, 10, 230, 330, 46
-    group = bar * len(series) + gap
-    height = head + group * len(categories) + 40
-    out = _open(title, left + width + 90, height, series, left)
+    """A horizontal grouped bar chart as SVG text: per category its name, then one bar per series, the bar's
+    text to its right."""
+    bar, gap, label, left, width, head = 15, 10, 17, 10, 300, 52
+    group = label + bar * len(series) + gap
+    height = head + group * len(categories) + 30
+    out = _open(title, height, series)
     for c, name in enumerate(categories):
         y0 = head + c * group
-        out.append(
-            f'<text x="{left - 6}" y="{y0 + group / 2:.1f}" text-anchor="end" style="{FONT}">{escape(name)}</text>'
-        )
+        out.append(f'<text x="{left}" y="{y0 + label - 4}" style="{FONT}">{escape(name)}</text>')
         for i, s in enumerate(series):
-            y = y0 + i * bar
+            y = y0 + label + i * bar
             value = s.values[c]
             if value is None:
                 out.append(
-                    f'<text x="{left + 4}" y="{y + bar - 3}" style="{FONT};fill:#666">{escape(s.labels[c])}</text>'
+                    f'<text x="{left + 4}" y="{y + bar - 3}" style="{FONT};fill:#555">{escape(s.labels[c])}</text>'
                 )
                 continue
             w = width * value / top if top else 0.0
             out.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar - 2}" fill="{s.color}"/>')
             out.append(f'<text x="{left + w + 4:.1f}" y="{y + bar - 3}" style="{FONT}">{escape(s.labels[c])}</text>')
     base = head + group * len(categories)
-    out.append(f'<line x1="{left}" y1="{head - 4}" x2="{left}" y2="{base}" stroke="#444"/>')
-    out.append(f'<text x="{left}" y="{base + 18}" style="{FONT};fill:#444">{escape(axis)}</text>')
+    out.append(f'<line x1="{left}" y1="{head - 2}" x2="{left}" y2="{base - gap}" stroke="#444"/>')
+    out.append(f'<text x="{left}" y="{base + 14}" style="{FONT};fill:#444">{escape(axis)}</text>')
     out.append("</svg>\n")
     return "\n".join(out)
 
@@ -94,14 +98,15 @@ def nice_top(value: float) -> tuple[float, float]:
 
 
 def line_chart(
-    title: str, xs: Sequence[str], series: Sequence[Series], axis: str, notes: tuple[str, Sequence[str]]
+    title: str, xs: Sequence[str], series: Sequence[Series], y_title: str, notes: tuple[str, Sequence[str], str]
 ) -> str:
     """Points joined by lines as SVG text: the categories ``xs`` evenly spaced on the x axis, one line per
-    series, each point labelled; ``notes`` is a row (its name, one text per x) printed under the x axis."""
-    left, width, head, plot = 110, 420, 56, 220
-    height = head + plot + 78
+    series, each point labelled, the y axis titled ``y_title``; ``notes`` is a row printed under the x
+    axis: its name (at the left, beside the row), one text per x, and a line saying what the row is."""
+    left, width, head, plot = 62, 322, 62, 220
+    height = head + plot + 74
     top, step = nice_top(max((v for s in series for v in s.values if v is not None), default=0.0))
-    out = _open(title, left + width + 20, height, series, left)
+    out = _open(title, height, series)
     base = head + plot
 
     def y_of(value: float) -> float:
@@ -113,14 +118,19 @@ def line_chart(
         out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" style="{FONT}">{k * step:g}</text>')
     out.append(f'<line x1="{left}" y1="{head}" x2="{left}" y2="{base}" stroke="#444"/>')
     out.append(f'<line x1="{left}" y1="{base}" x2="{left + width}" y2="{base}" stroke="#444"/>')
+    middle = head + plot / 2
+    out.append(
+        f'<text x="16" y="{middle:.1f}" transform="rotate(-90 16 {middle:.1f})" text-anchor="middle" '
+        f'style="{FONT};fill:#444">{escape(y_title)}</text>'
+    )
     x_of = [left + width * (i + 0.5) / len(xs) for i in range(len(xs))]
     for x, name, note in zip(x_of, xs, notes[1], strict=True):
-        out.append(f'<text x="{x:.1f}" y="{base + 16}" text-anchor="middle" style="{FONT}">{escape(name)}</text>')
+        out.append(f'<text x="{x:.1f}" y="{base + 18}" text-anchor="middle" style="{FONT}">{escape(name)}</text>')
         out.append(
-            f'<text x="{x:.1f}" y="{base + 34}" text-anchor="middle" style="{FONT};fill:#444">{escape(note)}</text>'
+            f'<text x="{x:.1f}" y="{base + 38}" text-anchor="middle" style="{FONT};fill:#444">{escape(note)}</text>'
         )
     out.append(
-        f'<text x="{left - 6}" y="{base + 34}" text-anchor="end" style="{FONT};fill:#444">{escape(notes[0])}</text>'
+        f'<text x="{left - 6}" y="{base + 38}" text-anchor="end" style="{FONT};fill:#444">{escape(notes[0])}</text>'
     )
     for s in series:
         points = [(x, y_of(v)) for x, v in zip(x_of, s.values, strict=True) if v is not None]
@@ -131,12 +141,13 @@ def line_chart(
     for i, x in enumerate(x_of):  # labels: the highest point's above it, the others' below theirs
         here = sorted((v, j) for j, s in enumerate(series) if (v := s.values[i]) is not None)
         for rank, (v, j) in enumerate(here):
-            dy = -8 if rank == len(here) - 1 else 16
+            dy = -9 if rank == len(here) - 1 else 18
             out.append(  # a white outline keeps the text readable where it crosses a line
-                f'<text x="{x + 6:.1f}" y="{y_of(v) + dy:.1f}" style="{FONT};fill:{series[j].color};'
-                f'stroke:#ffffff;stroke-width:6px;paint-order:stroke">{escape(series[j].labels[i])}</text>'
+                f'<text x="{x:.1f}" y="{y_of(v) + dy:.1f}" text-anchor="middle" style="{FONT};'
+                f'fill:{series[j].color};stroke:#ffffff;stroke-width:5px;paint-order:stroke">'
+                f"{escape(series[j].labels[i])}</text>"
             )
-    out.append(f'<text x="{left}" y="{height - 10}" style="{FONT};fill:#444">{escape(axis)}</text>')
+    out.append(f'<text x="{left}" y="{height - 8}" style="{FONT};fill:#444">{escape(notes[2])}</text>')
     out.append("</svg>\n")
     return "\n".join(out)
 
@@ -145,15 +156,22 @@ def line_chart(
 
 
 @dataclass(frozen=True)
+class Drawn:
+    svg: str
+    table: str  # the numbers the chart is drawn from, as a Markdown table (and a note under it)
+    caption: str  # what ran, where and when: the figure's caption
+
+
+@dataclass(frozen=True)
 class Chart:
     source: str  # file name under bench/results
     figure: str  # file name under docs/figures
     title: str
-    draw: Callable[[dict[str, Any]], tuple[str, str]]  # JSON -> (svg, markdown table)
+    draw: Callable[[dict[str, Any]], Drawn]
     rerun: str
 
 
-def _chaos(data: dict[str, Any]) -> tuple[str, str]:
+def _chaos(data: dict[str, Any]) -> Drawn:
     counts: dict[tuple[int, str], dict[str, list[int]]] = {}
     for run in data["runs"]:
         key = (int(run["class"]), str(run["name"]))
@@ -172,27 +190,67 @@ def _chaos(data: dict[str, Any]) -> tuple[str, str]:
                 [f"{g[0]} / {g[1]}" if g else "not run" for g in got],
             )
         )
+    must_fail = [k for k in keys if k[1] in MUST_FAIL]
     svg = grouped_bars(
-        "Chaos on the cluster: runs passed per fault class (7, 14: must fail)",
-        [f"{k[0]} {k[1]}" for k in keys],
+        "Chaos matrix: runs passed per fault class",
+        [f"{k[0]} {k[1]}" + (" (passes by failing)" if k in must_fail else "") for k in keys],
         series,
-        "% of runs passed (label: passed / runs)",
+        "% of runs passed; beside each bar: passed / runs",
         100.0,
     )
     table = ["| # | fault | ours: passed / runs | torchrun: passed / runs |", "| ---: | --- | ---: | ---: |"]
     for k in keys:
         cells = [f"{g[0]} / {g[1]}" if (g := counts[k].get(side)) else "not run" for side in ("ours", "torchrun")]
         table.append(f"| {k[0]} | {k[1]} | {cells[0]} | {cells[1]} |")
-    return svg, "\n".join(table)
+    return Drawn(svg, "\n".join(table), _chaos_caption(data, counts, must_fail))
 
 
-def _plugin(data: dict[str, Any]) -> tuple[str, str]:
+#: Fault classes whose run passes when the job fails as it must (bench/chaos_cluster.py: more restarts
+#: than max_restarts, a worker that always fails).
+MUST_FAIL = ("exceed", "fail-for-good")
+
+
+def _runs_per_class(runs: list[dict[str, Any]], side: str) -> str:
+    """How many runs each class had on one side, and their seeds: "10 (seeds 1000-1009)"."""
+    per_class: dict[int, int] = {}
+    for r in runs:
+        if r["side"] == side:
+            per_class[int(r["class"])] = per_class.get(int(r["class"]), 0) + 1
+    sizes = sorted(set(per_class.values()))
+    count = "-".join(str(n) for n in (sizes[:1] + sizes[-1:] if len(sizes) > 1 else sizes)) or "no"
+    seeds = sorted({int(r["seed"]) for r in runs if r["side"] == side and "seed" in r})
+    return f"{count} (seeds {seeds[0]}-{seeds[-1]})" if seeds else count
+
+
+def _chaos_caption(
+    data: dict[str, Any], counts: dict[tuple[int, str], dict[str, list[int]]], must_fail: list[tuple[int, str]]
+) -> str:
+    about = data.get("about", {})
+    runs = data["runs"]
+    dates = sorted({str(r["date"])[:10] for r in runs if r.get("date")})
+    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}" if dates else "dates not recorded"
+    sources: dict[str, int] = {}
+    for r in runs:
+        source = str(r.get("source", "not recorded"))
+        sources[source] = sources.get(source, 0) + 1
+    commits = ", ".join(f"`{s}` ({n} runs)" for s, n in sorted(sources.items(), key=lambda kv: -kv[1]))
+    classes = " and ".join(f"{k[0]} ({k[1]})" for k in must_fail)
+    return (
+        f"{len(counts)} fault classes on the one-machine cluster ({about.get('cluster', 'not recorded')}); each run "
+        f"is one job: {about.get('job', 'not recorded')}. Per class, {_runs_per_class(runs, 'ours')} runs with "
+        f"elastic-idl's pod entrypoint and {_runs_per_class(runs, 'torchrun')} with stock torchrun as the pod "
+        f"command. A run passes when it meets every check of the matrix: the job ends Succeeded, except in "
+        f"classes {classes}, where it must end Failed. Run on {when}, from the source {commits}."
+    )
+
+
+def _plugin(data: dict[str, Any]) -> Drawn:
     rows = data["templates"]
     names = [r["template"] for r in rows]
     top = max(max(r["ours"]["allocs_per_op"], r["upstream"]["allocs_per_op"]) for r in rows)
     series = [
         Series(label, color, [r[side]["allocs_per_op"] for r in rows], [str(r[side]["allocs_per_op"]) for r in rows])
-        for side, label, color in (("ours", "elastic-idl plugin", OURS), ("upstream", "flyteplugins pytorch", THEIRS))
+        for side, label, color in (("ours", "elastic-idl plugin", OURS), ("upstream", "flyteplugins", THEIRS))
     ]
     svg = grouped_bars("BuildResource: allocations per task", names, series, "allocations per BuildResource", top)
     table = [
@@ -206,14 +264,24 @@ def _plugin(data: dict[str, Any]) -> tuple[str, str]:
             f"{ours['ns_per_op'] / 1e6:.1f} | {up['ns_per_op'] / 1e6:.1f} |"
         )
     note = (
-        f"\n\n{data['benchmark']}, {data['go']}, flyteplugins {data['flyteplugins']}, {data['machine']}, "
-        f"load average {data['loadavg_1m'][0]}-{data['loadavg_1m'][1]}: the allocation counts are exact; "
-        "the times were measured under that load and are shown for completeness, not compared."
+        "\n\nThe allocation counts are exact; the times were measured under that load and are shown for "
+        "completeness, not compared."
     )
-    return svg, "\n".join(table) + note
+    when = (
+        f"on {data['date'][:10]}, source commit `{data['commit'][:7]}`"
+        if data.get("date") and data.get("commit")
+        else "on a date and at a commit the file does not record"
+    )
+    caption = (
+        f"{data['benchmark']} ({data['count']} runs of {data['benchtime']} per template), {data['go']}, "
+        f"flyteplugins {data['flyteplugins']}, on {data['machine']}, load average {data['loadavg_1m'][0]}-"
+        f"{data['loadavg_1m'][1]}, {when}. Each template is a Flyte TaskTemplate given to BuildResource "
+        "of both plugins."
+    )
+    return Drawn(svg, "\n".join(table) + note, caption)
 
 
-def _launch(data: dict[str, Any]) -> tuple[str, str]:
+def _launch(data: dict[str, Any]) -> Drawn:
     rows = sorted(data["results"], key=lambda r: int(r["workers"]))
 
     def median(r: dict[str, Any], side: str) -> float | None:
@@ -225,11 +293,11 @@ def _launch(data: dict[str, Any]) -> tuple[str, str]:
         for side, label, color in (("ours", "ours (elastic-idl)", OURS), ("torchrun", "stock torchrun", THEIRS))
     ]
     svg = line_chart(
-        "Launch to exit vs workers, one node, CPU/gloo (median)",
+        "Launch to exit vs workers (median)",
         [f"{r['workers']} worker{'s' if r['workers'] != 1 else ''}" for r in rows],
         series,
-        "seconds from launch to exit, median (each sample a fresh process)",
-        ("ours / torchrun", [_number(r["ratio_median"]) for r in rows]),
+        "seconds, launch to exit",
+        ("ratio", [_number(r["ratio_median"]) for r in rows], "ratio: ours / torchrun, median of the rounds"),
     )
     table = [
         "| workers | ours: median (s) | torchrun: median (s) | ours / torchrun | failed runs (ours / torchrun) |",
@@ -242,18 +310,26 @@ def _launch(data: dict[str, Any]) -> tuple[str, str]:
         )
     m = data["machine"]
     start, end = (datetime.fromisoformat(data[k].replace("Z", "+00:00")) for k in ("date", "finished"))
+    caption = (
+        f"One node, CPU/gloo: {data['rounds']} rounds in {(end - start).total_seconds() / 60:.0f} minutes, measured "
+        f"{data['date'][:16].replace('T', ' ')} UTC on {m['arch']}, {m['cpus']} cores (shared), {m['cpu_model']}, "
+        f"Python {m['python']}, torch {m['torch']}, load average {data['loadavg_1m_start']} at the start and "
+        f"{data['loadavg_1m_end']} at the end, source commit `{data['commit'][:7]}`."
+    )
     note = (
-        f"\n\n{data['rounds']} rounds in {(end - start).total_seconds() / 60:.0f} minutes, measured "
-        f"{data['date'][:16].replace('T', ' ')} UTC on {m['arch']}, "
-        f"{m['cpus']} cores (shared), {m['cpu_model']}, Python {m['python']}, torch {m['torch']} (CPU, gloo), "
-        f"load average {data['loadavg_1m_start']} at the start and {data['loadavg_1m_end']} at the end, "
-        f"source commit `{data['commit'][:7]}`. Each sample is a fresh launcher process timed from start to exit "
+        "\n\nEach sample is a fresh launcher process timed from start to exit "
         "(imports, rendezvous, workers, teardown); every round runs each (launcher, workers) pair once in a new "
         "random order, and the ratio is the median of the per-round ratios, so load that hits one round hits "
         "both launchers alike. Ours is the default start method, a warm fork server: the workers do not import "
         "torch again. Every sample is in the JSON file."
     )
-    return svg, "\n".join(table) + note
+    return Drawn(svg, "\n".join(table) + note, caption)
+
+
+def _html(text: str) -> str:
+    """Caption text for HTML: escaped, with `code` spans as <code>."""
+    parts = escape(text, quote=False).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
 def _number(value: float | None) -> str:
@@ -318,12 +394,14 @@ def outputs(sources: set[str] | None = None) -> dict[Path, str]:
     for chart in CHARTS:
         if chart.source not in present:
             continue
-        svg, table = chart.draw(json.loads((RESULTS / chart.source).read_text()))
-        files[FIGURES / chart.figure] = svg
+        drawn = chart.draw(json.loads((RESULTS / chart.source).read_text()))
+        files[FIGURES / chart.figure] = drawn.svg
         page += [
             f"## {chart.title}\n",
-            f"![{chart.title}](figures/{chart.figure})\n",
-            f"{table}\n",
+            # md_in_html: the image stays Markdown (its path is rewritten per page), the caption is HTML.
+            f'<figure markdown="span">\n  ![{chart.title}](figures/{chart.figure})\n'
+            f"  <figcaption>{_html(drawn.caption)}</figcaption>\n</figure>\n",
+            f"{drawn.table}\n",
             f"From `bench/results/{chart.source}`. To measure again:\n\n```text\n{chart.rerun}\n```\n",
         ]
     page += [OTHER_FIGURES]

@@ -19,21 +19,24 @@ from what this script writes, and tests/test_docs.py does the same. Run with the
 from __future__ import annotations
 
 import argparse
-import contextlib
 import inspect
-import io
 import os
 import re
+import shlex
+import subprocess
 import sys
+import tempfile
+import textwrap
 import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "reference"
-#: Terminal width the --help texts are formatted for (argparse reads COLUMNS).
-HELP_COLUMNS = "100"
+#: Terminal width the usage lines are formatted for (argparse reads COLUMNS): narrow enough for a phone.
+HELP_COLUMNS = "72"
 
 
 def _header(source: str) -> str:
@@ -41,7 +44,10 @@ def _header(source: str) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text for one line of Markdown (a table cell): one line, ``|`` escaped, and ``<`` outside code spans
+    written as ``&lt;``, so that ``<HOSTNAME>`` stays text instead of becoming an HTML tag."""
+    parts = re.split(r"(`[^`]*`)", " ".join(text.split()))
+    return "".join(p if p.startswith("`") else p.replace("<", "&lt;") for p in parts).replace("|", "\\|")
 
 
 # ---------------------------------------------------------------- Python API
@@ -385,15 +391,8 @@ def _nested_types(roots: list[Any]) -> str:
 # ---------------------------------------------------------------- CLI
 
 
-def _captured(fn: Callable[[], object]) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-        fn()
-    return out.getvalue()
-
-
 def cli_page() -> str:
-    """The CLI page, the --help texts formatted for HELP_COLUMNS (argparse reads COLUMNS; restored after:
+    """The CLI page, usage lines formatted for HELP_COLUMNS (argparse reads COLUMNS; restored after:
     tests import this module, and a width left in os.environ rewraps every later test's help output)."""
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = HELP_COLUMNS
@@ -406,29 +405,131 @@ def cli_page() -> str:
             os.environ["COLUMNS"] = old
 
 
+def _option_rows(parser: argparse.ArgumentParser, *, with_help: bool) -> list[str]:
+    """One table row per option of ``parser`` that --help shows: option, its value, what it does."""
+    rows = []
+    for action in parser._actions:
+        if action.help == argparse.SUPPRESS or isinstance(action, argparse._SubParsersAction):
+            continue
+        if isinstance(action, argparse._HelpAction) and not with_help:
+            continue
+        if action.option_strings:
+            names = ", ".join(f"`{o}`" for o in action.option_strings)
+        else:
+            names = f"`{action.metavar or action.dest}`"
+        value = ""
+        if action.option_strings and action.nargs != 0:
+            value = f"`{parser._get_formatter()._format_args(action, action.dest.upper())}`"
+            if action.choices is not None and action.metavar is None:
+                value = ", ".join(f"`{c}`" for c in action.choices)
+        text = action.help or ""
+        if "%(" in text:
+            text = text % {**vars(action), "prog": parser.prog}
+        rows.append(f"| {names} | {value} | {_cell(text)} |\n")
+    return rows
+
+
+def _options_table(parser: argparse.ArgumentParser, *, with_help: bool = False) -> str:
+    rows = _option_rows(parser, with_help=with_help)
+    return "| option | value | what it does |\n| --- | --- | --- |\n" + "".join(rows)
+
+
+#: Columns of a usage line on the page (a phone shows about 45 of a code block; it scrolls the rest).
+USAGE_WIDTH = 64
+
+
+def _usage(parser: argparse.ArgumentParser) -> str:
+    """The usage line(s), each form wrapped at USAGE_WIDTH with its continuation lines indented."""
+    text = " ".join(parser.format_usage().removeprefix("usage: ").split())
+    if parser.usage:  # written by hand: its forms one a line or joined by " | "
+        usage = parser.usage % {"prog": parser.prog}
+        forms = [" ".join(f.split()) for line in usage.splitlines() for f in line.split(" | ") if f.strip()]
+        forms = [f if f.startswith(parser.prog) else f"{parser.prog} {f}" for f in forms]
+    else:
+        forms = [text]
+    wrapped = [
+        textwrap.fill(form, USAGE_WIDTH, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
+        for form in forms
+    ]
+    return "```text\n" + "\n".join(wrapped) + "\n```\n\n"
+
+
+def _sentence(text: str) -> str:
+    text = _cell(text)
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
 def _cli_page() -> str:
-    from elastic_idl import cli
+    from elastic_idl import cli, pod
+    from elastic_idl._sdk import torchrun
 
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {a.dest: a.help or "" for a in sub._choices_actions}
     lines = [
-        _header("the argument parser, elastic_idl.cli.build_parser"),
+        _header("the argument parsers: elastic_idl.cli, elastic_idl.pod and the torchrun drop-in's flag table"),
         "# Command line\n\n",
-        "`elastic-idl` and its subcommands, as `--help` prints them. Exit codes: [the table](exit-codes.md).\n\n",
+        f"{parser.description} Each command below is `elastic-idl COMMAND`; "
+        "`elastic-idl COMMAND --help` prints the same.\n\n",
         "| command | what it does |\n| --- | --- |\n",
     ]
     lines += [f"| [`{name}`](#{name}) | {_cell(helps.get(name, ''))} |\n" for name in sub.choices]
-    lines.append(f"\n## elastic-idl\n\n```text\n{parser.format_help().rstrip()}\n```\n\n")
+    lines += [
+        "\n## Every command {#common}\n\n",
+        _usage(parser),
+        _options_table(parser, with_help=True),
+        f"\n`-h` or `--help` after a command prints that command's help. {_cell(parser.epilog or '')} "
+        "The codes: [Exit codes](exit-codes.md).\n\n",
+    ]
     for name, subparser in sub.choices.items():
-        if subparser.add_help:
-            text = subparser.format_help()
-        else:  # the drop-in and the pod entrypoint parse their own flags and print their own help
-            text = _captured(lambda name=name: cli.main([name, "--help"]))  # type: ignore[misc]
-        if not text.strip():
-            raise SystemExit(f"docs_gen: `elastic-idl {name} --help` printed nothing")
-        lines.append(f"## {name} {{#{name}}}\n\n```text\n{text.rstrip()}\n```\n\n")
+        lines.append(f"## {name} {{#{name}}}\n\n{_sentence(helps.get(name, ''))}\n\n")
+        if name == "torchrun":
+            lines.append(_torchrun_section(torchrun))
+            continue
+        if name == "pod":
+            lines.append(_pod_section(pod))
+            continue
+        if not subparser.add_help:
+            raise SystemExit(f"docs_gen: `elastic-idl {name}` parses its own flags: add a section for it")
+        lines += [_usage(subparser), _options_table(subparser), "\n"]
+        epilog = subparser.epilog or ""
+        if epilog and epilog != parser.epilog:
+            own = epilog.removeprefix(parser.epilog or "").strip()
+            lines.append(f"{_cell(own)}\n\n")
     return "".join(lines)
+
+
+def _torchrun_section(torchrun: types.ModuleType) -> str:
+    """The drop-in's usage, its own option and every torchrun flag by what becomes of it (its FLAGS table)."""
+    help_lines = torchrun.torchrun_help().splitlines()
+    usage = [ln.removeprefix("usage: ").strip() for ln in help_lines[:2]]
+    out = [
+        "```text\n" + "\n".join(usage) + "\n```\n\n",
+        "A drop-in for torch 2.13's `torchrun`: the same flags, spellings and `PET_<FLAG>` env fallbacks (the "
+        "command line wins). The command line becomes a task, which is validated and launched through "
+        "elastic-idl's launcher; everything after the script is the script's. Each flag and its torchrun "
+        "default: [From torchrun](torchrun.md).\n\n",
+        "| option | what it does |\n| --- | --- |\n",
+        f"| `{torchrun.DROP_IN_FAILURE_FILE} PATH` | the drop-in's own option, right after `torchrun`: when the job "
+        "fails, write the FailureReport JSON here |\n\n",
+    ]
+    for status, title in torchrun._HELP_SECTIONS:
+        out.append(f"{title}:\n\n| torchrun flag | becomes |\n| --- | --- |\n")
+        for flag in torchrun.FLAGS:
+            if flag.status == status:
+                names = ", ".join(f"`{o}`" for o in flag.options if not (o.startswith("--") and "_" in o))
+                out.append(f"| {names} | {_cell(flag.note)} |\n")
+        out.append("\n")
+    return "".join(out)
+
+
+def _pod_section(pod: types.ModuleType) -> str:
+    """The pod entrypoint: ``elastic-idl pod`` is ``python -m elastic_idl.pod``, whose parser this is."""
+    parser = pod.build_parser()
+    out = [_usage(parser), f"{_cell(parser.description or '')}\n\n", _options_table(parser, with_help=True), "\n"]
+    if parser.epilog:
+        out.append(f"{_cell(parser.epilog)}\n\n")
+    return "".join(out)
 
 
 # ---------------------------------------------------------------- exit codes
@@ -480,17 +581,131 @@ def exit_codes_page() -> str:
 # ---------------------------------------------------------------- validation rules
 
 
+#: A task that breaks each rule and one that keeps it (see its header).
+RULE_EXAMPLES = ROOT / "scripts" / "docs_rule_examples.yaml"
+
+
+@dataclass(frozen=True)
+class RuleExample:
+    """One rule's two tasks, and what the validator and the command line say of them."""
+
+    rule: str
+    format: str
+    breaks: str
+    keeps: str
+    env: dict[str, str]  # the pod env of the breaking task (launch rules)
+    keeps_env: dict[str, str]
+    also: tuple[str, ...]  # other rules the breaking task breaks
+    broken: tuple[str, ...]  # the rule ids ei.violations (or the launch) gives the breaking task
+    kept: tuple[str, ...]  # the same for the keeping task: none
+
+    @property
+    def launch(self) -> bool:
+        return self.rule.split(".")[0] in ("launch", "env")
+
+    def argv(self, file: str, *, keeping: bool) -> list[str]:
+        """The command a user runs on the task in ``file``: validate, or launch-config for a launch rule."""
+        if not self.launch:
+            return ["validate", file]
+        env = self.keeps_env if keeping else self.env
+        return ["launch-config", *(a for k, v in env.items() for a in ("--env", f"{k}={v}")), file]
+
+    @property
+    def file(self) -> str:
+        return "task.textproto" if self.format == "textproto" else "task.yaml"
+
+
+def _judge(text: str, fmt: str, env: dict[str, str], launch: bool) -> list[Any]:
+    """The violations of one example task: ei.violations, and for a launch rule ei.to_launch_spec's."""
+    import elastic_idl as ei
+
+    task = ei.decode(text, format=fmt)  # type: ignore[arg-type]
+    found = list(ei.violations(task))
+    if launch and not found:
+        try:
+            ei.to_launch_spec(task, env=env)
+        except ei.ValidationError as err:
+            found = list(err.violations)
+    return found
+
+
+def rule_examples() -> list[RuleExample]:
+    """Every rule's examples, judged; SystemExit when a rule has none, or a task does not break or keep it."""
+    import yaml
+
+    from elastic_idl import RULES
+
+    data = yaml.safe_load(RULE_EXAMPLES.read_text())
+    problems = [f"{rule}: no example" for rule in RULES if rule not in data]
+    problems += [f"{rule}: not a rule" for rule in data if rule not in RULES]
+    out = []
+    for rule, ex in data.items():
+        if rule not in RULES:
+            continue
+        fmt = ex.get("format", "yaml")
+        launch = rule.split(".")[0] in ("launch", "env")
+        env, keeps_env = dict(ex.get("env", {})), dict(ex.get("keeps_env", {}))
+        broken = tuple(v.rule for v in _judge(ex["breaks"], fmt, env, launch))
+        kept = tuple(v.rule for v in _judge(ex["keeps"], fmt, keeps_env, launch))
+        also = tuple(ex.get("also", ()))
+        if sorted(set(broken)) != sorted({rule, *also}):
+            problems.append(f"{rule}: the breaking task breaks {sorted(set(broken))}")
+        if kept:
+            problems.append(f"{rule}: the keeping task breaks {list(kept)}")
+        out.append(RuleExample(rule, fmt, ex["breaks"], ex["keeps"], env, keeps_env, also, broken, kept))
+    if problems:
+        raise SystemExit(f"docs_gen: {RULE_EXAMPLES.relative_to(ROOT)}:\n  " + "\n  ".join(problems))
+    order = list(RULES)
+    return sorted(out, key=lambda e: order.index(e.rule))
+
+
+def run_cli(ex: RuleExample, *, keeping: bool) -> subprocess.CompletedProcess[str]:
+    """``elastic-idl`` (as ``python -m elastic_idl``) on one example task, in a scratch folder."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / ex.file).write_text(ex.keeps if keeping else ex.breaks)
+        return subprocess.run(
+            [sys.executable, "-m", "elastic_idl", *ex.argv(ex.file, keeping=keeping)],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+
 def rules_page() -> str:
     from elastic_idl import RULES
 
+    examples = rule_examples()
     lines = [
-        _header("elastic_idl.RULES"),
+        _header("elastic_idl.RULES and the examples in scripts/docs_rule_examples.yaml"),
         "# Validation rules\n\n",
-        "Every rule `ei.validate` checks, by the id a `Violation` carries (`violation.rule`). "
-        "The Go backend reads the same ids from its generated tables (`go/elasticidl/tables_gen.go`).\n\n",
+        "Every rule `ei.validate` checks, by the id a `Violation` carries (`violation.rule`), each with a task "
+        "that breaks it, what the command line says of it, and the same task kept to the rule. The Go backend "
+        "reads the same ids from its generated tables (`go/elasticidl/tables_gen.go`). The tasks are YAML "
+        "(the kubeflow shape), as a user writes them. The `launch.*` and `env.*` rules are not about validity: "
+        "a launch checks them (`elastic-idl run`, `launch-config`, the pod entrypoint, `ei.to_launch_spec`). "
+        "Each rule's section is linkable: `rules.md#` and the rule id.\n\n",
         "| rule id | what it requires |\n| --- | --- |\n",
     ]
-    lines += [f"| `{rule}` | {_cell(text)} |\n" for rule, text in RULES.items()]
+    lines += [f"| [`{r}`](#{r}) | {_cell(text)} |\n" for r, text in RULES.items()]
+    lines.append("\n")
+    for ex in examples:
+        proc = run_cli(ex, keeping=False)
+        if proc.returncode != 1 or not proc.stderr.strip():
+            raise SystemExit(f"docs_gen: {ex.rule}: `elastic-idl {' '.join(ex.argv(ex.file, keeping=False))}` "
+                             f"exited {proc.returncode}, not 1:\n{proc.stderr}")
+        command = " ".join(shlex.quote(a) for a in ["elastic-idl", *ex.argv(ex.file, keeping=False)])
+        lines += [
+            f"## `{ex.rule}` {{#{ex.rule}}}\n\n",
+            f"{_sentence(RULES[ex.rule])}\n\n",
+            f"Breaks it (`{ex.file}`):\n\n```{ex.format}\n{ex.breaks.rstrip()}\n```\n\n",
+            f"`{command}` exits 1 and prints:\n\n```text\n{proc.stderr.rstrip()}\n```\n\n",
+            f"Keeps it:\n\n```{ex.format}\n{ex.keeps.rstrip()}\n```\n\n",
+        ]
+        if ex.keeps_env:
+            keep = " ".join(shlex.quote(a) for a in ["elastic-idl", *ex.argv(ex.file, keeping=True)])
+            lines.append(f"(`{keep}` exits 0.)\n\n")
     return "".join(lines)
 
 
