@@ -590,13 +590,17 @@ def test_worker_failures_become_flytekits_exceptions() -> None:
     from flytekit.core.context_manager import ExecutionState, FlyteContextManager
 
     elastic_task = task(task_config=ei.Elastic(nnodes=1, nproc_per_node=2))(fails_on_rank_1)
-    # A local run: the LaunchFailedError itself, a RuntimeError, as kfpytorch's own tests expect (issue 18).
-    with pytest.raises(RuntimeError) as local:
+    # A local run: flytekit's user error around the LaunchFailedError, dated by the root cause, as
+    # flytekitplugins-kfpytorch 1.16.31 raises it and its released tests expect (issue 29, 7a).
+    with pytest.raises(FlyteUserRuntimeException) as local:
         elastic_task(kind="user")
-    assert isinstance(local.value, ei.LaunchFailedError)
+    assert type(local.value) is FlyteUserRuntimeException
+    assert isinstance(local.value.value, ei.LaunchFailedError)
     assert "root cause: rank 1 (local rank 1" in str(local.value)
     assert "ValueError: bad batch on rank 1" in str(local.value)
-    assert local.value.failures[0].rank == 1
+    root = local.value.value.failures[0]
+    assert root.rank == 1
+    assert local.value.timestamp == root.time.ToNanoseconds() / 1e9
     # In a pod (pyflyte-execute: TASK_EXECUTION): flytekit's user error, with the root cause's time.
     ctx = FlyteContextManager.current_context()
     pod = ctx.with_execution_state(ctx.new_execution_state().with_params(mode=ExecutionState.Mode.TASK_EXECUTION))

@@ -22,11 +22,9 @@ Outcome, as flytekit expects it from ``execute``:
   message and the root cause's time as the error time (propeller's "earliest
   error" strategy picks the real root cause across pods): ``FlyteRecoverableException``
   when the root cause raised a ``FlyteRecoverableException`` (or the nodes never
-  all joined: new pods may), else, in a pod, ``FlyteUserRuntimeException`` around the
-  ``LaunchFailedError``, the two kinds flytekitplugins-kfpytorch uses; in a local run
-  (flytekit's local execution modes) the ``LaunchFailedError`` itself, a ``RuntimeError``,
-  which is what kfpytorch's own tests expect (``pytest.raises(RuntimeError)``) and what a
-  caller's ``except RuntimeError`` catches;
+  all joined: new pods may), else ``FlyteUserRuntimeException`` around the
+  ``LaunchFailedError`` (its ``.value``), locally as in a pod: the two kinds
+  flytekitplugins-kfpytorch 1.16.31 raises, and what its released tests expect;
 - in a pod, the rendezvous store lost (its host, worker-0's pod, is gone: a drain, a
   preemption, a node lost), or a node of the running group lost with too few left
   (``PeerLostError``): ``SystemExit(200)``, nothing written; the pod exits 200, which the
@@ -108,9 +106,9 @@ def _one_node(config: Any) -> tuple[Any, str]:
     return local, line
 
 
-def _failure_error(err: Any, marker_dir: str, local: bool) -> Exception:
-    """The exception flytekit turns into its error document for a launch that failed for good
-    (``local``: a local run, where the caller gets it as it is)."""
+def _failure_error(err: Any, marker_dir: str) -> Exception:
+    """The exception flytekit turns into its error document for a launch that failed for good,
+    dated by the root cause (locally the caller gets it as it is, as from kfpytorch)."""
     root = err.failures[0] if err.failures else None
     when = root.time.ToNanoseconds() / 1e9 if root is not None and root.HasField("time") else None
     recoverable = isinstance(err, ei.RendezvousIncompleteError) or (
@@ -119,10 +117,8 @@ def _failure_error(err: Any, marker_dir: str, local: bool) -> Exception:
     error: Exception
     if recoverable:
         error = FlyteRecoverableException(str(err), timestamp=when)
-    elif local:
-        error = err  # a RuntimeError with the FailureReport (.report, .failures), as kfpytorch's tests expect
     else:
-        error = FlyteUserRuntimeException(err, timestamp=when)
+        error = FlyteUserRuntimeException(err, timestamp=when)  # .value: the LaunchFailedError, its FailureReport
     return error
 
 
@@ -282,15 +278,13 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
             raise _interrupted(err) from None
         except (ei.RendezvousStoreLostError, ei.PeerLostError, ei.RendezvousClosedError) as err:
             if not in_pod:
-                raise _failure_error(err, marker_dir, local=True) from None
+                raise _failure_error(err, marker_dir) from None
             if isinstance(err, ei.RendezvousClosedError):
                 _log.warning("elastic-idl: %s; this pod writes nothing (IgnoreOutputs)", str(err).splitlines()[0])
                 raise IgnoreOutputs() from None
             raise _store_lost(err) from None
         except ei.LaunchFailedError as err:
-            state = ctx.execution_state
-            local = state is None or state.is_local_execution()
-            raise _failure_error(err, marker_dir, local) from None
+            raise _failure_error(err, marker_dir) from None
         except ImportError as err:
             if err.name == "torch" or "torch" in str(err):
                 raise ImportError(
