@@ -152,3 +152,26 @@ def test_the_dev_venv_imports_torch_without_a_warning() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert (proc.stdout.strip(), proc.stderr) == ("2.0", "")
+
+
+def test_the_dev_lock_lists_everything_the_dev_venv_holds() -> None:
+    """Issue 29 item 11: requirements/dev.txt said torch was a CPU wheel and left out the 18 CUDA
+    packages and triton that installing it pulls from PyPI (4 GB nobody saw in the lock). Every
+    distribution in .venv is in the lock, at the locked version (pip and the checkout aside)."""
+    import importlib.metadata
+    import re
+    from pathlib import Path
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    lock_file = Path(__file__).resolve().parent.parent / "requirements" / "dev.txt"
+    lock = {}
+    for line in lock_file.read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            lock[norm(name)] = version
+    installed = {norm(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()}
+    installed = {k: v for k, v in installed.items() if k not in ("pip", "elastic-idl")}
+    assert {k: v for k, v in installed.items() if lock.get(k) != v} == {}
+    assert any(k.startswith("nvidia-") for k in lock) and "numpy" in lock
