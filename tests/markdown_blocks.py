@@ -24,22 +24,29 @@ class Block:
     language: str
     line: int
     text: str
+    #: The block's ``title="..."`` (a file name the page tells the reader to save it as), else "".
+    title: str = ""
+
+
+INFO = re.compile(r'^(?P<language>[\w+-]*)\s*(?:title="(?P<title>[^"]*)")?\s*$')
 
 
 def blocks(text: str, name: str = "README.md") -> list[Block]:
     """The fenced blocks of a markdown text, with the ``## `` section each is in."""
     out: list[Block] = []
     section = ""
-    fence: tuple[str, int] | None = None
+    fence: tuple[str, int, str] | None = None
     body: list[str] = []
     for number, line in enumerate(text.splitlines(), 1):
         if fence is None:
             if line.startswith("## "):
                 section = line[3:].strip()
             elif line.startswith("```"):
-                fence, body = (line[3:].strip(), number), []
+                info = INFO.match(line[3:].strip())
+                assert info, f"{name}, line {number}: a fence info string this reader does not know: {line!r}"
+                fence, body = (info["language"], number, info["title"] or ""), []
         elif line.startswith("```"):
-            out.append(Block(section, fence[0], fence[1], "\n".join(body) + "\n"))
+            out.append(Block(section, fence[0], fence[1], "\n".join(body) + "\n", fence[2]))
             fence = None
         else:
             body.append(line)
