@@ -219,7 +219,9 @@ def _runs_per_class(runs: list[dict[str, Any]], side: str) -> str:
     sizes = sorted(set(per_class.values()))
     count = "-".join(str(n) for n in (sizes[:1] + sizes[-1:] if len(sizes) > 1 else sizes)) or "no"
     seeds = sorted({int(r["seed"]) for r in runs if r["side"] == side and "seed" in r})
-    return f"{count} (seeds {seeds[0]}-{seeds[-1]})" if seeds else count
+    if not seeds:
+        return count
+    return f"{count} (seed {seeds[0]})" if len(seeds) == 1 else f"{count} (seeds {seeds[0]}-{seeds[-1]})"
 
 
 def _chaos_caption(

@@ -359,12 +359,64 @@ def test_the_chaos_chart_counts_runs_per_class_and_side() -> None:
         {"class": 2, "name": "kill-host", "side": "torchrun", "passed": False},
         {"class": 1, "name": "kill-nonhost", "side": "ours", "passed": True},
     ]
-    svg, table = charts._chaos({"runs": runs})
+    drawn = charts._chaos({"runs": runs})
+    svg, table = drawn.svg, drawn.table
     assert table.splitlines()[2:] == ["| 1 | kill-nonhost | 1 / 1 | not run |", "| 2 | kill-host | 1 / 2 | 0 / 1 |"]
-    assert svg == charts._chaos({"runs": list(reversed(runs))})[0], "the order of the runs changes the chart"
-    widths = [float(w) for w in re.findall(r'<rect x="\d+" y="\d+" width="([\d.]+)" height="12"', svg)]
-    assert widths == [330.0, 165.0, 0.0], widths  # 100 %, 50 %, 0 %; class 1's torchrun bar is a note
+    assert svg == charts._chaos({"runs": list(reversed(runs))}).svg, "the order of the runs changes the chart"
+    widths = [float(w) for w in re.findall(r'<rect x="\d+" y="\d+" width="([\d.]+)" height="13"', svg)]
+    assert widths == [300.0, 150.0, 0.0], widths  # 100 %, 50 %, 0 %; class 1's torchrun bar is a note
     assert "not run" in svg
+
+
+def test_a_chart_says_what_ran_where_and_when() -> None:
+    """Issue 29: the chaos chart had no caption; "(7, 14: must fail)" and "10 runs against 5" were explained
+    on another page. The caption comes from the data file: cluster, job, dates, commits, runs per side."""
+    charts = _script("docs_charts")
+    runs = [
+        {"class": c, "name": n, "side": s, "passed": True, "seed": seed, "date": d, "source": src}
+        for c, n in ((1, "kill-nonhost"), (7, "exceed"))
+        for s, seeds in (("ours", (1000, 1001, 1002)), ("torchrun", (1000,)))
+        for seed, d, src in zip(
+            seeds,
+            ("2026-12-01T10:00:00Z", "2026-12-02T09:00:00Z", "2026-12-02T11:00:00Z"),
+            ("abc1234", "abc1234", "def5678"),
+            strict=False,  # torchrun's one run takes the first date and source
+        )
+    ]
+    about = {"cluster": "Kubernetes v9.9", "job": "2 Worker pods, 100 steps"}
+    caption = charts._chaos({"about": about, "runs": runs}).caption
+    for fact in (
+        "Kubernetes v9.9",
+        "2 Worker pods, 100 steps",
+        "3 (seeds 1000-1002) runs",
+        "1 (seed 1000) with stock torchrun",
+        "7 (exceed)",
+        "must end Failed",
+        "2026-12-01 to 2026-12-02",
+        "`abc1234` (6 runs)",
+        "`def5678` (2 runs)",
+    ):
+        assert fact in caption, (fact, caption)
+    page = (DOCS / "benchmarks.md").read_text()
+    figures = re.findall(
+        r"<figure markdown=\"span\">\n  !\[[^]]*\]\(figures/([\w-]+\.svg)\)\n  <figcaption>(.+)</figcaption>", page
+    )
+    assert sorted(f for f, _ in figures) == sorted(p.name for p in charts.FIGURES.glob("*.svg"))
+    assert all(len(text) > 80 for _, text in figures), figures
+    # The launch chart's y axis has a title, on the axis (rotated).
+    launch = (charts.FIGURES / "launch-vs-workers.svg").read_text()
+    assert re.search(r'transform="rotate\(-90[^"]*"[^>]*>seconds, launch to exit<', launch)
+
+
+def test_chart_text_is_legible_on_a_phone() -> None:
+    """Issue 29: on a 390 px phone the charts' text was 5-7 px. A chart is WIDTH wide and shown at most
+    about 355 px wide there (the browser test measures the page); its smallest text is FONT_PX."""
+    charts = _script("docs_charts")
+    for svg in charts.FIGURES.glob("*.svg"):
+        text = svg.read_text()
+        width = float(re.search(r'viewBox="0 0 ([\d.]+) ', text).group(1))  # type: ignore[union-attr]
+        sizes = [float(s) for s in re.findall(r"font-size:([\d.]+)px", text)]
+        assert width <= charts.WIDTH and min(sizes) * 355 / width >= 11, (svg.name, width, min(sizes))
 
 
 def _sweep_row(workers: int, ours: list[float], theirs: list[float], codes: list[int]) -> dict[str, object]:
@@ -401,14 +453,17 @@ def test_the_launch_chart_plots_each_worker_count_once() -> None:
         "machine": {"arch": "x86_64", "cpus": 2, "cpu_model": "cpu", "python": "3.11.7", "torch": "2.13.0"},
     }
     rows = [_sweep_row(4, [2.0, 4.0], [8.0, 8.0], [0, 0]), _sweep_row(1, [1.0, 9.0], [2.0, 3.0], [0, 1])]
-    svg, table = charts._launch({**meta, "results": rows})
+    drawn = charts._launch({**meta, "results": rows})
+    svg, table = drawn.svg, drawn.table
     assert table.splitlines()[2:4] == ["| 1 | 1.00 | 2.50 | 0.50 | 1 / 0 |", "| 4 | 3.00 | 8.00 | 0.38 | 0 / 0 |"]
-    assert svg == charts._launch({**meta, "results": rows[::-1]})[0], "the order of the rows changes the chart"
+    assert svg == charts._launch({**meta, "results": rows[::-1]}).svg, "the order of the rows changes the chart"
+    assert "2026-12-03 03:00 UTC" in drawn.caption and "`0000000`" in drawn.caption
     assert svg.count("<circle ") == 4 and svg.count("<polyline ") == 2
     assert re.findall(r">([\d.]+ s)</text>", svg) == ["1.00 s", "2.50 s", "3.00 s", "8.00 s"]
     # No run of ours succeeded at 8 workers: no point, "-" in the table, the ratio row says "-" too.
     none = _sweep_row(8, [5.0], [6.0], [1])
-    svg, table = charts._launch({**meta, "results": [none]})
+    drawn = charts._launch({**meta, "results": [none]})
+    svg, table = drawn.svg, drawn.table
     assert table.splitlines()[2] == "| 8 | - | 6.00 | - | 1 / 0 |"
     assert svg.count("<circle ") == 1 and ">-</text>" in svg
     assert [charts.nice_top(v) for v in (18.12, 5.0, 0.9)] == [(20.0, 5.0), (5.0, 1.0), (1.0, 0.2)]
@@ -435,7 +490,7 @@ def test_the_launch_table_is_the_committed_sweep() -> None:
         assert all(line in page for page in pages), line
     chart = next(c for c in charts.CHARTS if c.source == "launch.json")
     assert chart.rerun.split("   #")[0] == data["command"], "the page's rerun command is not the one measured"
-    assert (charts.FIGURES / chart.figure).read_text() == chart.draw(data)[0], "run `make docs` and commit the chart"
+    assert (charts.FIGURES / chart.figure).read_text() == chart.draw(data).svg, "run `make docs` and commit the chart"
 
 
 # ---------------------------------------------------------------- the built site
