@@ -1,14 +1,19 @@
-"""The flytekit task's run path (src/elastic_idl/flytekit/_run.py, _checkpoint.py) on its own:
-the pickle check a local run makes for the cold path, the wait of a pod without rank 0 for rank
-0's outcome, and where a worker group's checkpoint restores from."""
+"""The flytekit task's run path (src/elastic_idl/flytekit/_run.py, _worker.py, _checkpoint.py) on its
+own: the pickle check a local run makes for the cold path, what a worker sends back and how a cold
+worker loads the task, the wait of a pod without rank 0 for rank 0's outcome, and where a worker
+group's checkpoint restores from."""
 
 from __future__ import annotations
 
 import gc
 import importlib
+import os
+import pickle
+import subprocess
 import sys
 import threading
 import time
+import types
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +30,7 @@ with warnings.catch_warnings():
     from flytekit.core.context_manager import ExecutionParameters, FlyteContextManager
 
 from elastic_idl.flytekit import _checkpoint, _run
+from elastic_idl.flytekit._worker import SentResult, TaskEntry, WorkerResult, import_root
 
 LOCKED = """
 import threading
@@ -98,6 +104,200 @@ def test_the_culprit_is_named_for_an_input_and_a_closure() -> None:
     assert _run._culprit(len, {"a": 1, "b": lock}) == "the input 'b' (a lock)"
     assert _run._pickles((closes, {"a": 1})) is not None
     assert _run._pickles((len, {"a": [1, 2]})) is None
+
+
+# --------------------------------------------------------------------------- worker <-> task process
+
+
+def _script_module(name: str) -> types.ModuleType:
+    """A module that is in sys.modules but cannot be imported again (like a script run as __main__)."""
+    module = types.ModuleType(name)
+    sys.modules[name] = module  # dataclasses looks the module up
+    exec(
+        "import dataclasses\n"
+        "@dataclasses.dataclass\n"
+        "class Out:\n"
+        "    loss: float\n"
+        "def train(x: int) -> 'Out':\n"
+        "    return Out(x / 2)\n",
+        module.__dict__,
+    )
+    return module
+
+
+#: A cold worker, as far as the result goes: the function arrives by cloudpickle, its value leaves by torch's pickle
+#: (which fails) or in a SentResult.
+COLD_WORKER = """
+import pickle, sys
+import cloudpickle
+from elastic_idl.flytekit._worker import SentResult, WorkerResult
+fn, kwargs = cloudpickle.loads(sys.stdin.buffer.read())
+value = fn(**kwargs)
+try:
+    pickle.dumps(value)
+except pickle.PicklingError as exc:
+    print("torch's pickle:", exc, file=sys.stderr)
+sys.stdout.buffer.write(pickle.dumps(SentResult(WorkerResult(value, []), "train", by_value=True)))
+"""
+
+
+def test_a_cold_workers_value_comes_back_as_the_tasks_own_class() -> None:
+    import cloudpickle
+
+    script = _script_module("fk_run_script")
+    cloudpickle.register_pickle_by_value(script)  # as cloudpickle treats __main__
+    try:
+        payload = cloudpickle.dumps((script.train, {"x": 3}))  # what TaskEntry sends
+        proc = subprocess.run(
+            [sys.executable, "-c", COLD_WORKER], input=payload, capture_output=True, timeout=120, check=False
+        )
+        assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+        # The old path: torch pickled the value by reference, which a worker cannot (no recorded cause).
+        assert "torch's pickle: Can't pickle <class 'fk_run_script.Out'>" in proc.stderr.decode()
+        back = pickle.loads(proc.stdout)  # what torch's queue does with it in the task's process
+        assert isinstance(back, WorkerResult)
+        assert type(back.value) is script.Out  # the task's own class, not a copy
+        assert back.value == script.Out(1.5)
+    finally:
+        cloudpickle.unregister_pickle_by_value(script)
+        del sys.modules["fk_run_script"]
+
+
+def test_a_value_that_cannot_be_sent_is_a_typeerror_naming_it_with_its_cause() -> None:
+    lock = threading.Lock()
+    for by_value, pickler in ((True, "cloudpickle"), (False, "pickle")):
+        with pytest.raises(TypeError) as info:
+            SentResult(WorkerResult(lock, []), "train", by_value=by_value)
+        assert str(info.value).startswith(
+            f"task train: the value it returned (a lock) cannot be sent from the worker to the task's process: "
+            f"{pickler} fails with TypeError: cannot pickle '_thread.lock' object. "
+        )
+        assert "defined at the top level of a module" in str(info.value)
+        assert isinstance(info.value.__cause__, TypeError)
+    with pytest.raises(TypeError, match="the decks or output metadata it made cannot be sent"):
+        SentResult(WorkerResult(1, [lock]), "train", by_value=False)
+    # What pickles goes through torch's pickle as it is: ForkingPickler's reductions (tensors in shared memory).
+    warm = SentResult(WorkerResult({"loss": 0.5}, []), "train", by_value=False)
+    assert pickle.loads(pickle.dumps(warm)) == WorkerResult({"loss": 0.5}, [])
+
+
+def test_a_cold_worker_loads_the_task_when_called_and_says_what_is_missing(tmp_path: Path) -> None:
+    """The entry is unpacked inside the worker's recorded call, with the module's directory on sys.path."""
+    pkg = tmp_path / "fkproj" / "fk_run_pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("def top():\n    pass\n")
+    (pkg / "tasks.py").write_text("def helper(x):\n    return x * 2\n\ndef train(x):\n    return helper(x)\n")
+    root = str(tmp_path / "fkproj")
+    sys.path.insert(0, root)
+    try:
+        module = importlib.import_module("fk_run_pkg.tasks")
+        assert import_root(module.train) == root
+        assert import_root(importlib.import_module("fk_run_pkg").top) == root  # a package's __init__
+        payload = pickle.dumps(TaskEntry(module.train, {"x": 4}, str(tmp_path), {}, sys_path=[root]))
+    finally:
+        sys.path.remove(root)
+        for name in ("fk_run_pkg.tasks", "fk_run_pkg"):
+            sys.modules.pop(name, None)
+    assert import_root(len) is None  # no module file
+    # In a fresh interpreter without that directory on sys.path (pyflyte run removes it after its import).
+    code = f"""
+import pickle, sys
+from unittest import mock
+entry = pickle.loads({payload!r})  # unpacked only when called: nothing imported yet
+assert "fk_run_pkg" not in sys.modules
+with mock.patch("flytekit.bin.entrypoint.setup_execution"):
+    entry._unpack()
+print(entry._fn(**entry._kwargs))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["8"]
+    # Without the directory (an old entry, or a module that is nowhere): an ImportError that says what to do.
+    broken = pickle.loads(payload)
+    broken._sys_path = ()
+    with pytest.raises(ImportError) as info:
+        broken._unpack()
+    assert str(info.value).startswith(
+        "task train: a worker cannot load the task function and its inputs: "
+        "ModuleNotFoundError: No module named 'fk_run_pkg'. "
+    )
+    assert "PYTHONPATH" in str(info.value)
+
+
+#: A workflow whose task returns a dataclass defined in the script and uses a helper of its own module.
+SCRIPT = """
+import dataclasses
+import sys
+
+from flytekit import task, workflow
+
+from elastic_idl import Elastic
+
+
+@dataclasses.dataclass
+class Out:
+    loss: float
+    world: int
+
+
+def helper(x: int) -> float:
+    return x / 2
+
+
+@task(task_config=Elastic(nproc_per_node=2, start_method=START_METHOD))
+def train(x: int) -> Out:
+    import os
+
+    return Out(helper(x), int(os.environ["WORLD_SIZE"]))
+
+
+@workflow
+def wf(x: int = 3) -> Out:
+    return train(x=x)
+
+
+if __name__ == "__main__":
+    out = wf(x=3)
+    print("RESULT", type(out) is Out, out)
+"""
+
+
+def _flytekit_script(tmp_path: Path, start_method: str) -> Path:
+    path = tmp_path / "fk_run_wf.py"
+    path.write_text(SCRIPT.replace("START_METHOD", repr(start_method)))
+    return path
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_a_dataclass_defined_in_the_script_comes_back(tmp_path: Path, start_method: str) -> None:
+    """``python wf.py``: kfpytorch (spawn) fails with a PicklingError; ours failed with no recorded cause."""
+    pytest.importorskip("torch")
+    script = _flytekit_script(tmp_path, start_method)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "RESULT True Out(loss=1.5, world=2)" in proc.stdout
+
+
+def test_pyflyte_run_finds_the_tasks_own_module_in_cold_workers(tmp_path: Path) -> None:
+    """``pyflyte run wf.py wf`` without PYTHONPATH: the module was importable only while pyflyte loaded it."""
+    pytest.importorskip("torch")
+    _flytekit_script(tmp_path, "spawn")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    pyflyte = Path(sys.executable).parent / "pyflyte"
+    proc = subprocess.run(
+        [str(pyflyte), "run", "fk_run_wf.py", "wf", "--x", "5"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "Out(loss=2.5, world=2)" in proc.stdout
 
 
 @pytest.fixture

@@ -72,7 +72,7 @@ import elastic_idl as ei
 from elastic_idl.exit_codes import EXIT_STORE_LOST
 from elastic_idl.flytekit import _fastpath, _runtime
 from elastic_idl.flytekit._checkpoint import checkpoint_paths
-from elastic_idl.flytekit._worker import TaskEntry, WorkerResult, recoverable_marker
+from elastic_idl.flytekit._worker import TaskEntry, WorkerResult, import_root, recoverable_marker
 
 __all__ = ["RANK0_OUTCOME_WAIT_S", "run_task"]
 
@@ -264,6 +264,7 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
                 "checkpoint_path": checkpoint_dest,
                 "prev_checkpoint": checkpoint_src,
             },
+            sys_path=[root] if (root := import_root(task.task_function)) else [],
         )
         if start_method == _runtime.DEFAULT_START_METHOD:
             why_cold = _fastpath.stop_idle_loop_runners(raw_prefix)

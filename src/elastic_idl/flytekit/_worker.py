@@ -7,9 +7,22 @@ Two ways in, one object (`TaskEntry`):
   entry is called as it is, never pickled (a ``@task`` function cannot be pickled
   by name: its module attribute is the task, not the function);
 - cold (CPython's fork server, or ``spawn``): the entry is pickled. It carries
-  the function and its inputs by value (cloudpickle) and the context settings
-  (raw-output prefix, checkpoint paths), and the worker builds a flytekit
-  context the way ``pyflyte-execute`` does (``setup_execution``) before calling it.
+  the function and its inputs (cloudpickle: by value where they live in ``__main__``,
+  by reference to their module otherwise), the directory that module is imported
+  from (``pyflyte run wf.py`` puts it on ``sys.path`` only while it imports the file;
+  a fresh worker would not find the module) and the context settings (raw-output
+  prefix, checkpoint paths). The worker unpacks them only when it is called, so that
+  a failure is recorded as the worker's own, then builds a flytekit context the way
+  ``pyflyte-execute`` does (``setup_execution``) and calls the function.
+
+The worker's result goes back to the task's process by pickle, after the function has
+returned and outside what torch records of the worker: a value that cannot be pickled
+ended the worker with no recorded cause. So the worker pickles it itself, inside the
+recorded call (:class:`SentResult`), with the pickler that matches how the entry came:
+torch's own (``ForkingPickler``) on the warm path, cloudpickle on the cold one, where a
+class defined in the script comes back as the task's own class (cloudpickle keeps track
+of the classes it sent by value). A value that cannot be sent raises a ``TypeError``
+naming it, recorded with its cause.
 
 Either way the task's checkpoint restores from what an earlier worker group of this Flyte
 attempt saved, when there is such a thing (`._checkpoint`).
@@ -22,10 +35,12 @@ tell flytekit a recoverable root cause from a user error.
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["TaskEntry", "WorkerResult", "recoverable_marker"]
+__all__ = ["SentResult", "TaskEntry", "WorkerResult", "import_root", "recoverable_marker"]
 
 
 class WorkerResult(NamedTuple):
@@ -47,6 +62,80 @@ def recoverable_marker(marker_dir: str, attempt: int, rank: int) -> Path:
     return Path(marker_dir, f"recoverable-{attempt}-{rank}")
 
 
+def import_root(fn: Any) -> str | None:
+    """The directory ``fn``'s module is imported from (the ``sys.path`` entry it needs); None for
+    ``__main__`` (sent by value) or a module without a file."""
+    name = str(getattr(fn, "__module__", "") or "")
+    module = sys.modules.get(name)
+    file = str(getattr(module, "__file__", None) or "")
+    if not name or name == "__main__" or not file:
+        return None
+    root = os.path.dirname(os.path.abspath(file))
+    depth = name.count(".") + (1 if os.path.basename(file).startswith("__init__.") else 0)
+    for _ in range(depth):
+        root = os.path.dirname(root)
+    return root
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class SentResult:
+    """A :class:`WorkerResult` pickled in the worker, inside its recorded call; the task's process
+    unpickles it when torch hands it over (see the module docs).
+
+    Args:
+        result: What the task function gave.
+        name: The task function's name, for the error.
+        by_value: Pickle with cloudpickle (a cold worker) rather than torch's ``ForkingPickler``.
+
+    Raises:
+        TypeError: The result cannot be pickled; names the value (or the decks and metadata)
+            and carries the pickler's error as its cause.
+    """
+
+    def __init__(self, result: WorkerResult, name: str, *, by_value: bool) -> None:
+        self._by_value = by_value
+        try:
+            self._payload = self._dumps(result)
+        except Exception as exc:
+            what, cause = "the decks or output metadata it made", exc
+            try:
+                self._dumps(result.value)
+            except Exception as value_exc:
+                what, cause = f"the value it returned (a {type(result.value).__name__})", value_exc
+            pickler = "cloudpickle" if by_value else "pickle"
+            raise TypeError(
+                f"task {name}: {what} cannot be sent from the worker to the task's process: {pickler} fails "
+                f"with {_describe(cause)}. Return values that pickle: numbers, strings, tensors, and classes "
+                "defined at the top level of a module (not inside a function)"
+            ) from cause
+
+    def _dumps(self, obj: Any) -> bytes:
+        if self._by_value:
+            import cloudpickle
+
+            return bytes(cloudpickle.dumps(obj))
+        from multiprocessing.reduction import ForkingPickler
+
+        return bytes(ForkingPickler.dumps(obj))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_received, (self._payload, self._by_value))
+
+
+def _received(payload: bytes, by_value: bool) -> Any:
+    """A :class:`SentResult` arriving in the task's process: the WorkerResult it holds."""
+    if by_value:
+        import cloudpickle
+
+        return cloudpickle.loads(payload)
+    import pickle
+
+    return pickle.loads(payload)
+
+
 class TaskEntry:
     """The task function bound to its inputs, runnable in a worker (see the module docs).
 
@@ -56,14 +145,24 @@ class TaskEntry:
         marker_dir: Directory for recoverable-failure markers (the agent's).
         context: ``setup_execution`` arguments for a cold worker: ``raw_output_data_prefix``,
             ``checkpoint_path``, ``prev_checkpoint``.
+        sys_path: Entries a cold worker puts first on ``sys.path`` (when missing) before it
+            unpacks the function: where the function's module is imported from.
     """
 
-    def __init__(self, fn: Any, kwargs: dict[str, Any], marker_dir: str, context: dict[str, str | None]) -> None:
+    def __init__(
+        self,
+        fn: Any,
+        kwargs: dict[str, Any],
+        marker_dir: str,
+        context: dict[str, str | None],
+        sys_path: Sequence[str] = (),
+    ) -> None:
         self._fn = fn
         self._kwargs = kwargs
         self._marker_dir = marker_dir
         self._context = dict(context)
-        self._fresh_context = False
+        self._sys_path = tuple(sys_path)
+        self._payload: bytes | None = None  # a cold worker's function and inputs, not unpacked yet
         # torch names the entrypoint in its logs and failures by these two.
         self.__name__ = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "task"))
         self.__qualname__ = self.__name__
@@ -74,20 +173,39 @@ class TaskEntry:
     def __reduce__(self) -> tuple[Any, ...]:
         import cloudpickle
 
-        payload = cloudpickle.dumps((self._fn, self._kwargs))
-        return (_rebuild, (payload, self._marker_dir, self._context, self.__name__))
+        payload = self._payload if self._payload is not None else cloudpickle.dumps((self._fn, self._kwargs))
+        return (_rebuild, (payload, self._marker_dir, self._context, self.__name__, self._sys_path))
 
-    def __call__(self) -> WorkerResult:
+    def __call__(self) -> SentResult:
         from elastic_idl.flytekit._checkpoint import this_attempts_checkpoint
 
         dest, prev = self._context.get("checkpoint_path"), self._context.get("prev_checkpoint")
-        if not self._fresh_context:
+        if self._payload is None:
             with this_attempts_checkpoint(dest, prev):
-                return self._run()
+                return SentResult(self._run(), self.__name__, by_value=False)
+        self._unpack()
         from flytekit.bin.entrypoint import setup_execution
 
         with setup_execution(**self._context), this_attempts_checkpoint(dest, prev):
-            return self._run()
+            return SentResult(self._run(), self.__name__, by_value=True)
+
+    def _unpack(self) -> None:
+        """A cold worker: the function's import root on sys.path, then the function and its inputs."""
+        import cloudpickle
+
+        assert self._payload is not None
+        for entry in reversed(self._sys_path):
+            if entry not in sys.path:
+                sys.path.insert(0, entry)
+        try:
+            self._fn, self._kwargs = cloudpickle.loads(self._payload)
+        except Exception as exc:
+            raise ImportError(
+                f"task {self.__name__}: a worker cannot load the task function and its inputs: {_describe(exc)}. "
+                "Workers that start cold (spawn, a cold fork server, every pod with a remote raw-output "
+                "prefix) import the modules the function and its inputs come from again: make them "
+                "importable there (PYTHONPATH, or install them in the image)"
+            ) from exc
 
     def _run(self) -> WorkerResult:
         import flytekit
@@ -116,12 +234,11 @@ class TaskEntry:
             pass
 
 
-def _rebuild(payload: bytes, marker_dir: str, context: dict[str, str | None], name: str) -> TaskEntry:
-    """A pickled TaskEntry in a cold worker: it builds its own flytekit context when called."""
-    import cloudpickle
-
-    fn, kwargs = cloudpickle.loads(payload)
-    entry = TaskEntry(fn, kwargs, marker_dir, context)
-    entry._fresh_context = True
+def _rebuild(
+    payload: bytes, marker_dir: str, context: dict[str, str | None], name: str, sys_path: Sequence[str]
+) -> TaskEntry:
+    """A pickled TaskEntry in a cold worker: unpacked and given its own flytekit context when called."""
+    entry = TaskEntry(None, {}, marker_dir, context, sys_path)
+    entry._payload = payload
     entry.__name__ = entry.__qualname__ = name
     return entry
