@@ -173,6 +173,13 @@ def git(*args: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def machine() -> dict[str, object]:
     model = ""
     with contextlib.suppress(OSError):
@@ -187,6 +194,10 @@ def machine() -> dict[str, object]:
         "kernel": f"{platform.system()} {platform.release()}",
         "python": sys.version.split()[0],
         "torch": importlib.metadata.version("torch"),
+        # Installed beside torch, as nearly every user has them: `import torch` loads numpy, whose
+        # OpenBLAS starts a thread pool in the launcher (None: not installed).
+        "numpy": _version("numpy"),
+        "pandas": _version("pandas"),
         "backend": "gloo (CPU)",
         # PYTHONDONTWRITEBYTECODE set: every launch compiles the modules that have no cached bytecode yet
         "bytecode_cache_written": not sys.dont_write_bytecode,

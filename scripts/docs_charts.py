@@ -315,7 +315,10 @@ def _launch(data: dict[str, Any]) -> Drawn:
     caption = (
         f"One node, CPU/gloo: {data['rounds']} rounds in {(end - start).total_seconds() / 60:.0f} minutes, measured "
         f"{data['date'][:16].replace('T', ' ')} UTC on {m['arch']}, {m['cpus']} cores (shared), {m['cpu_model']}, "
-        f"Python {m['python']}, torch {m['torch']}, load average {data['loadavg_1m_start']} at the start and "
+        f"Python {m['python']}, torch {m['torch']}"
+        + "".join(f", {lib} {m[lib]}" for lib in ("numpy", "pandas") if m.get(lib))
+        + (" installed" if any(m.get(lib) for lib in ("numpy", "pandas")) else " (no numpy)")
+        + f", load average {data['loadavg_1m_start']} at the start and "
         f"{data['loadavg_1m_end']} at the end, source commit `{data['commit'][:7]}`."
     )
     note = (
@@ -348,7 +351,7 @@ CHARTS = (
         "launch-vs-workers.svg",
         "Launch time vs workers: ours vs stock torchrun",
         _launch,
-        ".venv/bin/python bench/bench_launch.py --workers 1,2,4,8 --rounds 12 --json bench/results/launch.json"
+        ".venv/bin/python bench/bench_launch.py --workers 1,2,4,8 --rounds 10 --json bench/results/launch.json"
         "   # 11 minutes on 2 cores",
     ),
     Chart(
