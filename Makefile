@@ -32,7 +32,7 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 ## make test          set up whatever is missing, then run every check (CI runs this: .ci/run)
 ## make demo          set up whatever is missing, then validate, render and train the demo
 ## make docs          the documentation site into build/site (mkdocs build --strict; .venv-docs)
-## make docs-serve    the site at http://127.0.0.1:8000/ (DOCS_PORT), rebuilt as you edit (mkdocs serve, loopback only)
+## make docs-serve    the site at http://127.0.0.1:8000/elastic-idl/ (DOCS_PORT), rebuilt as you edit (mkdocs serve, loopback only)
 ## make chromium      Debian's chromium (apt-get, as root) for tests/test_docs_browser.py; nothing when installed
 ## make wheel         build the wheel into dist/ with the pinned backend (install: docs/guide/flytekit.md)
 ## make venv          only the setup: .venv (tests, runtime) and .venv-gen (the code generators)
@@ -255,10 +255,12 @@ wheel: venv-dev
 # bench/results/ first (commit them: tests/test_docs.py fails when they are stale), then built with
 # --strict, so a broken link, a missing reference or any warning fails. Mermaid comes from the npm
 # cache (requirements/docs-npm.txt; fetched once with npm pack), never from a CDN.
+# NO_MKDOCS_2_WARNING=1: Material prints an 8-line notice of its end of life on every build otherwise
+# (docs/guide/development.md, "The documentation site").
 docs: devtree venv-docs
 	$(PY) scripts/docs_gen.py
 	$(PY) scripts/docs_charts.py
-	$(DOCS_VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet
 	@echo "site: build/site/index.html"
 
 # Read the site in a browser: its pages link to folders (quickstart/ml-engineer/), which a file://
@@ -267,7 +269,7 @@ DOCS_PORT ?= 8000
 docs-serve: devtree venv-docs
 	$(PY) scripts/docs_gen.py
 	$(PY) scripts/docs_charts.py
-	$(DOCS_VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -447,11 +447,11 @@ def _usage(parser: argparse.ArgumentParser) -> str:
         forms = [f if f.startswith(parser.prog) else f"{parser.prog} {f}" for f in forms]
     else:
         forms = [text]
-    wrapped = [
-        textwrap.fill(form, USAGE_WIDTH, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
-        for form in forms
-    ]
-    return "```text\n" + "\n".join(wrapped) + "\n```\n\n"
+    return "```text\n" + "\n".join(_wrap(form) for form in forms) + "\n```\n\n"
+
+
+def _wrap(form: str) -> str:
+    return textwrap.fill(form, USAGE_WIDTH, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
 
 
 def _sentence(text: str) -> str:
@@ -502,7 +502,7 @@ def _cli_page() -> str:
 def _torchrun_section(torchrun: types.ModuleType) -> str:
     """The drop-in's usage, its own option and every torchrun flag by what becomes of it (its FLAGS table)."""
     help_lines = torchrun.torchrun_help().splitlines()
-    usage = [ln.removeprefix("usage: ").strip() for ln in help_lines[:2]]
+    usage = [_wrap(ln.removeprefix("usage: ").strip()) for ln in help_lines[:2]]
     out = [
         "```text\n" + "\n".join(usage) + "\n```\n\n",
         "A drop-in for torch 2.13's `torchrun`: the same flags, spellings and `PET_<FLAG>` env fallbacks (the "
