@@ -1,23 +1,26 @@
 """The warm start under flytekit, and every other use of flytekit internals, guarded by version.
 
 The launcher forks its warm fork server (workers start with torch loaded, in
-milliseconds) only from a process that runs one thread: a fork copies just the
-calling thread, with any lock another thread held. By the time a task runs,
-flytekit has started a background thread per calling thread and process, its
-*loop runner* (``flytekit.utils.asyn``: an asyncio loop on which every
-``run_sync`` call, e.g. reading inputs, runs). So the launcher fell back to its
-cold fork server: about 1.9 s more and a warning on every run.
+milliseconds) only from a process whose threads allow it (``fork_hazard`` of
+``elastic_idl._launch.forkserver``: one thread, once the pools that survive a fork,
+such as OpenBLAS's, are stopped): a fork copies just the calling thread, with any
+lock another thread held. By the time a task runs, flytekit has started a
+background thread per calling thread and process, its *loop runner*
+(``flytekit.utils.asyn``: an asyncio loop on which every ``run_sync`` call, e.g.
+reading inputs, runs). So the launcher fell back to its cold fork server: about
+1.9 s more and a warning on every run.
 
-`stop_idle_loop_runners` makes the process single-threaded again, when
-that can be shown to be safe, by stopping those runner threads; flytekit starts
-a new one on its next ``run_sync`` (its runner table is keyed by thread name and
-pid, and an entry that is gone is simply recreated). Why this is safe:
+:func:`stop_idle_loop_runners` takes that thread away, when that can be shown to
+be safe; flytekit starts a new one on its next ``run_sync`` (its runner table is
+keyed by thread name and pid, and an entry that is gone is simply recreated).
+Whether the process may then fork is the launcher's decision, made where it is
+true: after torch is imported (which starts OpenBLAS's pool when numpy is
+installed), right before it forks; when it may not, the launcher's warning says
+why. Why stopping the runners is safe:
 
 - threads: only threads that are flytekit loop runners of this process are
   stopped, and only when their loop has no task and no timer pending (checked on
-  the loop itself); any other thread (a storage client's IO thread, gRPC, a user
-  thread) or native thread means no warm start. The launcher checks the thread
-  count again before it forks;
+  the loop itself); other threads are left alone (the launcher counts them);
 - flytekit's context in workers: workers are forked from a copy of this process
   taken inside the task, so they hold the task's context (execution id, raw-output
   prefix, checkpoint, decks) as it is; a worker's own ``run_sync`` starts its own
@@ -30,8 +33,8 @@ pid, and an entry that is gone is simply recreated). Why this is safe:
 - versions: the runner's private fields are read only on the flytekit lines this
   was written and tested for (``WARM_START_FLYTEKIT_LINES``); elsewhere, cold start.
 
-Whenever something cannot be shown, nothing is stopped and the reason is returned;
-the plugin then launches on the cold path and says so once (no warning per run).
+Whenever something cannot be shown, nothing is stopped and the reason is returned
+(the plugin logs it once per process; the launcher warns that it starts cold).
 """
 
 from __future__ import annotations
@@ -41,7 +44,6 @@ import os
 import threading
 from typing import Any
 
-from elastic_idl.flytekit._runtime import thread_count
 from elastic_idl.flytekit._support import WARM_START_FLYTEKIT_LINES, flytekit_line, flytekit_version, lines_text
 
 __all__ = ["is_local_path", "stop_idle_loop_runners"]
@@ -86,7 +88,7 @@ def _runners() -> tuple[dict[str, Any], list[tuple[str, Any, threading.Thread]]]
 
 
 def stop_idle_loop_runners(raw_output_prefix: str | None) -> str | None:
-    """Stop flytekit's idle loop runners so that this process runs one thread; None on success, else why not.
+    """Stop flytekit's idle loop runners of this process; None on success (or none ran), else why not.
 
     Call only from the main thread, right before the launch (see the module docs).
     """
@@ -102,13 +104,6 @@ def stop_idle_loop_runners(raw_output_prefix: str | None) -> str | None:
         table, runners = _runners()
     except (ImportError, AttributeError, LookupError) as exc:
         return f"flytekit's loop runner is not what this version expects ({exc})"
-    runner_threads = {thread for _, _, thread in runners}
-    others = [t.name for t in threading.enumerate() if t is not threading.current_thread() and t not in runner_threads]
-    if others:
-        return f"other threads run in this process: {', '.join(sorted(others))}"
-    native = thread_count()
-    if native != 1 + len(runners):
-        return f"this process runs {native} threads, {native - 1 - len(runners)} of them outside Python"
     for _, loop, _ in runners:
         try:
             pending = asyncio.run_coroutine_threadsafe(_pending_work(), loop).result(_RUNNER_TIMEOUT_S)

@@ -91,7 +91,7 @@ _said: set[str] = set()
 def _say_once(reason: str) -> None:
     if reason not in _said:
         _said.add(reason)
-        _log.info("elastic-idl flytekit: workers start from a cold fork server: %s", reason)
+        _log.info("elastic-idl flytekit: flytekit's loop runner keeps running (no warm fork server): %s", reason)
 
 
 def _one_node(config: Any) -> tuple[Any, str]:
@@ -271,10 +271,7 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
             if why_cold is not None:
                 _say_once(why_cold)
         try:
-            with _runtime.quiet_cold_start_warning():
-                values = ei.launch(
-                    config.to_task(), entry, return_all=True, env=env, run_id=run_id, rdzv_endpoint=endpoint
-                )
+            values = ei.launch(config.to_task(), entry, return_all=True, env=env, run_id=run_id, rdzv_endpoint=endpoint)
         except ei.LaunchInterruptedError as err:
             raise _interrupted(err) from None
         except (ei.RendezvousStoreLostError, ei.PeerLostError, ei.RendezvousClosedError) as err:
