@@ -499,3 +499,42 @@ def test_a_worker_whose_parent_is_pid_1_is_no_orphan_when_pid_1_is_the_launcher(
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert (r.returncode, r.stdout.strip()) == (0, "True"), r.stderr
+
+
+class _DeadStore:
+    def check(self, keys: list[str]) -> bool:
+        raise RuntimeError("Connection closed by peer")
+
+
+def _failed_run(tmp_path: Path, message: str) -> tuple[Any, Any]:
+    """A run of one node whose only worker failed with ``message``, and whose store no longer answers."""
+    from types import SimpleNamespace
+
+    from elastic_idl._launch import agent
+
+    log = FailureLog(run_id="r", role="default", node="pod-1")
+    log.add(0, [WorkerExit(1, 0, 11, 1, _error_file(tmp_path / "1.json", message, "Traceback ...", 1), 0)])
+    config = SimpleNamespace(run_id="r", max_restarts=0, rdzv_endpoint="job-worker-0:23456")
+    run = agent._Run(config, log, 600)  # type: ignore[arg-type]
+    run.agent = SimpleNamespace(attempt=lambda: 0)  # type: ignore[assignment]
+    run.handler = SimpleNamespace(_store=_DeadStore())  # type: ignore[assignment]
+    result = SimpleNamespace(is_failed=lambda: True)
+    return agent._outcome(result, run)[0], run  # type: ignore[arg-type]
+
+
+def test_a_node_whose_own_worker_raised_reports_that_not_a_lost_store(tmp_path: Path) -> None:
+    """Issue 30 item 3b: rank 1 raised ValueError (max_restarts 0); worker-0's pod then ended the job and
+    its store stopped answering, and this pod exited 200 ('the rendezvous store is gone': the operator
+    recreates pods under ExitCode) with no error document. Its own error is the root cause."""
+    from elastic_idl.exit_codes import ExitCode, exit_code_of
+
+    error, run = _failed_run(tmp_path, "ValueError: bad batch")
+    assert type(error) is ei.LaunchFailedError
+    assert "root cause: rank 1" in str(error) and "ValueError: bad batch" in str(error)
+    assert "store" not in str(error).split("root cause")[0]
+    assert exit_code_of(error) != ExitCode.STORE_LOST
+    # The same node whose worker only lost its peers when the store's host went: a lost store (200).
+    (tmp_path / "b").mkdir()
+    error, run = _failed_run(tmp_path / "b", "RuntimeError: Connection closed by peer")
+    assert isinstance(error, ei.RendezvousStoreLostError)
+    assert exit_code_of(error) == ExitCode.STORE_LOST and run.shutdown_rdzv is False

@@ -1367,8 +1367,10 @@ def _outcome(result: RunResult | None, run: _Run) -> tuple[LaunchFailedError | N
             f"workers failed in {attempts} attempt(s) (max_restarts={config.max_restarts}); "
             f"root cause: {root or 'no failure recorded'}"
         )
-        if _store_gone(run.handler):
-            # The failures came with the store host's loss: only a restart of that host helps.
+        if not failure_log.raised_in(run.agent.attempt()) and _store_gone(run.handler):
+            # The failures came with the store host's loss: only a restart of that host helps. Not when a
+            # worker of this node raised an error of its own: that is the root cause, and the store's host
+            # may simply have ended the job because of it (a finished worker-0 looks like a lost one).
             run.shutdown_rdzv = False
             summary += f"; the rendezvous store at {run.endpoint} is gone (its host was lost)"
             rep = failure_log.report(summary, attempts=attempts)

@@ -34,6 +34,7 @@ __all__ = [
     "describe_attempt",
     "describe_record",
     "is_collateral",
+    "raised_on_its_own",
     "report_json",
     "save_report",
     "user_traceback",
@@ -170,6 +171,10 @@ class FailureLog:
         rep.summary = summary
         return rep
 
+    def raised_in(self, attempt: int) -> bool:
+        """Whether a worker of ``attempt`` on this node raised an error of its own (:func:`raised_on_its_own`)."""
+        return any(r.attempt == attempt and raised_on_its_own(r) for r in self.records)
+
     def describe_root(self) -> str:
         """One line about the root cause, or "" when there is no record."""
         recs = self.records
@@ -297,6 +302,11 @@ def is_collateral(r: Any) -> bool:
     if any(marker in r.message for marker in PEER_LOSS_MARKERS):
         return True
     return r.WhichOneof("termination") == "signal" and r.signal in _AGENT_STOP_SIGNALS and not r.traceback
+
+
+def raised_on_its_own(r: Any) -> bool:
+    """Whether a worker recorded an exception of its own (a user error), not a consequence of a peer's end."""
+    return bool(r.traceback) and not is_collateral(r)
 
 
 def describe_attempt(records: Sequence[Any]) -> str:
