@@ -538,3 +538,40 @@ def test_a_node_whose_own_worker_raised_reports_that_not_a_lost_store(tmp_path: 
     error, run = _failed_run(tmp_path / "b", "RuntimeError: Connection closed by peer")
     assert isinstance(error, ei.RendezvousStoreLostError)
     assert exit_code_of(error) == ExitCode.STORE_LOST and run.shutdown_rdzv is False
+
+
+_DEAD_SLEEPERS = """
+import multiprocessing as mp, os, signal, sys, threading, time
+from elastic_idl._launch.agent import _BoundedEvent
+
+ctx = mp.get_context("fork")
+event = ctx.Event()
+procs = [ctx.Process(target=event.wait) for _ in range(2)]
+for p in procs:
+    p.start()
+time.sleep(0.5)  # both asleep on the event, as torch's workers are once their values are handed over
+for p in procs:
+    os.kill(p.pid, signal.SIGABRT)
+    p.join()
+setter = event.set if sys.argv[1] == "plain" else _BoundedEvent(event, lambda: procs).set
+started = time.monotonic()
+t = threading.Thread(target=setter, daemon=True)
+t.start()
+t.join(5.0)
+print("hangs" if t.is_alive() else f"returned {time.monotonic() - started:.2f}")
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("how", ["plain", "bounded"])
+def test_setting_the_values_read_event_does_not_hang_on_workers_that_died_asleep(how: str) -> None:
+    """Issue 30 item 7: torch's agent sets the event its workers sleep on once their values are read;
+    a worker that died asleep (SIGABRT) never acknowledges the wake-up and multiprocessing's set()
+    waited forever (plain: reproduced). The agent's event acknowledges for the dead (bounded)."""
+    out = subprocess.run([sys.executable, "-c", _DEAD_SLEEPERS, how], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    if how == "plain":
+        assert out.stdout.strip() == "hangs"
+    else:
+        verdict, seconds = out.stdout.split()
+        assert verdict == "returned" and float(seconds) < 2.0, out.stdout

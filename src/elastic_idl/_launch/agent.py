@@ -850,6 +850,55 @@ def _unique_node_identity(handler: RendezvousHandler) -> None:
 _STOPPED_BY_AGENT = (None, 0, -int(signal.SIGTERM), -int(signal.SIGKILL))
 
 
+#: How often a blocked "values read" event is checked for waiters that died (seconds).
+_EVENT_POLL_S = 0.1
+
+
+class _BoundedEvent:
+    """The workers' "values read" event, whose ``set`` cannot hang on a dead worker.
+
+    A worker started as a function hands its value to the agent and then sleeps on this
+    event (a multiprocessing Condition underneath); torch's agent sets it once every value
+    is read. Setting it wakes each sleeper and waits for each to say it woke: a worker that
+    died while asleep (SIGABRT from NCCL's watchdog, any signal) never says so, and the agent
+    hung for good (reproduced in tests/test_launcher_unit.py; flyteplugins-pytorch ships a
+    zombie watchdog for it). Here the set runs in a helper thread, and every worker found
+    dead meanwhile has its wake-up acknowledged on its behalf, so the set returns within
+    about :data:`_EVENT_POLL_S` of the last death.
+    """
+
+    def __init__(self, event: Any, processes: Callable[[], list[Any]]) -> None:
+        self._event = event
+        self._processes = processes
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._event, name)
+
+    def set(self) -> None:
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                self._event.set()
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="elastic-idl-values-read", daemon=True).start()
+        acknowledged: set[int] = set()
+        while not done.wait(_EVENT_POLL_S):
+            for proc in self._processes():
+                if proc.pid in acknowledged or proc.is_alive():
+                    continue
+                acknowledged.add(proc.pid)
+                _log.warning(
+                    "elastic-idl: worker pid %s ended (exit code %s) while waiting for the agent to read its "
+                    "value; not waiting for it",
+                    proc.pid,
+                    proc.exitcode,
+                )
+                self._event._cond._woken_count.release()  # CPython's Condition: the dead sleeper's "woke"
+
+
 class _Agent(LocalElasticAgent):
     """torch's LocalElasticAgent, reporting every failed worker of every attempt."""
 
@@ -883,6 +932,10 @@ class _Agent(LocalElasticAgent):
     def _start_workers(self, worker_group: WorkerGroup) -> dict[int, Any]:
         self._drop_traceback_files()  # of the previous attempt
         pids: dict[int, Any] = super()._start_workers(worker_group)
+        pc = self._pcontext
+        event = getattr(pc, "_worker_finished_event", None)
+        if event is not None and hasattr(getattr(event, "_cond", None), "_woken_count"):
+            pc._worker_finished_event = _BoundedEvent(event, self._processes)  # type: ignore[union-attr]
         self.rounds += 1
         self._failure_log.attempt_started(self.attempt())
         self.current_pids = {int(k): int(v) for k, v in pids.items()}
