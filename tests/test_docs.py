@@ -321,6 +321,15 @@ def test_no_page_quotes_a_wheel_glob() -> None:
     assert [str(p.relative_to(ROOT)) for p in pages if quoted_glob.search(p.read_text())] == []
 
 
+def test_nothing_says_to_install_elastic_idl_from_an_index() -> None:
+    """Issue 29: a page that says elastic-idl is not on PyPI quoted a warning saying
+    `pip install 'elastic-idl[flytekit]'`; the warning (and torch's missing-extra error) now point at the
+    wheel. No page and no message of the runtime names an index install of elastic-idl."""
+    index_install = re.compile(r"""pip install ["']?elastic[-_]idl\b""")
+    files = [ROOT / "README.md", *DOCS.rglob("*.md"), *(ROOT / "src" / "elastic_idl").rglob("*.py")]
+    assert [str(p.relative_to(ROOT)) for p in files if index_install.search(p.read_text())] == []
+
+
 def test_the_flytekit_quickstart_names_the_defaults_that_differ_from_kfpytorch() -> None:
     """Issue 29: "with the same defaults" was wrong for three arguments; the page names them, checked
     against kfpytorch's Elastic as installed (flytekitplugins-kfpytorch 1.16.31)."""

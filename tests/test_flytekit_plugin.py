@@ -361,7 +361,8 @@ def test_an_untested_flytekit_line_is_warned_about_once_and_never_refused(
     warning = (
         f"elastic-idl: flytekit {version} is not a release line elastic-idl's flytekit plugin is tested on "
         f"({tested}); @task(task_config=Elastic(...)) uses the plugin anyway; its workers start cold (no warm "
-        "start, about 2 s more a run). The tested versions: pip install 'elastic-idl[flytekit]'"
+        "start, about 2 s more a run). The tested versions: install the elastic-idl wheel with its flytekit extra "
+        "(docs/guide/flytekit.md, Install)"
     )
     ours = [line for line in proc.stderr.splitlines() if line.startswith("elastic-idl: flytekit ")]
     assert ours == [warning], proc.stderr[-3000:]
@@ -370,7 +371,11 @@ def test_an_untested_flytekit_line_is_warned_about_once_and_never_refused(
 @pytest.mark.parametrize(
     ("setup", "reason"),
     [
-        ("sys.modules['kubernetes'] = None", "kubernetes is missing (pip install 'elastic-idl[flytekit]')"),
+        (
+            "sys.modules['kubernetes'] = None",
+            "kubernetes is missing (install the elastic-idl wheel with its flytekit extra (docs/guide/flytekit.md, "
+            "Install))",
+        ),
         (
             "sys.modules['elastic_idl.flytekit._task'] = None",
             "importing it failed: ModuleNotFoundError: import of elastic_idl.flytekit._task halted; None in sys.modules",

@@ -56,7 +56,8 @@ _log = logging.getLogger("elastic_idl")
 
 #: Modules of the ``flytekit`` extra that the plugin needs besides flytekit itself.
 _EXTRA_MODULES = ("kubernetes", "cloudpickle")
-_INSTALL_HINT = "pip install 'elastic-idl[flytekit]'"
+#: elastic-idl is not on PyPI: the extra comes with the wheel built from the checkout.
+_INSTALL_HINT = "install the elastic-idl wheel with its flytekit extra (docs/guide/flytekit.md, Install)"
 #: The SDK module that hands its config types over (it is never imported from here).
 _SDK_MODULE = "elastic_idl._sdk.elastic"
 

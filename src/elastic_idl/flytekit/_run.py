@@ -286,7 +286,8 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
         except ImportError as err:
             if err.name == "torch" or "torch" in str(err):
                 raise ImportError(
-                    "running an elastic_idl.Elastic task needs torch: pip install 'elastic-idl[torch]'"
+                    "running an elastic_idl.Elastic task needs torch: install the elastic-idl wheel with its torch "
+                    "extra (docs/guide/flytekit.md, Install)"
                 ) from err
             raise
     if 0 not in values:
