@@ -3,16 +3,16 @@
 numpy ships OpenBLAS, and ``import torch`` imports numpy when it is installed: the
 import starts OpenBLAS's thread pool (one thread fewer than the CPUs), so a launcher
 that imported torch runs more than one thread, which would rule out the warm fork
-server (:mod:`elastic_idl._launch.forkserver`). OpenBLAS itself makes forking safe:
+server (`elastic_idl._launch.forkserver`). OpenBLAS itself makes forking safe:
 it registers a ``pthread_atfork`` handler that stops the pool before every fork and
-starts it again, lazily, at the next threaded BLAS call. :func:`stop_pools` calls
+starts it again, lazily, at the next threaded BLAS call. `stop_pools` calls
 the same exported function ahead of time, so the thread count tells the truth about
 the threads that remain.
 
 A forked worker then inherits the launcher's thread setting, where a fresh
 interpreter would have computed its own from the environment (``OMP_NUM_THREADS=1``,
 which the launch sets for several workers as torchrun does, gives one thread):
-:func:`apply_env_threads` sets what OpenBLAS would have read.
+`apply_env_threads` sets what OpenBLAS would have read.
 
 Found by the exported symbols of every OpenBLAS mapped into the process (the plain
 build, numpy's ``scipy_openblas`` with its 64-bit suffix). Torch-free, numpy-free,

@@ -172,7 +172,7 @@ class FailureLog:
         return rep
 
     def raised_in(self, attempt: int) -> bool:
-        """Whether a worker of ``attempt`` on this node raised an error of its own (:func:`raised_on_its_own`)."""
+        """Whether a worker of ``attempt`` on this node raised an error of its own (`raised_on_its_own`)."""
         return any(r.attempt == attempt and raised_on_its_own(r) for r in self.records)
 
     def describe_root(self) -> str:
@@ -295,7 +295,7 @@ _AGENT_STOP_SIGNALS = (int(signal.SIGTERM), int(signal.SIGKILL), int(signal.SIGI
 def is_collateral(r: Any) -> bool:
     """Whether a failure that came after another one of its attempt was caused by it.
 
-    It was when its collective or store broke under it (:data:`PEER_LOSS_MARKERS`), or when
+    It was when its collective or store broke under it (`PEER_LOSS_MARKERS`), or when
     the agent stopped it without it recording an error of its own. A rank that raised its
     own exception (a ValueError of its data, say) failed on its own.
     """
@@ -312,7 +312,7 @@ def raised_on_its_own(r: Any) -> bool:
 def describe_attempt(records: Sequence[Any]) -> str:
     """The failed ranks of one attempt on one line each joined by "; ", the first failure first.
 
-    A later failure caused by the first (:func:`is_collateral`) is marked collateral; one that
+    A later failure caused by the first (`is_collateral`) is marked collateral; one that
     failed on its own is marked so, since it is a root cause too.
     """
     ordered = sorted(records, key=_record_time)

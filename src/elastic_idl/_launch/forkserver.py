@@ -57,7 +57,7 @@ THREAD_EXIT_GRACE_S = 0.25
 
 
 def settled_thread_count(grace_s: float = THREAD_EXIT_GRACE_S) -> int:
-    """:func:`thread_count`, after giving threads that are ending up to ``grace_s`` to go.
+    """`thread_count`, after giving threads that are ending up to ``grace_s`` to go.
 
     Returns at once when the process runs one thread; a thread that is really running keeps the
     count above one and costs the grace period once.
@@ -90,7 +90,7 @@ def fork_hazard() -> str | None:
     """Why forking this process now would be unsafe, or None when it is safe.
 
     Thread pools that restart by themselves after a fork are stopped first (OpenBLAS's,
-    which ``import torch`` starts when numpy is installed: :mod:`elastic_idl._launch.blas`),
+    which ``import torch`` starts when numpy is installed: `elastic_idl._launch.blas`),
     so only the threads that really make a fork unsafe count.
     """
     if not sys.platform.startswith("linux"):
@@ -120,8 +120,8 @@ def cpython_forkserver() -> Any:
 class Zygote:
     """One warm fork server, alive for one launch.
 
-    Use :meth:`start`, then :meth:`installed` around the code that starts workers
-    with torch's ``forkserver`` method, then :meth:`stop`.
+    Use `start`, then `installed` around the code that starts workers
+    with torch's ``forkserver`` method, then `stop`.
     """
 
     def __init__(self) -> None:
@@ -130,7 +130,7 @@ class Zygote:
         self._alive_w: int | None = None
 
     def start(self) -> None:
-        """Fork the server. Call only when :func:`fork_hazard` returns None."""
+        """Fork the server. Call only when `fork_hazard` returns None."""
         hazard = fork_hazard()
         if hazard is not None:
             raise RuntimeError(f"cannot start a warm fork server: {hazard}")

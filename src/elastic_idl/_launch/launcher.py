@@ -289,7 +289,7 @@ def _start_immune_to_group_signals(server: Any) -> None:
     It runs in the launcher's process group, and its workers die with it (parent-death
     signal): a ``kill -TERM -<pgid>`` would end them while they handle the agent's own
     signal. An ignored disposition survives the server's exec; its workers reset theirs
-    (:class:`~elastic_idl._launch.worker.WorkerMain`). It still exits when the launcher does.
+    (`WorkerMain`). It still exits when the launcher does.
     """
     if threading.current_thread() is not threading.main_thread():
         server.ensure_running()

@@ -1,7 +1,7 @@
 """What runs first in every worker process, whatever the start method.
 
 torch hands each worker one callable (the entrypoint). The launcher always
-gives it a :class:`WorkerMain`, which first makes the process look like a
+gives it a `WorkerMain`, which first makes the process look like a
 fresh interpreter (signals, parent-death signal, thread count) and then runs
 the user's function, script or module.
 

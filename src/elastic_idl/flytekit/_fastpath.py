@@ -10,7 +10,7 @@ background thread per calling thread and process, its *loop runner*
 reading inputs, runs). So the launcher fell back to its cold fork server: about
 1.9 s more and a warning on every run.
 
-:func:`stop_idle_loop_runners` takes that thread away, when that can be shown to
+`stop_idle_loop_runners` takes that thread away, when that can be shown to
 be safe; flytekit starts a new one on its next ``run_sync`` (its runner table is
 keyed by thread name and pid, and an entry that is gone is simply recreated).
 Whether the process may then fork is the launcher's decision, made where it is

@@ -18,7 +18,7 @@ Two ways in, one object (`TaskEntry`):
 The worker's result goes back to the task's process by pickle, after the function has
 returned and outside what torch records of the worker: a value that cannot be pickled
 ended the worker with no recorded cause. So the worker pickles it itself, inside the
-recorded call (:class:`SentResult`), with the pickler that matches how the entry came:
+recorded call (`SentResult`), with the pickler that matches how the entry came:
 torch's own (``ForkingPickler``) on the warm path, cloudpickle on the cold one, where a
 class defined in the script comes back as the task's own class (cloudpickle keeps track
 of the classes it sent by value). A value that cannot be sent raises a ``TypeError``
@@ -82,7 +82,7 @@ def _describe(exc: BaseException) -> str:
 
 
 class SentResult:
-    """A :class:`WorkerResult` pickled in the worker, inside its recorded call; the task's process
+    """A `WorkerResult` pickled in the worker, inside its recorded call; the task's process
     unpickles it when torch hands it over (see the module docs).
 
     Args:
@@ -126,7 +126,7 @@ class SentResult:
 
 
 def _received(payload: bytes, by_value: bool) -> Any:
-    """A :class:`SentResult` arriving in the task's process: the WorkerResult it holds."""
+    """A `SentResult` arriving in the task's process: the WorkerResult it holds."""
     if by_value:
         import cloudpickle
 
