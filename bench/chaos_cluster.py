@@ -18,16 +18,26 @@ Pass conditions (issue 21), each run:
   parent and the steps since it), each carries its world size, the mask of the ranks whose shares
   every step of it summed (all of the world's) and the ids of the worker processes that made it;
   two worlds committing a step, a step committed twice, or a commit on top of anything but the
-  last one breaks the chain;
+  last one breaks the chain; every commit's world is within nnodes (not below min_replicas);
+- one world trains at a time: every step event belongs to the attempt that started last before
+  it (each event names its attempt), in that attempt's world, one step after the other from its
+  resume step (a second world that trains without ever committing shows here);
 - the job's terminal condition comes after the last commit (the first pod to exit 0, which is
   what makes an elastic job Succeeded, exited after it; the condition's time is not before it);
 - every resume starts from the last commit; the progress lost (steps done past the last commit
-  before the fault) is counted and at most the checkpoint interval;
+  before the fault) is counted and less than the checkpoint interval (a commit is written before
+  its step's event: losing a whole interval means a commit is missing);
 - class 7 fails only after exactly the allowed restarts (max_restarts + 1 worker failures);
 - one FailureReport per pod incarnation of our entrypoint that ended by itself (none for one that
   succeeded, at most one for one the cluster killed);
-- the task's output (rank 0's pod's result file) is present and holds the final state, or absent
-  when the job must fail (stock torchrun writes none: not checked);
+- the task's output (rank 0's pod's result file) is present, holds the final state and was
+  written before the job could turn Succeeded (before the first pod exited 0), or absent when
+  the job must fail (stock torchrun writes none: not checked);
+- class 12: the victim's Node is cordoned and the survivor's is not (the replacement cannot join
+  the survivor's Node: the job's pods have a pod anti-affinity on the hostname);
+- class 14: the pod the seed picks fails for good (even seeds worker-0, the rendezvous store
+  host), and it is the first pod to exit non-retryably (below 128); with ours its FailureReport's
+  root cause is its own error;
 - a job that must fail has every pod stopped within STOP_BOUND_S of its failure; a job that
   succeeded, within SETTLE_S.
 
@@ -35,12 +45,19 @@ Several runs go at once, each in its own namespace on Nodes of its own (a lane o
 NODES_PER_LANE Nodes, labelled LANE_LABEL; the job's pods get that node selector), so that a lost
 or cordoned Node touches one run only.
 
+Records: every run appends one to the results file, never in the place of an earlier run of the
+same seed (a rerun counts beside it); each names the commit it ran (`source_state`: a run that
+records refuses a tree that differs from a commit of main's history); a run that did not pass
+keeps its folder as ``bench/results/chaos-logs/<class>-<name>-<side>-<seed>-<date>.tar.xz``,
+which ``--rejudge`` judges again once unpacked.
+
 Usage::
 
     .venv/bin/python bench/chaos_cluster.py                      # the matrix (make chaos; starts its cluster)
     .venv/bin/python bench/chaos_cluster.py --classes 2,8 --runs 3 --torchrun-runs 1
     .venv/bin/python bench/chaos_cluster.py --one 8 --seed 7     # rerun one run (its seed reproduces it)
     .venv/bin/python bench/chaos_cluster.py --summary            # the table from the results file
+    .venv/bin/python bench/chaos_cluster.py --rejudge FOLDER     # judge a kept run again
     CLUSTER_DIR=... bench/chaos_cluster.py --reuse ...           # on a cluster that is up (enough Nodes)
 
 Start it under ``flock /var/lock/elastic-idl-cluster.lock``: one cluster per machine.
@@ -63,11 +80,12 @@ import ssl
 import statistics
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -103,9 +121,15 @@ STOP_BOUND_S = 90.0
 RECREATE_S = 5.0
 NODES_PER_LANE = 3
 LANE_LABEL = "chaos.elastic-idl.dev/lane"
+#: The label the training operator puts on every pod of a job (its value: the job's name).
+JOB_LABEL = "training.kubeflow.org/job-name"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 RESULTS = BENCH / "results" / "chaos-cluster.json"
 SUMMARY = BENCH / "results" / "chaos-cluster.md"
+#: The run's own outputs (the repository-relative folder the clean-tree rule leaves out).
+RESULTS_DIR = "bench/results"
+MAIN = "refs/heads/main"
 SIDES = ("ours", "torchrun")
 #: How often a run asks the API server for its job and pods (its files: every 0.25 s).
 API_POLL_S = 0.75
@@ -123,6 +147,14 @@ class FaultClass:
     rdzv: tuple[tuple[str, int], ...] = ()
     backoff_limit: int | None = None
     fault_steps: tuple[int, int] = (8, STEPS - 30)  # the (first) fault comes after a step drawn from here
+    #: The job's pods on Nodes of their own (a required pod anti-affinity on the hostname), as
+    #: GPU pods that fill a Node are: a replacement cannot join its survivor's Node.
+    one_per_node: bool = False
+
+    @property
+    def min_world(self) -> int:
+        """The smallest world torch may form: min_replicas (nnodes' lower bound) x 1 process per pod."""
+        return int(self.nnodes.split(":")[0])
 
 
 CLASSES: dict[int, FaultClass] = {
@@ -160,12 +192,13 @@ CLASSES: dict[int, FaultClass] = {
             "unschedulable",
             "a replacement pod unschedulable (its Nodes cordoned) for longer than join_timeout",
             rdzv=(("join_timeout", 60),),
+            one_per_node=True,
         ),
         FaultClass(13, "fast-recreate", "worker-1 force-deleted: recreated within 5 s into the running round"),
         FaultClass(
             14,
             "fail-for-good",
-            "worker-1 fails for good (non-retryable) while the other is in init_process_group or a collective",
+            "a pod fails for good (non-retryable) while the other is in init_process_group or a collective",
             expect="Failed",
         ),
     )
@@ -182,6 +215,13 @@ def find_class(text: str) -> FaultClass:
     if text in BY_NAME:
         return BY_NAME[text]
     raise SystemExit(f"unknown fault class {text!r}: one of {', '.join(f'{n} {c.name}' for n, c in CLASSES.items())}")
+
+
+def fail_for_good_plan(seed: int) -> tuple[int, bool]:
+    """Class 14's fault for a seed: which pod fails for good (even seeds worker-0, the rendezvous
+    store host; odd seeds worker-1) and whether also before init_process_group at every restart
+    (seeds 2, 3 mod 4), so that any 4 consecutive seeds run every combination."""
+    return seed % 2, seed // 2 % 2 == 1
 
 
 def rendered_policy() -> str:
@@ -283,6 +323,14 @@ class Result:
     lane: int = 0
     date: str = ""
     folder: str = ""
+    #: What the verdict reads besides the logs (so that a kept record can be judged again):
+    #: when the job was applied (the faults' times count from it), whether the run hit the cap,
+    #: the Node it lost (class 9), and the scenario's own facts (class 12: victim, cordoned
+    #: Nodes and when; class 14: victim and variant).
+    t0: float = 0.0
+    capped: bool = False
+    lost_node: str | None = None
+    scenario: dict[str, Any] = field(default_factory=dict)
 
     def rerun(self) -> str:
         return f".venv/bin/python bench/chaos_cluster.py --one {self.number} --seed {self.seed} --side {self.side}"
@@ -311,8 +359,8 @@ def _rfc3339(text: str) -> float:
 class Run:
     """One job of one fault class on one lane: apply, inject, watch, judge."""
 
-    def __init__(self, kube: Kube, cls: FaultClass, side: str, seed: int, lane: int, root: Path) -> None:
-        self.kube, self.cls, self.side, self.seed, self.lane = kube, cls, side, seed, lane
+    def __init__(self, kube: Kube | None, cls: FaultClass, side: str, seed: int, lane: int, root: Path) -> None:
+        self._kube, self.cls, self.side, self.seed, self.lane = kube, cls, side, seed, lane
         self.rng = random.Random(f"{cls.number}:{side}:{seed}")
         self.ns = f"chaos-{cls.number:02d}-{side}-{seed}"
         self.dir = root / self.ns
@@ -331,7 +379,33 @@ class Run:
         self.dns_seen: list[tuple[float, list[str]]] = []
         self._offsets = {"events": 0, "lifecycle": 0, "faults": 0}
         self._api_polled = 0.0
-        self.lane_nodes = [n for i, n in enumerate(kube.nodes) if i // NODES_PER_LANE == lane]
+        self.lane_nodes = [n for i, n in enumerate(kube.nodes if kube else []) if i // NODES_PER_LANE == lane]
+
+    @property
+    def kube(self) -> Kube:
+        if self._kube is None:
+            raise RuntimeError(f"{self.ns} was read from its record: it has no cluster")
+        return self._kube
+
+    @classmethod
+    def from_record(cls, folder: Path) -> Run:
+        """A finished run read back from its folder (what `write_record` and the training left
+        there), without a cluster: `judge` gives the verdict again."""
+        rec = folder / "record"
+        saved = json.loads((rec / "result.json").read_text())
+        known = {f.name for f in fields(Result)}
+        result = Result(**{k: v for k, v in saved.items() if k in known})
+        run = cls(None, CLASSES[result.number], result.side, result.seed, result.lane, folder.parent)
+        run.dir, run.shared, run.result = folder, folder / "shared", result
+        run.t0, run.lost_node = result.t0, result.lost_node
+        run.events, _ = _tail(run.shared / "events.jsonl", 0)
+        run.lifecycle, _ = _tail(rec / "lifecycle.jsonl", 0)
+        run.faultlog, _ = _tail(rec / "faults.jsonl", 0)
+        run.job = json.loads((rec / "job.json").read_text())
+        run.pods = json.loads((rec / "pods.json").read_text())
+        if (rec / "dns.json").exists():
+            run.dns_seen = [(t, list(a)) for t, a in json.loads((rec / "dns.json").read_text())]
+        return run
 
     # -- what the scenario uses
 
@@ -433,6 +507,14 @@ class Run:
         job = ei.render_pytorchjob(custom, options, task_type_version=version)
         spec = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
         spec["nodeSelector"] = {**spec.get("nodeSelector", {}), LANE_LABEL: str(self.lane)}
+        if cls.one_per_node:
+            spec["affinity"] = {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {JOB_LABEL: JOB}}, "topologyKey": HOSTNAME_LABEL}
+                    ]
+                }
+            }
         return dict(job)
 
     def setup(self) -> None:
@@ -556,6 +638,7 @@ class Run:
         self._api_polled = 0.0
         self.poll()
         r.wall_s = round(time.time() - self.t0, 1)
+        r.t0, r.capped, r.lost_node = self.t0, capped, self.lost_node
         try:
             self.judge(capped)
         except Exception as e:  # a defect of the judge: the run fails, with the reason
@@ -723,12 +806,18 @@ class Run:
             self.sleep(0.5)
 
     def scenario_unschedulable(self) -> None:
+        """Cordon every Node of the lane but the survivor's, then kill the victim's container: its
+        replacement has no Node (the anti-affinity keeps it off the survivor's), and the survivor
+        stays where it is and could be recreated there."""
         victim = self.rng.randrange(2)
+        survivor_node = self.node_of(1 - victim)
         self.at_step()
-        for node in self.lane_nodes:
+        cordon = [n for n in self.lane_nodes if n != survivor_node]
+        for node in cordon:
             self.kube.patch_node(node, {"spec": {"unschedulable": True}})
             self.cordoned.append(node)
-        self.fault(f"cordon {', '.join(self.lane_nodes)}")
+        at = self.fault(f"cordon {', '.join(cordon)} (not {survivor_node}, worker-{1 - victim}'s)")
+        self.result.scenario = {"victim": victim, "cordoned": cordon, "cordoned_at": at}
         self.kill_container(victim)
         old = self.pods.get(self.pod(victim), {}).get("metadata", {}).get("uid")
         # The replacement is made and stays Pending: the scheduler finds no Node.
@@ -759,19 +848,17 @@ class Run:
         self.fault("force-delete worker-1 (grace 0)")
 
     def scenario_fail_for_good(self) -> None:
-        variant = self.rng.choice(["collective", "init"])
+        victim, at_init = fail_for_good_plan(self.seed)
         event = self.at_step()
-        poison = {"pod": self.pod(1), "at_step": event["step"], "at_init": variant == "init"}
+        poison = {"pod": self.pod(victim), "at_step": event["step"], "at_init": at_init}
+        self.result.scenario = {"victim": victim, "at_init": at_init}
         path = self.shared / "poison.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(poison))
         os.replace(tmp, path)
-        where = (
-            "in a collective, then before init_process_group at every restart"
-            if variant == "init"
-            else "in a collective"
-        )
-        self.fault(f"worker-1 fails for good ({where})")
+        where = "in a collective, then before init_process_group at every restart" if at_init else "in a collective"
+        host = " (the rendezvous store host)" if victim == 0 else ""
+        self.fault(f"worker-{victim}{host} fails for good ({where})")
 
     # -- the verdict
 
@@ -820,6 +907,10 @@ class Run:
                 problems.append(f"commit of step {c['step']}: world {world} but ranks mask {c['ranks']} and "
                                 f"{len(set(c['members']))} member(s)")  # fmt: skip
                 break
+            if not cls.min_world <= world <= cls.world:
+                problems.append(f"commit of step {c['step']} by a world of {world}, outside nnodes {cls.nnodes} "
+                                f"(min_replicas {cls.min_world}): torch formed a world it must not")  # fmt: skip
+                break
             parent, prev = c["id"], c["step"]
         if cls.expect == "Succeeded" and r.outcome == "Succeeded":
             ref = chaos_train.reference(self.seed, cls.steps, BATCH)
@@ -848,9 +939,13 @@ class Run:
             done = max((e["step"] for e in steps if e["t"] < s["t"]), default=0)
             lost = max(0, done - s["from"])
             lost_total += lost
-            if lost > CHECKPOINT_EVERY:
-                problems.append(f"lost {lost} steps at a resume, more than the checkpoint interval {CHECKPOINT_EVERY}")
+            # A commit is written before its step's event: a resume can lose at most every - 1
+            # steps; losing a whole interval means a commit that should be there is not.
+            if lost >= CHECKPOINT_EVERY:
+                problems.append(f"lost {lost} steps at a resume, not fewer than the checkpoint interval "
+                                f"{CHECKPOINT_EVERY}: a commit is missing")  # fmt: skip
         r.lost_steps = lost_total
+        problems += self._attempts(starts, steps)
 
         # Time from the fault to training resumed (class 5: from the late pod's start to a step in
         # the world of 2; must-fail classes: from the last fault to the Failed condition).
@@ -872,7 +967,7 @@ class Run:
         problems += self._class_checks(incs, starts, commits)
         if self.side == "ours":
             problems += self._reports(incs)
-            problems += self._output()
+            problems += self._output(incs, cond)
         if cond is not None and not capped:
             left = self.running_pods()
             if left:
@@ -880,6 +975,35 @@ class Run:
                 problems.append(f"pods still running {bound:.0f} s after the job {cond[0]}: {', '.join(left)}")
         r.passed = not problems
         r.reason = "; ".join(problems) or "ok"
+
+    def _attempts(self, starts: list[dict[str, Any]], steps: list[dict[str, Any]]) -> list[str]:
+        """One world trains at a time: every step event belongs to the attempt started last before
+        it, in its world, one step after the other from where that attempt started. A second world
+        that trains, with or without committing, breaks this; so does one below min_replicas."""
+        cls = self.cls
+        began = {s.get("attempt"): s for s in starts}
+        for s in starts:
+            if not cls.min_world <= s["world"] <= cls.world:
+                return [f"an attempt of {s.get('pod')} started with a world of {s['world']}, outside nnodes "
+                        f"{cls.nnodes} (min_replicas {cls.min_world})"]  # fmt: skip
+        ordered = sorted(starts, key=lambda s: s["t"])
+        expect: dict[Any, int] = {}
+        for e in sorted(steps, key=lambda e: e["t"]):
+            attempt = e.get("attempt")
+            start = began.get(attempt)
+            if start is None or start["t"] > e["t"]:
+                return [f"step {e['step']} by {e.get('pod')} in an attempt that never started (attempt {attempt})"]
+            current = [s for s in ordered if s["t"] <= e["t"]][-1]
+            if current.get("attempt") != attempt:
+                return [f"two worlds trained at once: step {e['step']} of the world of {start.get('pod')} "
+                        f"(started {start['t'] - self.t0:.1f} s) came {e['t'] - current['t']:.2f} s after the world "
+                        f"of {current.get('pod')} started"]  # fmt: skip
+            want = expect.get(attempt, start["from"] + 1)
+            if e["step"] != want or e.get("world") != start["world"]:
+                return [f"the attempt of {start.get('pod')} (world {start['world']}, from step {start['from']}) "
+                        f"made step {e['step']} in a world of {e.get('world')} where step {want} was next"]  # fmt: skip
+            expect[attempt] = want + 1
+        return []
 
     def _why_failed(self, incs: dict[str, dict[str, Any]]) -> str:
         exits = [x for i in incs.values() for x in i["exits"] if x.get("code") not in (0, None)]
@@ -922,6 +1046,9 @@ class Run:
             said = [w for _, w in r.faults if w.startswith("uncordon")]
             if not said:
                 problems.append("the replacement was never Pending (unschedulable) past join_timeout")
+            problems += self._cordons(incs)
+        if cls.number == 14 and r.faults:
+            problems += self._failed_for_good(incs)
         if cls.number == 13:
             old = [i for i in incs.values() if i["pod"] == self.pod(1) and i["exits"]]
             fault_t = self.t0 + r.faults[0][0] if r.faults else None
@@ -935,15 +1062,83 @@ class Run:
                         problems.append(f"worker-1 recreated {gap:.1f} s after its death, not within {RECREATE_S:g} s")
         return problems
 
+    def _cordons(self, incs: dict[str, dict[str, Any]]) -> list[str]:
+        """Class 12: the victim's Node cordoned, the survivor's not (the Nodes its pods ran on when
+        the cordons went on, from the agent's lifecycle)."""
+        sc = self.result.scenario
+        if not {"victim", "cordoned", "cordoned_at"} <= sc.keys():
+            return ["the scenario did not record which Nodes it cordoned"] if self.result.faults else []
+        at, cordoned = float(sc["cordoned_at"]), set(sc["cordoned"])
+
+        def nodes(index: int) -> set[str]:
+            return {
+                str(i["node"])
+                for i in incs.values()
+                if i["pod"] == self.pod(index)
+                and i["starts"]
+                and i["starts"][0]["t"] <= at
+                and not (i["exits"] and i["exits"][-1]["t"] <= at)
+            }
+
+        victim = int(sc["victim"])
+        problems = []
+        if nodes(1 - victim) & cordoned:
+            problems.append(f"the survivor's Node was cordoned too ({', '.join(sorted(nodes(1 - victim) & cordoned))}"
+                            f", worker-{1 - victim}'s): only the replacement may be unschedulable")  # fmt: skip
+        if not nodes(victim) <= cordoned:
+            problems.append(f"the victim's Node ({', '.join(sorted(nodes(victim) - cordoned))}) was not cordoned")
+        return problems
+
+    def _failed_for_good(self, incs: dict[str, dict[str, Any]]) -> list[str]:
+        """Class 14: the pod the seed picks (the store host for even seeds) is the one poisoned,
+        it ends the job itself (exits below 128, not retried) before any other pod does, and with
+        ours its FailureReport's root cause is its own error."""
+        victim, at_init = fail_for_good_plan(self.seed)
+        path = self.shared / "poison.json"
+        if not path.exists():
+            return ["no pod was made to fail for good (no poison file)"]
+        poison = json.loads(path.read_text())
+        if (poison.get("pod"), bool(poison.get("at_init"))) != (self.pod(victim), at_init):
+            return [f"{poison.get('pod')} failed for good (at_init {bool(poison.get('at_init'))}); the seed picks "
+                    f"{self.pod(victim)}{' (the store host)' if victim == 0 else ''} (at_init {at_init})"]  # fmt: skip
+        own = sorted(
+            (x for i in incs.values() for x in i["exits"] if 0 < (x.get("code") or 0) < 128 and not x.get("killed_by")),
+            key=lambda x: x["t"],
+        )
+        if not own:
+            return [f"no pod exited non-retryably (below 128): {self.pod(victim)} did not end the job"]
+        if own[0]["pod"] != self.pod(victim):
+            return [f"{own[0]['pod']} exited {own[0]['code']} first: the job's failure is blamed on it, not on "
+                    f"{self.pod(victim)}, which failed for good"]  # fmt: skip
+        if self.side != "ours":
+            return []
+        inc = next(i for i in incs.values() if own[0] in i["exits"])
+        begin, end = inc["starts"][0]["t"] - 1 if inc["starts"] else 0.0, own[0]["t"] + 1
+        roots = []
+        for t, report in self._failure_files().get(self.pod(victim), []):
+            if begin <= t <= end:
+                failures = json.loads(report.read_text()).get("failures") or [{}]
+                roots.append(str(failures[0].get("message", "")))
+        if not any("poison:" in m for m in roots):
+            return [f"{self.pod(victim)}'s FailureReport does not name its own error as the root cause: "
+                    f"{roots[0][:120] if roots else 'no report'}"]  # fmt: skip
+        return []
+
+    def _failure_files(self) -> dict[str, list[tuple[float, Path]]]:
+        """The FailureReports of the shared folder by pod, with their incarnation's start time (from the name)."""
+        out: dict[str, list[tuple[float, Path]]] = {}
+        for path in sorted((self.shared / "failures").glob("*.json")):
+            pod, stamp = path.name.split(".")[:2]
+            t = dt.datetime.strptime(stamp + "." + path.name.split(".")[2][:6], "%Y%m%dT%H%M%S.%f")
+            out.setdefault(pod, []).append((t.replace(tzinfo=dt.timezone.utc).timestamp(), path))
+        return out
+
     def _reports(self, incs: dict[str, dict[str, Any]]) -> list[str]:
         """One FailureReport per incarnation of our entrypoint that ended by itself."""
         from google.protobuf import json_format
 
-        reports: dict[str, list[tuple[float, Path]]] = {}
-        for path in sorted((self.shared / "failures").glob("*.json")):
-            pod, stamp = path.name.split(".")[:2]
-            t = dt.datetime.strptime(stamp + "." + path.name.split(".")[2][:6], "%Y%m%dT%H%M%S.%f")
-            reports.setdefault(pod, []).append((t.replace(tzinfo=dt.timezone.utc).timestamp(), path))
+        reports = self._failure_files()
+        for path in (p for found in reports.values() for _, p in found):
             rep = ei.FailureReport()
             try:
                 json_format.Parse(path.read_text(), rep)
@@ -973,7 +1168,10 @@ class Run:
                 problems.append(f"{inc['pod']} ({inc['uid'][:8]}) has {len(mine)} FailureReports")
         return problems
 
-    def _output(self) -> list[str]:
+    def _output(self, incs: dict[str, dict[str, Any]], cond: tuple[str, float] | None) -> list[str]:
+        """The task's output: absent when the job must fail; else the final state, written before
+        the job could turn Succeeded (Flyte reads it then): before the first pod exited 0, which
+        is what makes an elastic job Succeeded (else, before the condition's whole second)."""
         path = self.shared / "result.json"
         if self.cls.expect == "Failed":
             return [f"the task's output exists though the job must fail: {path.name}"] if path.exists() else []
@@ -986,6 +1184,12 @@ class Run:
         want = {"step": ref["step"], "acc": ref["acc"]}
         if got.get("rank") != 0 or got.get("return_value") != want:
             return [f"the task's output is {got.get('return_value')}, not {want}"]
+        first_ok = min((x["t"] for i in incs.values() for x in i["exits"] if x.get("code") == 0), default=None)
+        turned = first_ok if first_ok is not None else (cond[1] if cond is not None else None)
+        written = path.stat().st_mtime
+        if turned is not None and written > turned:
+            return [f"the task's output was written {written - turned:.2f} s after the job could turn Succeeded "
+                    "(a pod exited 0 before it): Flyte would find no output"]  # fmt: skip
         return []
 
     def write_record(self) -> None:
@@ -1006,7 +1210,10 @@ class Run:
 
 
 class Results:
-    """The results file: one record per run, appended as each run ends (resumable)."""
+    """The results file: one record per run, appended as each run ends (resumable). A run of a
+    seed that the file has already (--one, --redo) is appended beside the earlier ones, never in
+    their place: every run counts. A run that did not pass keeps its folder, compressed, in
+    LOGS beside the file (its record names it)."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -1018,7 +1225,29 @@ class Results:
     def done(self, number: int, side: str, seed: int) -> bool:
         return any((r["class"], r["side"], r["seed"]) == (number, side, seed) for r in self.records)
 
-    def add(self, r: Result) -> None:
+    def keep_logs(self, r: Result, folder: Path) -> str | None:
+        """The run's folder (its record, the training's shared files, the job) as a .tar.xz in
+        LOGS beside the results file; its path relative to the results file's folder."""
+        if self.path is None or not folder.is_dir():
+            return None
+        stamp = r.date.replace("-", "").replace(":", "") or "undated"
+        name = f"{r.number:02d}-{r.name}-{r.side}-{r.seed}-{stamp}.tar.xz"
+        archive = self.path.parent / LOGS / name
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        n = 1
+        while archive.exists():  # two runs of a seed within one second: neither replaces the other
+            n += 1
+            name = f"{r.number:02d}-{r.name}-{r.side}-{r.seed}-{stamp}-{n}.tar.xz"
+            archive = archive.with_name(name)
+        tmp = archive.with_name(f".{name}.tmp")
+        with tarfile.open(tmp, "w:xz") as tar:
+            tar.add(folder, arcname=f"{folder.name}-{stamp}")
+        os.replace(tmp, archive)
+        return f"{LOGS}/{name}"
+
+    def add(self, r: Result, folder: Path | None = None) -> None:
+        """Append the run's record (with its logs kept when it did not pass and `folder` is given)."""
+        logs = self.keep_logs(r, folder) if folder is not None and not r.passed else None
         record = {
             "class": r.number,
             "name": r.name,
@@ -1035,21 +1264,24 @@ class Results:
             "date": r.date,
             "source": SOURCE,
         }
+        if logs is not None:
+            record["logs"] = logs
         with self.lock:
-            self.records = [x for x in self.records if (x["class"], x["side"], x["seed"]) != (r.number, r.side, r.seed)]
             self.records.append(record)
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = self.path.with_suffix(".tmp")
                 body = {
                     "about": SETTINGS,
-                    "runs": sorted(self.records, key=lambda x: (x["class"], x["side"], x["seed"])),
+                    "runs": sorted(self.records, key=lambda x: (x["class"], x["side"], x["seed"], x["date"])),
                 }
                 tmp.write_text(json.dumps(body, indent=1) + "\n")
                 os.replace(tmp, self.path)
 
 
 SOURCE = ""  # source_state(), set by main()
+#: Where a failed run's folder is kept, compressed: beside the results file.
+LOGS = "chaos-logs"
 SETTINGS = {
     "cluster": f"Kubernetes {ct.K8S_VERSION}, training operator v1.9.4, node agent (README, 'A cluster on one machine')",
     "job": f"2 Worker pods x 1 process, {STEPS} steps of {STEP_TIME_S} s, commit every {CHECKPOINT_EVERY}, "
@@ -1060,13 +1292,52 @@ SETTINGS = {
 }
 
 
-def source_state() -> str:
-    """The commit the pods ran, and whether the launcher's source differed from it (pods run the checkout)."""
-    git = ["git", "-C", str(REPO)]
-    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
-    dirty = subprocess.run([*git, "status", "--porcelain", "--", "src"], capture_output=True, text=True, check=False)
-    changed = len(dirty.stdout.splitlines())
-    return head.stdout.strip() + (f" with {changed} uncommitted file(s) under src/" if changed else "")
+class UntraceableSource(Exception):
+    """The checkout is not a commit of main's history as it stands: a record could not name what ran."""
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+
+
+def in_main(repo: Path, commit: str) -> bool:
+    """Whether `commit` names a commit of the history of `repo`'s branch main."""
+    sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+    return sha.returncode == 0 and _git(repo, "merge-base", "--is-ancestor", sha.stdout.strip(), MAIN).returncode == 0
+
+
+def source_state(repo: Path = REPO) -> str:
+    """The commit every record of this run names: HEAD (its full id), which must be in main's
+    history, with a tree that does not differ from it.
+
+    The pods run the checkout as it is on disk (src/, bench/, cluster/), so a record can name
+    only a commit that holds exactly what ran. A dirty tree is refused rather than recorded as a
+    diff and committed: a commit made by the harness would put unreviewed work on main, and a
+    diff kept beside a record names no commit anyone can check out. What the run itself writes,
+    bench/results/, does not count; `--results ''` (nothing recorded) runs any tree.
+    """
+    head = _git(repo, "rev-parse", "--verify", "HEAD^{commit}")
+    if head.returncode != 0:
+        raise UntraceableSource(f"{repo}: no commit checked out ({head.stderr.strip()})")
+    sha = head.stdout.strip()
+    if not in_main(repo, sha):
+        raise UntraceableSource(f"HEAD {sha[:12]} is not in the history of {MAIN}: merge it first")
+    dirty = _git(repo, "status", "--porcelain", "--untracked-files=all", "--", ".", f":(exclude){RESULTS_DIR}")
+    if dirty.returncode != 0:
+        raise UntraceableSource(f"git status failed: {dirty.stderr.strip()}")
+    paths = [line[3:] for line in dirty.stdout.splitlines()]
+    if paths:
+        shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        raise UntraceableSource(f"the tree differs from HEAD {sha[:12]} in {len(paths)} path(s): {shown}; commit "
+                                "them first (or run with --results '' to record nothing)")  # fmt: skip
+    return sha
+
+
+def untraceable(records: list[dict[str, Any]], repo: Path = REPO) -> list[dict[str, Any]]:
+    """The records whose source is not a commit of main's history."""
+    sources = {str(r.get("source", "")) for r in records}
+    bad = {s for s in sources if not s or not in_main(repo, s)}
+    return [r for r in records if str(r.get("source", "")) in bad]
 
 
 def _fmt(x: float | None) -> str:
@@ -1189,7 +1460,7 @@ def run_plan(
                     run.cleanup()
                 except Exception as e:
                     print(f"cleanup of {run.ns}: {type(e).__name__}: {e}", file=sys.stderr)
-            results.add(r)
+            results.add(r, run.dir)
             out.append(r)
             say(r)
             if r.passed and not keep:
@@ -1240,6 +1511,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep every run's folder, passed or not")
     ap.add_argument("--summary", action="store_true", help="print the table of the results file and stop")
     ap.add_argument(
+        "--rejudge", metavar="FOLDER", help="judge a kept run's folder again (an unpacked chaos-logs archive) and stop"
+    )
+    ap.add_argument(
         "--docs",
         "--readme",
         dest="docs",
@@ -1248,8 +1522,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
+    if args.rejudge:
+        again = Run.from_record(Path(args.rejudge))
+        again.judge(again.result.capped)
+        say(again.result)
+        return 0 if again.result.passed else 1
     results = Results(Path(args.results) if args.results else None)
     if args.summary or args.docs:
+        lost = untraceable(results.records)
+        if lost:
+            print(f"{len(lost)} of {len(results.records)} records name no commit of main's history", file=sys.stderr)
         print(side_by_side(results.records) if args.docs else table(results.records))
         return 0
     if args.one:
@@ -1271,7 +1553,11 @@ def main(argv: list[str] | None = None) -> int:
         print(table(results.records))
         return 0
     global SOURCE
-    SOURCE = source_state()
+    if args.results:
+        try:
+            SOURCE = source_state(REPO)
+        except UntraceableSource as e:
+            raise SystemExit(f"chaos_cluster.py: not recording from this checkout: {e}") from None
     print(f"{len(plan)} run(s), {lanes} at a time; restartPolicy as rendered: {rendered_policy()}; source {SOURCE}",
           flush=True)  # fmt: skip
     t0 = time.time()
@@ -1283,7 +1569,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(results.records)
     print(text)
     if args.results and not args.one:
-        SUMMARY.write_text(
+        Path(args.results).with_suffix(".md").write_text(
             "Chaos on the one-machine cluster (bench/chaos_cluster.py; regenerate with --summary)\n\n" + text + "\n"
         )
     failed = [r for r in done if r.side == "ours" and not r.passed]

@@ -38,7 +38,9 @@ chaos_train:run -- ARGS``: it returns ``{"step", "acc"}`` of the final state, th
 value rank 0's pod writes as the task's output.
 
 Rank 0 appends one JSON line per event to ``<shared>/events.jsonl`` (``start``
-of an attempt with its world size and resume step, every ``step``), and each
+of an attempt with its world size and resume step, every ``step``), each naming
+its attempt (rank 0's token: a world that trains beside another without
+committing still shows in the log), and each
 worker writes its pid to ``<shared>/pids/<pod>.<local rank>`` so that the harness
 can kill a worker process inside a pod.
 """
@@ -186,11 +188,13 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
     dist.broadcast(start, src=0)
     if rank != 0:  # only rank 0 commits; the others need the step to run the same collectives
         state = {"step": int(start.item()), "acc": 0, "applied": []}
+    attempt = f"{member:016x}"  # rank 0's token names the attempt in every event it writes
     if rank == 0:
         _append(
             events,
-            {"event": "start", "t": time.time(), "world": world, "from": state["step"], "restart": restart, "pod": pod},
-        )
+            {"event": "start", "t": time.time(), "world": world, "from": state["step"], "restart": restart, "pod": pod,
+             "attempt": attempt},
+        )  # fmt: skip
     since = state["step"]  # the first step since the last commit
     masks: list[int] = []
     for step in range(state["step"], args.steps):
@@ -220,7 +224,8 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
                 parent = record["id"]
             since, masks = state["step"], []
         if rank == 0:
-            _append(events, {"event": "step", "t": time.time(), "step": step + 1, "world": world, "pod": pod})
+            _append(events, {"event": "step", "t": time.time(), "step": step + 1, "world": world, "pod": pod,
+                             "attempt": attempt})  # fmt: skip
         time.sleep(args.step_time)
     dist.destroy_process_group()
     return state
