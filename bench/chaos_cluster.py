@@ -302,6 +302,10 @@ class Kube:
 # ---------------------------------------------------------------- one run
 
 
+#: How the notes the verdict writes itself begin (the other notes are the scenario's problems).
+VERDICT_NOTES = ("training took ", "recreated ")
+
+
 class RunEnded(Exception):
     """The run is over (verdict or cap): the scenario stops injecting."""
 
@@ -876,6 +880,7 @@ class Run:
         problems: list[str] = []
         cond = self.condition()
         r.outcome = cond[0] if cond else None
+        r.notes = [n for n in r.notes if not n.startswith(VERDICT_NOTES)]  # judged again: the scenario's only
         commits = chaos_train.read_commits(self.shared / "commits.jsonl")
         steps = self.steps()
         starts = [e for e in self.events if e["event"] == "start"]

@@ -206,6 +206,17 @@ def test_a_fault_free_run_told_as_the_cluster_records_it_passes(tmp_path: Path) 
     passes(s)
 
 
+def test_a_run_judged_twice_gets_the_same_verdict(tmp_path: Path) -> None:
+    """The verdict's own notes (class 10's training time) are not taken for the scenario's problems."""
+    s = Story(tmp_path, 10)
+    s.train(2, cc.STEPS)
+    s.succeed()
+    run = cc.Run.from_record(s.write())
+    for _ in range(2):
+        run.judge(False)
+        assert run.result.passed and [n[:14] for n in run.result.notes] == ["training took "], run.result.reason
+
+
 # --------------------------------------------------------------------------- hole 1: a world below min_replicas
 
 
