@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -469,6 +470,64 @@ def test_torchrun_rule_breaks_name_the_flag_with_the_error_prefix(capsys: pytest
     out = console("torchrun", "t.py", env={"PET_NNODES": "2:1"})
     assert out.returncode == 1
     assert out.stderr.startswith(b"elastic-idl: error: PET_NNODES='2:1' (--nnodes): elastic.min_le_max: "), out.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "hint"),
+    [
+        (
+            ["validate", "{demo}", "-v"],
+            "-v is an option of elastic-idl itself and goes before the subcommand: elastic-idl -v validate {demo}",
+        ),
+        (
+            ["validate", "-v", "{demo}"],
+            "-v is an option of elastic-idl itself and goes before the subcommand: elastic-idl -v validate {demo}",
+        ),
+        (
+            ["run", "{demo}", "train.py", "--epochs", "3"],
+            "what the workers run goes after --: elastic-idl run {demo} -- train.py --epochs 3",
+        ),
+        (
+            ["render", "{demo}", "--name", "j", "--image", "i", "train.py", "--run-id", "x"],
+            "what the workers run goes after --: elastic-idl render {demo} --name j --image i -- train.py --run-id x",
+        ),
+        (
+            ["run", "{demo}", "--verbose", "train.py"],
+            "--verbose is an option of elastic-idl itself and goes before the subcommand and what the workers "
+            "run goes after --: elastic-idl --verbose run {demo} -- train.py",
+        ),
+        (["run", "{demo}", "--run_id", "x", "--", "train.py"], "did you mean '--run-id'?"),
+        (
+            ["convert", "{demo}", "--to", "json", "-v", "--upstrem"],
+            "-v is an option of elastic-idl itself and goes before the subcommand; did you mean '--upstream'?",
+        ),
+        (
+            ["torchrun", "--nnodes", "1", "-v", "train.py"],
+            "-v is an option of elastic-idl itself and goes before the subcommand: "
+            "elastic-idl -v torchrun --nnodes 1 train.py",
+        ),
+    ],
+    ids=[
+        "v-after-file",
+        "v-before-file",
+        "no-dashes",
+        "no-dashes-render",
+        "verbose-and-no-dashes",
+        "typo",
+        "v-and-typo",
+        "torchrun-v",
+    ],
+)
+def test_unrecognized_arguments_say_exactly_what_to_type(line: list[str], hint: str) -> None:
+    """Issue 29 item 10: -v after the subcommand, or no -- before the script's args, got no hint."""
+    argv = [a.replace("{demo}", str(DEMO)) for a in line]
+    out = cli(*argv)
+    assert out.returncode == 2
+    last = out.stderr.decode().strip().splitlines()[-1]
+    assert last.endswith(hint.replace("{demo}", str(DEMO))), last
+    if ": elastic-idl " in hint and line[0] == "validate":  # the line the hint gives works
+        fixed = shlex.split(last.rsplit(": elastic-idl ", 1)[1])
+        assert cli(*fixed).returncode == 0
 
 
 def test_global_verbose_before_any_command_and_version() -> None:

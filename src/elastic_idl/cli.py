@@ -9,6 +9,8 @@ never completed; 128+N stopped by signal N (130 SIGINT, 143 SIGTERM).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import logging
 import os
@@ -33,6 +35,7 @@ from elastic_idl._errors import (
     UnsupportedFlagError,
     ValidationError,
     Violation,
+    did_you_mean,
     one_line,
     os_error_text,
     violation_lines,
@@ -275,6 +278,14 @@ def _cmd_torchrun(args: argparse.Namespace) -> int:
         if exc.flag == "--help":
             sys.stdout.write(torchrun_help())
             return EXIT_OK
+        if exc.flag in _GLOBAL_FLAGS:  # before the script: not the script's, and not torchrun's
+            rest = list(args.tail)
+            rest.remove(exc.flag)
+            raise TorchrunUsageError(
+                exc.flag,
+                f"{exc.reason}; {exc.flag} is an option of elastic-idl itself and goes before the subcommand: "
+                f"{shlex.join(['elastic-idl', exc.flag, 'torchrun', *rest])}",
+            ) from None
         if exc.flag.startswith(DROP_IN_PREFIX) or exc.flag.split("=", 1)[0] == "--failure-file":
             raise TorchrunUsageError(
                 exc.flag,
@@ -447,6 +458,48 @@ def _operands(args: argparse.Namespace, tail: list[str], module: bool) -> list[s
     return tail
 
 
+def _unrecognized_hint(raw: list[str], args: argparse.Namespace, unknown: list[str]) -> str:
+    """What to type instead of a line with unrecognized arguments: the line fixed, when a global option
+    came after the subcommand (-v goes before it) or what the workers run came without "--"; else the
+    option an unknown one looks like a typo of."""
+    command = _command_index(raw)
+    if command is None:  # pragma: no cover - argparse refused the line before
+        return ""
+    end = raw.index("--") if "--" in raw else len(raw)
+    moved = [t for t in raw[command + 1 : end] if t in _GLOBAL_FLAGS and t in unknown]
+    fixed = [*raw[:command], *moved, raw[command], *(t for t in raw[command + 1 : end] if t not in moved), *raw[end:]]
+    why = [f"{moved[0]} is an option of elastic-idl itself and goes before the subcommand"] if moved else []
+    operands = [t for t in unknown if not t.startswith("-")]
+    if operands and args.takes_entrypoint and "--" not in raw:
+        # The first operand argparse could not place (after FILE) starts what the workers run.
+        start = fixed.index(args.file, len(moved) + command + 1) + 1 if args.file in fixed else len(fixed)
+        at = fixed.index(operands[0], start) if operands[0] in fixed[start:] else len(fixed)
+        fixed.insert(at, "--")
+        why.append("what the workers run goes after --")
+    elif operands and not args.takes_entrypoint:
+        return f" ({args.command} takes one FILE)"
+    if why and _parses(fixed):
+        return f"; {' and '.join(why)}: {shlex.join(['elastic-idl', *fixed])}"
+    shown = [o for a in args.subparser._actions if a.help != argparse.SUPPRESS for o in a.option_strings]
+    typos = [did_you_mean(t.split("=", 1)[0], shown) for t in unknown if t.startswith("--") and t not in moved]
+    return "".join([*(f"; {w}" for w in why), *typos])
+
+
+def _parses(argv: list[str]) -> bool:
+    """Whether a command line parses with nothing left over (what a fixed line is checked by before it is shown)."""
+    parser = build_parser()
+    command = _command_index(argv)
+    head, tail, module = _split_tail(argv, command)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            args, unknown = parser.parse_known_args(head)
+            if not unknown and args.command not in _PASS_THROUGH:
+                _operands(args, tail, module)
+    except SystemExit:
+        return False
+    return not unknown
+
+
 def _argv(argv: Sequence[str] | None) -> list[str]:
     if argv is None:
         return sys.argv[1:]
@@ -503,7 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     head, tail, module = _split_tail(raw, command)
     args, unknown = parser.parse_known_args(head)
     if unknown:  # under the subcommand's own usage (argparse would print the top-level one)
-        args.subparser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.subparser.error(f"unrecognized arguments: {shlex.join(unknown)}{_unrecognized_hint(raw, args, unknown)}")
     args.tail = tail if args.command in _PASS_THROUGH else _operands(args, tail, module)
     _setup_logging(args.verbose, args.command)
     try:
