@@ -172,6 +172,18 @@ def go_source() -> str:
         ),
         const("storageDropped", "elastic_idl._backend.pytorchjob.STORAGE_DROPPED", kf.STORAGE_DROPPED),
         const("unknownFieldReason", "elastic_idl._task.codec.UNKNOWN_FIELD", codec.UNKNOWN_FIELD),
+        var(
+            "enumShortNames",
+            "elastic_idl._task.enums.ENUM_SHORT_NAMES: each enum value's name and the short name a task file may use.",
+            "[]enumShortName{\n"
+            + "".join(
+                f"\t{{{q(enum)}, {q(name)}, {q(short)}}},\n"
+                for enum, table in enums.ENUM_SHORT_NAMES.items()
+                for name, short in table.items()
+            )
+            + "}",
+        ),
+        const("suggestionCutoff", "elastic_idl._errors.SUGGESTION_CUTOFF", _errors.SUGGESTION_CUTOFF),
         const(
             "networkPolicyAPIVersion",
             "elastic_idl._backend.networkpolicy.NETWORK_POLICY_API_VERSION",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -703,3 +704,72 @@ def test_errors_say_what_to_write(data: str, fmt: str, version: int, field: str,
     with pytest.raises(ei.DecodeError) as info:
         ei.decode(data, format=fmt, task_type_version=version)  # type: ignore[arg-type]
     assert info.value.field == field and expected in info.value.reason, info.value
+
+
+# --------------------------------------------------------------------------- issue 29: spellings (items 9, 13)
+
+SPELLING = json.loads((Path(__file__).resolve().parent.parent / "contract" / "spelling.json").read_text("utf-8"))
+SUGGESTED = re.compile(r"did you mean '([^']*)'\?")
+
+
+@pytest.mark.parametrize("vector", SPELLING["decode"], ids=lambda v: v["name"])
+def test_spelling_vectors_decode(vector: dict[str, Any]) -> None:
+    """contract/spelling.json, which the Go backend passes too: short enum names, and what a typo is told."""
+    data, fmt, version = vector["input"], vector["format"], vector["task_type_version"]
+    if "custom" in vector:
+        task = ei.decode(data, format=fmt, task_type_version=version)
+        assert ei.to_custom(task) == vector["custom"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the tolerant decode (the backend's) takes them too, naming nothing
+            assert ei.decode(data, format=fmt, task_type_version=version, strict=False) == task
+        if fmt == "json":
+            assert ei.from_custom(json.loads(data), task_type_version=version) == task
+            # and the YAML a user writes, with the same values
+            assert ei.decode(yaml.safe_dump(json.loads(data)), format="yaml", task_type_version=version) == task
+        return
+    with pytest.raises(ei.DecodeError) as info:
+        ei.decode(data, format=fmt, task_type_version=version)
+    found = SUGGESTED.search(info.value.reason)
+    assert {"field": info.value.field, "suggestion": found.group(1) if found else None} == vector["error"]
+
+
+@pytest.mark.parametrize("vector", SPELLING["close_match"], ids=lambda v: v["description"][:40])
+def test_spelling_vectors_close_match(vector: dict[str, Any]) -> None:
+    from elastic_idl._errors import close_match
+
+    assert close_match(vector["word"], vector["known"]) == vector["match"]
+
+
+def test_every_enum_value_reads_by_its_short_name_in_every_case_and_is_written_by_its_name() -> None:
+    """Issue 29 item 9: YAML needed START_METHOD_SPAWN where Elastic() and torchrun take spawn."""
+    from elastic_idl._task.enums import ENUM_SHORT_NAMES, enum_value_name
+    from elastic_idl._task.messages import schema_messages
+
+    enum_fields = [(d, f) for d in schema_messages().values() for f in d.fields if f.enum_type is not None]
+    assert {f.enum_type.full_name for _, f in enum_fields} == set(ENUM_SHORT_NAMES)  # every enum of the schema
+    for _, f in enum_fields:
+        table = ENUM_SHORT_NAMES[f.enum_type.full_name]
+        assert list(table) == [v.name for v in f.enum_type.values]
+        for name, short in table.items():
+            camel = "".join(w.capitalize() for w in short.split("_"))  # OnFailure, CoreComplex
+            for text in (name, short, short.upper(), camel, short.replace("_", "-")):
+                assert enum_value_name(f.enum_type, text) == name, (f.full_name, text)
+    # in a file: YAML writes them back by name
+    task = ei.decode("elastic_config: {start_method: spawn}\nworker_replicas: {common: {restart_policy: OnFailure}}\n")
+    assert ei.encode(task, "yaml") == ei.encode(
+        ei.decode(
+            "elastic_config: {start_method: START_METHOD_SPAWN}\n"
+            "worker_replicas: {common: {restart_policy: RESTART_POLICY_ON_FAILURE}}\n"
+        ),
+        "yaml",
+    )
+    assert "START_METHOD_SPAWN" in ei.encode(task, "yaml") and "spawn" not in ei.encode(task, "yaml")
+
+
+def test_short_names_need_the_whole_short_name() -> None:
+    from elastic_idl._task.enums import enum_value_name
+    from elastic_idl.plugins.v1 import elastic_pb2
+
+    start = elastic_pb2.DESCRIPTOR.enum_types_by_name["StartMethod"]
+    for text in ("", "_", "-", "spa", "start_method_spawn", "METHOD_SPAWN", " spawn", "spawn\n", "1"):
+        assert enum_value_name(start, text) is None, text

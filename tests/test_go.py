@@ -239,6 +239,9 @@ JSON_SUBSTITUTES: list[object] = [
     -1,
     0,
     "NPROC_POLICY_AUTO",
+    "auto",  # short enum names (issue 29 item 9), in other cases, and one that is not ASCII
+    "On-Failure",
+    "\u017fpawn",
     7,
     "5s",
     "5s\n",
@@ -693,3 +696,31 @@ def test_go_toolchain_missing_says_so_once(tmp_path: Path) -> None:
     assert ci.stderr.count("\n") == 1 and "CI=true" in ci.stderr
     absent = subprocess.run([script, "present"], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert absent.returncode == 1 and absent.stdout == absent.stderr == ""
+
+
+# ----------------------------------------------------------------- the propeller page (issue 29 item 13)
+
+
+def test_the_propeller_page_gives_an_outside_module_the_replaces_it_needs() -> None:
+    """`go get .../flyteplugin@v0.1.0` was the page's instruction, and no such version is served: until a
+    release, an outside module needs replaces of the three modules by a checkout, plus go/flyteplugin's own
+    (Go reads only the main module's). The page's go.mod lines are these, word for word."""
+    from markdown_blocks import blocks
+
+    page = REPO / "docs" / "guide" / "propeller.md"
+    block = next(b.text for b in blocks(page.read_text(), "propeller.md") if "replace (" in b.text)
+    lines = {" ".join(line.split()) for line in block.splitlines() if line.strip()}
+    gomod = (GO_DIR / "flyteplugin" / "go.mod").read_text()
+    version = re.search(r"github\.com/elastic-idl/elastic-idl/go (v\S+)", gomod)
+    own = re.search(r"^replace \((.*?)^\)", gomod, re.S | re.M)
+    assert version and own, "go/flyteplugin/go.mod requires the core by version and has its replaces"
+    module = "github.com/elastic-idl/elastic-idl/go"
+    want = {
+        f"require {module}/flyteplugin {version.group(1)}",
+        *(f"{module}{sub} {version.group(1)} => /src/elastic-idl/go{sub}" for sub in ("", "/kubeflow", "/flyteplugin")),
+        *(" ".join(line.split()) for line in own.group(1).splitlines() if line.strip()),
+    }
+    assert want <= lines, sorted(want - lines)
+    assert lines - want == {"replace (", ")"}
+    # no code block tells a reader to `go get` a version that is not served
+    assert not any("go get" in b.text for b in blocks(page.read_text(), "propeller.md"))

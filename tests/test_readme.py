@@ -100,7 +100,7 @@ EXEMPT_BLOCKS: dict[tuple[str, str, str], str] = {
         "docs/guide/propeller.md",
         "",
         "",
-    ): "a propeller build's go get; scripts/go_release_check.sh builds such a consumer",
+    ): "a propeller module's go.mod lines; scripts/go_release_check.sh builds such a consumer, test_go.py compares",
     ("docs/guide/propeller.md", "", "yaml"): "propeller's configuration, read by a propeller deployment",
 }
 #: The message of our DeprecationWarnings (elastic_idl._errors.deprecated), as a warnings filter.

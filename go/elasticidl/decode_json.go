@@ -138,6 +138,44 @@ func fieldByKey(desc protoreflect.MessageDescriptor, key string) protoreflect.Fi
 	return desc.Fields().ByJSONName(key)
 }
 
+// fieldKeys is every key a field of desc may be written as: its JSON name and its proto name.
+func fieldKeys(desc protoreflect.MessageDescriptor) []string {
+	keys := make([]string, 0, 2*desc.Fields().Len())
+	for i := 0; i < desc.Fields().Len(); i++ {
+		fd := desc.Fields().Get(i)
+		keys = append(keys, fd.JSONName(), string(fd.Name()))
+	}
+	return keys
+}
+
+// taskDescriptors is the message of each task shape, by task_type_version (0, 1).
+var taskDescriptors = func() [2]protoreflect.MessageDescriptor {
+	var out [2]protoreflect.MessageDescriptor
+	for v := range out {
+		msg, _ := newMessage(int32(v))
+		out[v] = msg.ProtoReflect().Descriptor()
+	}
+	return out
+}()
+
+// otherShapeHint is, for an unknown key of a task message that the other task shape has, which
+// task_type_version to read the input as (the reference's _other_shape_hint); else "".
+func otherShapeHint(desc protoreflect.MessageDescriptor, key string) string {
+	for v, task := range taskDescriptors {
+		other := 1 - v
+		if task.FullName() != desc.FullName() || fieldByKey(taskDescriptors[other], key) == nil {
+			continue
+		}
+		shape := "legacy"
+		if other == TaskTypeVersionKubeflow {
+			shape = "kubeflow"
+		}
+		return fmt.Sprintf("; %s is a field of the %s task shape: read the input as task_type_version %d "+
+			"(command line: --task-type-version %d)", pyStrRepr(key), shape, other, other)
+	}
+	return ""
+}
+
 func knownKeys(desc protoreflect.MessageDescriptor) string {
 	var names []string
 	for i := 0; i < desc.Fields().Len(); i++ {
@@ -172,9 +210,13 @@ func checkObject(obj *jsonObject, desc protoreflect.MessageDescriptor, format st
 		value := obj.values[k]
 		fd := fieldByKey(desc, key)
 		if fd == nil {
+			hint := otherShapeHint(desc, key)
+			if hint == "" {
+				hint = didYouMean(key, fieldKeys(desc))
+			}
 			return nil, &DecodeError{
 				Field:  key,
-				Reason: fmt.Sprintf("unknown field of %s (known: %s)", desc.Name(), knownKeys(desc)),
+				Reason: fmt.Sprintf("unknown field of %s (known: %s)%s", desc.Name(), knownKeys(desc), hint),
 				Format: format,
 			}
 		}
@@ -249,10 +291,12 @@ func checkValue(fd protoreflect.FieldDescriptor, value jsonValue, format string)
 		ed := fd.Enum()
 		switch x := value.(type) {
 		case string:
-			if ed.Values().ByName(protoreflect.Name(x)) == nil {
-				return bad(fmt.Sprintf("unknown %s %s; expected one of %s", ed.Name(), pyRepr(x), enumNames(ed)))
+			// The name, or a short name ("spawn"): the name is what is kept, and written back.
+			name, ok := enumValueName(ed, x)
+			if !ok {
+				return bad(fmt.Sprintf("unknown %s %s; %s", ed.Name(), pyRepr(x), enumExpected(ed, x)))
 			}
-			return x, nil
+			return name, nil
 		case jsonNumber:
 			// Kept even when the schema does not define it (proto3 enums are open);
 			// validation reports it as enum.known.
@@ -270,8 +314,12 @@ func checkValue(fd protoreflect.FieldDescriptor, value jsonValue, format string)
 			return bad("expected true or false, got " + pyRepr(value))
 		}
 	case protoreflect.StringKind:
-		if _, ok := value.(string); !ok {
+		s, ok := value.(string)
+		if !ok {
 			return bad(fmt.Sprintf("expected a string, got %s %s", pyTypeName(value), pyRepr(value)))
+		}
+		if !utf8.ValidString(s) { // JSON's "\ud800": checked here, as the reference does, so the path has its index
+			return bad("not valid UTF-8 (a lone surrogate): " + pyRepr(s))
 		}
 	}
 	// uint64 and fixed64, floats and bytes: no such field in this schema; the

@@ -67,7 +67,8 @@ func TestDecodeErrors(t *testing.T) {
 		// JSON, after the checks: the builder's errors name the fields, without list indices.
 		{"duration range", FormatJSON, 1, `{"elasticConfig": {"monitor_interval": "315576000001s"}}`, "elastic_config.monitor_interval"},
 		{"duration newline", FormatJSON, 1, `{"elasticConfig": {"monitorInterval": "5s\n"}}`, "elastic_config.monitor_interval"},
-		{"lone surrogate", FormatJSON, 1, `{"elasticConfig": {"rdzvOptions": [{"key": "a"}, {"key": "\udc00"}]}}`, "elastic_config.rdzv_options.key"},
+		// A lone surrogate is checked with the values, as the reference does: its path has the list index.
+		{"lone surrogate", FormatJSON, 1, `{"elasticConfig": {"rdzvOptions": [{"key": "a"}, {"key": "\udc00"}]}}`, "elastic_config.rdzv_options[1].key"},
 		// Binary: a known field number with another wire type is the other shape.
 		{"legacy bytes as kubeflow", FormatBinary, 1, "\x08\x03", "worker_replicas"},
 		{"kubeflow bytes as legacy", FormatBinary, 0, "\x0a\x02\x08\x03", "workers"},

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // pyLineBreaks are the line boundaries of Python's str.splitlines().
@@ -47,10 +48,12 @@ func decodeTextproto(text string, taskTypeVersion int32) (*Task, error) {
 			Format: string(FormatTextproto),
 		}
 	}
-	if err := prototext.Unmarshal([]byte(pyStringEscapes(pySpaces(text))), msg); err != nil {
+	parsed := pyStringEscapes(pySpaces(text))
+	if err := prototext.Unmarshal([]byte(parsed), msg); err != nil {
+		field := textprotoField(text, err.Error())
 		return nil, &DecodeError{
-			Field:  textprotoField(text, err.Error()),
-			Reason: "bad textproto: " + err.Error(),
+			Field:  field,
+			Reason: "bad textproto: " + err.Error() + textprotoHint(msg.ProtoReflect().Descriptor(), parsed, err.Error(), field),
 			Format: string(FormatTextproto),
 			Err:    err,
 		}
@@ -337,4 +340,143 @@ func afterStrings(lines []string, line, col int) (int, int) {
 		return i + 1, j + 1
 	}
 	return lastToken(lines)
+}
+
+var (
+	textUnknownField = regexp.MustCompile(`unknown field: (\w+)`)
+	// protobuf-go reads "core-complex" as no value at all; protobuf Python as an unknown enum name.
+	textBadEnum = regexp.MustCompile(`(?:invalid value for enum type|invalid scalar value): (\S+)`)
+)
+
+// textprotoHint is what the reference adds to protobuf's error: for an unknown field, the
+// other task shape's hint or a "did you mean"; for an enum value, the name it writes (a
+// short name, which textproto does not take) or the one it looks like a typo of. parsed is
+// the text prototext read; field the field the error points at.
+func textprotoHint(root protoreflect.MessageDescriptor, parsed, errText, field string) string {
+	m := textPosition.FindStringSubmatch(errText)
+	if m == nil {
+		return ""
+	}
+	var line, col int
+	fmt.Sscan(m[1], &line)
+	fmt.Sscan(m[2], &col)
+	desc := enclosingMessage(root, parsed, offsetOf(parsed, line, col))
+	if desc == nil {
+		return ""
+	}
+	if u := textUnknownField.FindStringSubmatch(errText); u != nil {
+		if hint := otherShapeHint(desc, u[1]); hint != "" {
+			return hint
+		}
+		names := make([]string, desc.Fields().Len())
+		for i := range names {
+			names[i] = string(desc.Fields().Get(i).Name())
+		}
+		return didYouMean(u[1], names) // textproto takes the proto names only
+	}
+	e := textBadEnum.FindStringSubmatch(errText)
+	fd := desc.Fields().ByName(protoreflect.Name(field))
+	if e == nil || fd == nil || fd.Enum() == nil {
+		return ""
+	}
+	if name, ok := enumValueName(fd.Enum(), e[1]); ok {
+		return fmt.Sprintf("; did you mean %s? (textproto takes the names protobuf defines; YAML and JSON also take %s)",
+			pyStrRepr(name), pyStrRepr(e[1]))
+	}
+	if match := enumSuggestion(fd.Enum(), e[1]); match != "" {
+		return fmt.Sprintf("; did you mean %s?", pyStrRepr(match))
+	}
+	return ""
+}
+
+// offsetOf is the byte offset of a 1-based line and rune column (prototext's positions).
+func offsetOf(text string, line, col int) int {
+	i := 0
+	for l := 1; l < line; l++ {
+		next := strings.IndexByte(text[i:], '\n')
+		if next < 0 {
+			return len(text)
+		}
+		i += next + 1
+	}
+	for c := 1; c < col && i < len(text); c++ {
+		_, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+	}
+	return i
+}
+
+// enclosingMessage is the message type the text at byte offset end is in: the message
+// fields opened before it and not yet closed, followed from root; nil when they are no
+// fields of the schema. The text before end is what prototext read without an error.
+func enclosingMessage(root protoreflect.MessageDescriptor, text string, end int) protoreflect.MessageDescriptor {
+	type frame struct {
+		desc protoreflect.MessageDescriptor
+		list protoreflect.FieldDescriptor // inside "name: [": the repeated message field
+	}
+	stack := []frame{{desc: root}}
+	var field protoreflect.FieldDescriptor // the field named last, until its value
+	afterColon := false
+	for i := 0; i < end && i < len(text); {
+		top := &stack[len(stack)-1]
+		c := text[i]
+		switch {
+		case c == '#':
+			for i < len(text) && text[i] != '\n' {
+				i++
+			}
+			continue
+		case c == '"' || c == '\'':
+			for i++; i < len(text) && text[i] != c && text[i] != '\n'; i++ {
+				if text[i] == '\\' {
+					i++
+				}
+			}
+			i++
+			field, afterColon = nil, false
+			continue
+		case c == '{' || c == '<':
+			target := field
+			if top.list != nil && !afterColon {
+				target = top.list
+			}
+			if target == nil || target.Message() == nil {
+				return nil
+			}
+			stack = append(stack, frame{desc: target.Message()})
+			field, afterColon = nil, false
+		case c == '}' || c == '>':
+			if len(stack) == 1 {
+				return nil
+			}
+			stack = stack[:len(stack)-1]
+		case c == '[':
+			if field != nil { // "name: [" or, for a message field, "name ["
+				top.list = field
+			}
+			field, afterColon = nil, false
+		case c == ']':
+			top.list = nil
+		case c == ':':
+			afterColon = true
+		case c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z':
+			start := i
+			for i < len(text) && (text[i] == '_' || text[i] >= '0' && text[i] <= '9' ||
+				text[i] >= 'A' && text[i] <= 'Z' || text[i] >= 'a' && text[i] <= 'z') {
+				i++
+			}
+			if afterColon || top.list != nil { // a value (an enum name, true): not a field name
+				field, afterColon = nil, false
+			} else {
+				field = top.desc.Fields().ByName(protoreflect.Name(text[start:i]))
+			}
+			continue
+		case c > ' ' && c != ',' && c != ';': // a number, a sign: a value
+			if afterColon {
+				field, afterColon = nil, false
+			}
+		}
+		i++
+	}
+	return stack[len(stack)-1].desc
 }

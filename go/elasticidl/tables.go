@@ -18,6 +18,9 @@ type enumText struct {
 	text   string
 }
 
+// enumShortName is an enum value's name and the short name a task file may write for it.
+type enumShortName struct{ enum, name, short string }
+
 // suffixPower is a quantity suffix and the power (of 2 or 10) it stands for.
 type suffixPower struct {
 	suffix string

@@ -225,6 +225,42 @@ const storageDropped = "STORAGE is not a container resource (the API server refu
 // elastic_idl._task.codec.UNKNOWN_FIELD
 const unknownFieldReason = "not a field (or enum value) this version knows, from a newer schema?; ignored"
 
+// elastic_idl._task.enums.ENUM_SHORT_NAMES: each enum value's name and the short name a task file may use.
+var enumShortNames = []enumShortName{
+	{"elastic_idl.core.v1.Resources.ResourceName", "UNKNOWN", "unknown"},
+	{"elastic_idl.core.v1.Resources.ResourceName", "CPU", "cpu"},
+	{"elastic_idl.core.v1.Resources.ResourceName", "GPU", "gpu"},
+	{"elastic_idl.core.v1.Resources.ResourceName", "MEMORY", "memory"},
+	{"elastic_idl.core.v1.Resources.ResourceName", "STORAGE", "storage"},
+	{"elastic_idl.core.v1.Resources.ResourceName", "EPHEMERAL_STORAGE", "ephemeral_storage"},
+	{"elastic_idl.plugins.kubeflow.v1.CleanPodPolicy", "CLEANPOD_POLICY_NONE", "none"},
+	{"elastic_idl.plugins.kubeflow.v1.CleanPodPolicy", "CLEANPOD_POLICY_RUNNING", "running"},
+	{"elastic_idl.plugins.kubeflow.v1.CleanPodPolicy", "CLEANPOD_POLICY_ALL", "all"},
+	{"elastic_idl.plugins.kubeflow.v1.RestartPolicy", "RESTART_POLICY_NEVER", "never"},
+	{"elastic_idl.plugins.kubeflow.v1.RestartPolicy", "RESTART_POLICY_ON_FAILURE", "on_failure"},
+	{"elastic_idl.plugins.kubeflow.v1.RestartPolicy", "RESTART_POLICY_ALWAYS", "always"},
+	{"elastic_idl.plugins.v1.NprocPolicy", "NPROC_POLICY_UNSPECIFIED", "unspecified"},
+	{"elastic_idl.plugins.v1.NprocPolicy", "NPROC_POLICY_AUTO", "auto"},
+	{"elastic_idl.plugins.v1.NprocPolicy", "NPROC_POLICY_CPU", "cpu"},
+	{"elastic_idl.plugins.v1.NprocPolicy", "NPROC_POLICY_GPU", "gpu"},
+	{"elastic_idl.plugins.v1.NumaBinding", "NUMA_BINDING_UNSPECIFIED", "unspecified"},
+	{"elastic_idl.plugins.v1.NumaBinding", "NUMA_BINDING_NODE", "node"},
+	{"elastic_idl.plugins.v1.NumaBinding", "NUMA_BINDING_SOCKET", "socket"},
+	{"elastic_idl.plugins.v1.NumaBinding", "NUMA_BINDING_EXCLUSIVE", "exclusive"},
+	{"elastic_idl.plugins.v1.NumaBinding", "NUMA_BINDING_CORE_COMPLEX", "core_complex"},
+	{"elastic_idl.plugins.v1.StartMethod", "START_METHOD_UNSPECIFIED", "unspecified"},
+	{"elastic_idl.plugins.v1.StartMethod", "START_METHOD_SPAWN", "spawn"},
+	{"elastic_idl.plugins.v1.StartMethod", "START_METHOD_FORK", "fork"},
+	{"elastic_idl.plugins.v1.StartMethod", "START_METHOD_FORKSERVER", "forkserver"},
+	{"elastic_idl.plugins.v1.StdStreams", "STD_STREAMS_UNSPECIFIED", "unspecified"},
+	{"elastic_idl.plugins.v1.StdStreams", "STD_STREAMS_OUT", "out"},
+	{"elastic_idl.plugins.v1.StdStreams", "STD_STREAMS_ERR", "err"},
+	{"elastic_idl.plugins.v1.StdStreams", "STD_STREAMS_ALL", "all"},
+}
+
+// elastic_idl._errors.SUGGESTION_CUTOFF
+const suggestionCutoff = 0.75
+
 // elastic_idl._backend.networkpolicy.NETWORK_POLICY_API_VERSION
 const networkPolicyAPIVersion = "networking.k8s.io/v1"
 

@@ -141,9 +141,11 @@ func pruneValue(fd protoreflect.FieldDescriptor, v jsonValue, path string, skipp
 		}
 		return pruneObject(v, fd.Message(), path, skipped), true
 	case protoreflect.EnumKind:
-		if s, ok := v.(string); ok && fd.Enum().Values().ByName(protoreflect.Name(s)) == nil {
-			*skipped = append(*skipped, path)
-			return nil, false
+		if s, ok := v.(string); ok {
+			if _, known := enumValueName(fd.Enum(), s); !known {
+				*skipped = append(*skipped, path)
+				return nil, false
+			}
 		}
 	}
 	return v, true

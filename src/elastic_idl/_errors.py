@@ -20,6 +20,7 @@ __all__ = [
     "MAX_ERROR_CHARS",
     "MAX_FIELD_CHARS",
     "MAX_VIOLATIONS_SHOWN",
+    "SUGGESTION_CUTOFF",
     "CaseError",
     "DecodeError",
     "ElasticIdlError",
@@ -105,9 +106,19 @@ def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     return flat
 
 
+#: How alike an unknown name and a known one must be for a "did you mean": difflib's ratio (twice the
+#: matching characters over both lengths) at least this. The Go backend ports the same algorithm and reads
+#: this threshold (``tables_gen.go``); ``contract/spelling.json`` holds the vectors both languages pass.
+SUGGESTION_CUTOFF = 0.75
+
+
 def close_match(name: str, known: Iterable[str]) -> str | None:
-    """The one of ``known`` that ``name`` looks like a typo of, or None."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    """The one of ``known`` that ``name`` looks like a typo of (the most alike; of equals, the greatest), or None."""
+    # difflib's first bound (real_quick_ratio, from the lengths alone), here before difflib indexes ``name``:
+    # a long name (a hostile input's key of a million characters) costs nothing.
+    n = len(name)
+    alike = [k for k in known if (2.0 * min(len(k), n) / (len(k) + n) if k or n else 1.0) >= SUGGESTION_CUTOFF]
+    close = difflib.get_close_matches(name, alike, n=1, cutoff=SUGGESTION_CUTOFF) if alike else []
     return close[0] if close else None
 
 

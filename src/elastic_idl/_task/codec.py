@@ -23,13 +23,14 @@ from typing import Any, BinaryIO, Literal, NamedTuple
 
 import yaml
 from google.protobuf import json_format, text_format
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet as _UnknownFieldSet
 
 from elastic_idl._errors import DecodeError, SkewWarning, brief, did_you_mean
-from elastic_idl._task.messages import TASK_CLASSES, Task, task_class
+from elastic_idl._task.enums import ENUM_SHORT_NAMES, enum_suggestion, enum_value_name
+from elastic_idl._task.messages import TASK_CLASSES, Task, schema_messages, task_class
 from elastic_idl._task.names import INT32, STANDALONE_TASK_TYPE, TASK_TYPE, TASK_TYPE_VERSION
 
 __all__ = [
@@ -1254,14 +1255,13 @@ def _check_value(f: FieldDescriptor, value: Any, path: str, fmt: str, unknown: l
             return value
         names = [v.name for v in et.values]
         if isinstance(value, str):
-            if value not in names:
+            name = enum_value_name(et, value)  # the name, or a short name ("spawn"); written back as the name
+            if name is None:
                 if unknown is not None:
                     unknown.append(path)
                     return _SKIPPED
-                raise DecodeError(
-                    path, f"unknown {et.name} {brief(value)}; expected one of {', '.join(names)}", format=fmt
-                )
-            return value
+                raise DecodeError(path, f"unknown {et.name} {brief(value)}; {_enum_expected(et, value)}", format=fmt)
+            return name
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             # A number: kept even when the schema does not define it (proto3 enums are open);
             # validation reports it as enum.known.
@@ -1280,6 +1280,16 @@ def _check_value(f: FieldDescriptor, value: Any, path: str, fmt: str, unknown: l
         except UnicodeEncodeError:  # JSON's "\ud800": protobuf strings are UTF-8
             raise DecodeError(path, f"not valid UTF-8 (a lone surrogate): {brief(value)}", format=fmt) from None
     return value
+
+
+def _enum_expected(enum_type: EnumDescriptor, text: str) -> str:
+    """What an enum field takes, and the value ``text`` looks like a typo of."""
+    short = ENUM_SHORT_NAMES.get(enum_type.full_name, {})
+    names = ", ".join(v.name for v in enum_type.values)
+    differ = any(s != n.lower() for n, s in short.items())  # ResourceName's are its names
+    also = f", or {', '.join(short.values())} (any case)" if differ else " (any case)"
+    match = enum_suggestion(enum_type, text)
+    return f"expected one of {names}{also}" + (f"; did you mean {match!r}?" if match else "")
 
 
 def _decode_textproto(text: str, task_type_version: int) -> Task:
@@ -1323,6 +1333,16 @@ def _textproto_error(text: str, exc: text_format.ParseError) -> DecodeError:
             "write the character itself (the file is UTF-8) or a \\u or \\x escape"
         )
     field = _textproto_field(text, str(exc))
+    m = re.search(r'Enum type "([\w.]+)" has no value named ([\w-]+)', message)
+    enum_type = _ENUMS.get(m.group(1)) if m else None
+    if m and enum_type is not None:
+        value = m.group(2)
+        name = enum_value_name(enum_type, value)
+        match = name or enum_suggestion(enum_type, value)
+        hint = f"; did you mean {match!r}?" if match else ""
+        if name is not None:  # a short name: right in YAML and JSON, not in protobuf's own text format
+            hint += f" (textproto takes the names protobuf defines; YAML and JSON also take {value!r})"
+        message = message.rstrip(".") + hint if hint else message
     m = re.search(r'Message type "([\w.]+)" has no field named "(\w+)"', message)
     desc = _MESSAGES.get(m.group(1)) if m else None
     if m and desc is not None:
@@ -1332,20 +1352,10 @@ def _textproto_error(text: str, exc: text_format.ParseError) -> DecodeError:
     return DecodeError(field, f"bad textproto: {message}", format="textproto", line=line, column=column)
 
 
-def _schema_messages() -> dict[str, Descriptor]:
-    """Every message type of this schema that a task holds (both shapes), by full name."""
-    out: dict[str, Descriptor] = {}
-    todo = [cls.DESCRIPTOR for cls in TASK_CLASSES.values()]
-    while todo:
-        desc = todo.pop()
-        if desc.full_name not in out and desc.full_name.startswith("elastic_idl."):
-            out[desc.full_name] = desc
-            todo.extend(f.message_type for f in desc.fields if f.message_type is not None)
-    return out
-
-
 #: The schema's message types, by full name: what a textproto error's "Message type" names.
-_MESSAGES = _schema_messages()
+_MESSAGES = schema_messages()
+#: The schema's enum types, by full name: what a textproto error's "Enum type" names.
+_ENUMS = {f.enum_type.full_name: f.enum_type for d in _MESSAGES.values() for f in d.fields if f.enum_type is not None}
 
 
 def _textproto_field(text: str, error: str) -> str:

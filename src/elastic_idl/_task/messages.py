@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError as _PbDecodeError
 from google.protobuf.message import Message
 
@@ -36,6 +37,7 @@ __all__ = [
     "Task",
     "as_pb2",
     "as_task",
+    "schema_messages",
     "task_class",
     "task_type_version_of",
 ]
@@ -55,6 +57,18 @@ Task = LegacyTask | KubeflowTask
 
 #: task_type_version -> the message class of that task shape (what the backend dispatches on).
 TASK_CLASSES: dict[int, type[LegacyTask] | type[KubeflowTask]] = {0: LegacyTask, 1: KubeflowTask}
+
+
+def schema_messages() -> dict[str, Descriptor]:
+    """Every message type of this schema that a task holds, of both shapes, by full name."""
+    out: dict[str, Descriptor] = {}
+    todo = [cls.DESCRIPTOR for cls in TASK_CLASSES.values()]
+    while todo:
+        desc = todo.pop()
+        if desc.full_name not in out and desc.full_name.startswith(_OUR_PACKAGE):
+            out[desc.full_name] = desc
+            todo.extend(f.message_type for f in desc.fields if f.message_type is not None)
+    return out
 
 
 def task_class(task_type_version: int) -> type[LegacyTask] | type[KubeflowTask]:
