@@ -36,8 +36,8 @@ Pass conditions (issue 21), each run:
 - class 12: the victim's Node is cordoned and the survivor's is not (the replacement cannot join
   the survivor's Node: the job's pods have a pod anti-affinity on the hostname);
 - class 14: the pod the seed picks fails for good (even seeds worker-0, the rendezvous store
-  host), and it is the first pod to exit non-retryably (below 128); with ours its FailureReport's
-  root cause is its own error;
+  host) and exits by itself below 128 (not retried); with ours its FailureReport's root cause is
+  its own error;
 - a job that must fail has every pod stopped within STOP_BOUND_S of its failure; a job that
   succeeded, within SETTLE_S.
 
@@ -1096,8 +1096,9 @@ class Run:
 
     def _failed_for_good(self, incs: dict[str, dict[str, Any]]) -> list[str]:
         """Class 14: the pod the seed picks (the store host for even seeds) is the one poisoned,
-        it ends the job itself (exits below 128, not retried) before any other pod does, and with
-        ours its FailureReport's root cause is its own error."""
+        it ends by itself below 128 (a failure the operator does not retry: what fails the job),
+        and with ours its FailureReport's root cause is its own error. Which pod exits first is
+        not judged: the other pod's launcher may give up on its own restarts at the same time."""
         victim, at_init = fail_for_good_plan(self.seed)
         path = self.shared / "poison.json"
         if not path.exists():
@@ -1106,19 +1107,16 @@ class Run:
         if (poison.get("pod"), bool(poison.get("at_init"))) != (self.pod(victim), at_init):
             return [f"{poison.get('pod')} failed for good (at_init {bool(poison.get('at_init'))}); the seed picks "
                     f"{self.pod(victim)}{' (the store host)' if victim == 0 else ''} (at_init {at_init})"]  # fmt: skip
-        own = sorted(
-            (x for i in incs.values() for x in i["exits"] if 0 < (x.get("code") or 0) < 128 and not x.get("killed_by")),
-            key=lambda x: x["t"],
-        )
-        if not own:
-            return [f"no pod exited non-retryably (below 128): {self.pod(victim)} did not end the job"]
-        if own[0]["pod"] != self.pod(victim):
-            return [f"{own[0]['pod']} exited {own[0]['code']} first: the job's failure is blamed on it, not on "
-                    f"{self.pod(victim)}, which failed for good"]  # fmt: skip
+        mine = [(i, x) for i in incs.values() if i["pod"] == self.pod(victim) for x in i["exits"]]
+        final = [(i, x) for i, x in mine if 0 < (x.get("code") or 0) < 128 and not x.get("killed_by")]
+        if not final:
+            codes = ", ".join(str(x.get("code")) for _, x in mine) or "none"
+            return [f"{self.pod(victim)} failed for good but never exited non-retryably (below 128; its exits: "
+                    f"{codes})"]  # fmt: skip
         if self.side != "ours":
             return []
-        inc = next(i for i in incs.values() if own[0] in i["exits"])
-        begin, end = inc["starts"][0]["t"] - 1 if inc["starts"] else 0.0, own[0]["t"] + 1
+        inc, last = final[0]
+        begin, end = inc["starts"][0]["t"] - 1 if inc["starts"] else 0.0, last["t"] + 1
         roots = []
         for t, report in self._failure_files().get(self.pod(victim), []):
             if begin <= t <= end:

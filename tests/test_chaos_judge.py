@@ -349,16 +349,16 @@ def test_class_12_renders_one_pod_per_node() -> None:
 # --------------------------------------------------------------------------- hole 6: class 14 never fails the store host
 
 
-def _fails_for_good(tmp_path: Path, seed: int, poisoned: int, first: int, root: str) -> Story:
-    """`poisoned` fails for good at step 32; `first` is the pod that exits 3 first (with `root` as
-    its report's root cause); the other pod exits 200 after."""
+def _fails_for_good(tmp_path: Path, seed: int, poisoned: int, code: int, root: str) -> Story:
+    """`poisoned` fails for good at step 32 and its pod exits `code` (with `root` as its report's
+    root cause); the job fails, and the other pod exits 3 after, blaming the peer."""
     s = Story(tmp_path, 14, seed=seed)
     s.train(2, 32)
     s.poison = {"pod": s.pod(poisoned), "at_step": 32, "at_init": cc.fail_for_good_plan(seed)[1]}
     s.fault(f"worker-{poisoned} fails for good (in a collective)")
-    s.exit_pod(s.pod(first), 3, report=root)
+    s.exit_pod(s.pod(poisoned), code, report=root)
     s.fail()
-    s.exit_pod(s.pod(1 - first), 200, report="the rendezvous store is gone")
+    s.exit_pod(s.pod(1 - poisoned), 3, report="RuntimeError: Connection closed by peer")
     return s
 
 
@@ -372,22 +372,22 @@ def test_class_14_seeds_fail_the_store_host_and_the_other_pod_both_ways() -> Non
 
 def test_class_14_that_poisons_worker_1_where_the_seed_picks_the_store_host_fails(tmp_path: Path) -> None:
     # The old scenario: always worker-1. Seed 4 picks worker-0, the store host.
-    story = _fails_for_good(tmp_path, 4, 1, 1, "RuntimeError: poison: chaos-worker-1 fails for good at step 32")
+    story = _fails_for_good(tmp_path, 4, 1, 3, "RuntimeError: poison: chaos-worker-1 fails for good at step 32")
     fails(story, "chaos-worker-1 failed for good (at_init False); the seed picks chaos-worker-0 (the store host)")
 
 
-def test_class_14_where_the_survivor_takes_the_blame_fails(tmp_path: Path) -> None:
-    story = _fails_for_good(tmp_path, 4, 0, 1, "RuntimeError: Connection closed by peer")
-    fails(story, "chaos-worker-1 exited 3 first: the job's failure is blamed on it")
+def test_class_14_where_the_store_host_exits_as_retryable_fails(tmp_path: Path) -> None:
+    story = _fails_for_good(tmp_path, 4, 0, 200, "the rendezvous store is gone")
+    fails(story, "chaos-worker-0 failed for good but never exited non-retryably (below 128; its exits: 200)")
 
 
 def test_class_14_where_the_store_host_reports_another_root_cause_fails(tmp_path: Path) -> None:
-    story = _fails_for_good(tmp_path, 4, 0, 0, "RuntimeError: Connection closed by peer")
+    story = _fails_for_good(tmp_path, 4, 0, 3, "RuntimeError: Connection closed by peer")
     fails(story, "chaos-worker-0's FailureReport does not name its own error as the root cause")
 
 
 def test_class_14_where_the_store_host_fails_for_good_and_ends_the_job_passes(tmp_path: Path) -> None:
-    passes(_fails_for_good(tmp_path, 4, 0, 0, POISON_0))
+    passes(_fails_for_good(tmp_path, 4, 0, 3, POISON_0))
 
 
 # --------------------------------------------------------------------------- item 10: a commit of main's history
