@@ -1276,7 +1276,7 @@ class Results:
                 tmp = self.path.with_suffix(".tmp")
                 body = {
                     "about": SETTINGS,
-                    "runs": sorted(self.records, key=lambda x: (x["class"], x["side"], x["seed"], x["date"])),
+                    "runs": sorted(self.records, key=lambda x: (x["class"], x["side"], x["seed"], x.get("date", ""))),
                 }
                 tmp.write_text(json.dumps(body, indent=1) + "\n")
                 os.replace(tmp, self.path)
