@@ -156,17 +156,7 @@ func checkForward(t *testing.T, label string, task *Task, err error, want forwar
 	if got := task.UnknownFields(); !reflect.DeepEqual(got, want.Unknown) {
 		t.Errorf("%s: unknown fields %q, want %q", label, got, want.Unknown)
 	}
-	custom, err := task.CustomJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got map[string]any
-	if err := json.Unmarshal([]byte(custom), &got); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want.Custom) {
-		t.Errorf("%s: custom %v, want %v", label, got, want.Custom)
-	}
+	checkCustom(t, label, task, want.Custom)
 	binary, _ := task.Binary()
 	if hex.EncodeToString(binary) != want.BinaryHex {
 		t.Errorf("%s: binary %x, want %s", label, binary, want.BinaryHex)

@@ -105,6 +105,7 @@ func TestSpellingDecode(t *testing.T) {
 	}
 }
 
+// checkCustom fails the test when the task's custom dict is not want.
 func checkCustom(t *testing.T, label string, task *Task, want map[string]any) {
 	t.Helper()
 	custom, err := task.CustomJSON()
