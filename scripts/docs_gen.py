@@ -287,13 +287,22 @@ def _stub_docs(module: str) -> dict[str, str]:
                     docs[prefix + node.name] = doc
                 walk(node.body, f"{prefix}{node.name}.")
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+                if (
+                    isinstance(nxt, ast.Expr)
+                    and isinstance(nxt.value, ast.Constant)
+                    and isinstance(nxt.value.value, str)
+                ):
                     docs[prefix + node.target.id] = inspect.cleandoc(nxt.value.value)
             elif isinstance(node, ast.FunctionDef) and (doc := ast.get_docstring(node)):
                 docs[prefix + node.name] = doc
 
     walk(tree.body, "")
     return docs
+
+
+def _pb2_module(descriptor: Any) -> str:
+    """The ``_pb2`` module a message or enum is generated into: its package and its .proto file's name."""
+    return f"{descriptor.file.package}.{descriptor.file.name.rsplit('/', 1)[1].removesuffix('.proto')}_pb2"
 
 
 def _local_name(descriptor: object) -> str:
@@ -324,7 +333,7 @@ def _type_name(field: object) -> str:
 
 
 def _message_section(public: str | None, descriptor: Any, level: int) -> str:
-    docs = _stub_docs(descriptor.file.package + "." + descriptor.file.name.rsplit("/", 1)[1].removesuffix(".proto") + "_pb2")
+    docs = _stub_docs(_pb2_module(descriptor))
     local = _local_name(descriptor)
     anchor = f"elastic_idl.{public}" if public else descriptor.full_name
     title = public or local
@@ -345,7 +354,7 @@ def _message_section(public: str | None, descriptor: Any, level: int) -> str:
 
 
 def _enum_section(descriptor: Any) -> str:
-    docs = _stub_docs(descriptor.file.package + "." + descriptor.file.name.rsplit("/", 1)[1].removesuffix(".proto") + "_pb2")
+    docs = _stub_docs(_pb2_module(descriptor))
     local = _local_name(descriptor)
     out = [
         f"### `{local}` {{#{descriptor.full_name}}}\n\n",
@@ -693,8 +702,10 @@ def rules_page() -> str:
     for ex in examples:
         proc = run_cli(ex, keeping=False)
         if proc.returncode != 1 or not proc.stderr.strip():
-            raise SystemExit(f"docs_gen: {ex.rule}: `elastic-idl {' '.join(ex.argv(ex.file, keeping=False))}` "
-                             f"exited {proc.returncode}, not 1:\n{proc.stderr}")
+            raise SystemExit(
+                f"docs_gen: {ex.rule}: `elastic-idl {' '.join(ex.argv(ex.file, keeping=False))}` "
+                f"exited {proc.returncode}, not 1:\n{proc.stderr}"
+            )
         command = " ".join(shlex.quote(a) for a in ["elastic-idl", *ex.argv(ex.file, keeping=False)])
         lines += [
             f"## `{ex.rule}` {{#{ex.rule}}}\n\n",
