@@ -5,8 +5,9 @@ same rules as `validate`, so an invalid config never reaches a
 cluster. It emits exactly what flytekit 1.16 emits (``to_template``), plus our
 extension fields, which put on the wire the settings flytekit keeps only in the
 Python object (start method, monitor interval, rendezvous timeouts). Pure: no
-torch, no flytekit, no environment; once flytekit is imported (never by this module),
-each config type is handed to its task plugin table (`tell_flytekit`).
+torch, no flytekit, no environment. When flytekit is imported already (never by this
+module), ``Elastic`` is registered with its task plugin table as this module's last step;
+imported later, flytekit's entry point does it (``elastic_idl.flytekit._register``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import enum
 import functools
 import re
 import sys
-import threading
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
@@ -479,7 +478,6 @@ class Elastic:
             raise ValidationError(_as_arguments(found, task))
         b.put("_task", task)
         b.put("_standalone", standalone)
-        tell_flytekit(type(self))
 
     def _rdzv_items(self, backend: str, problems: Problems) -> list[tuple[str, Any]]:
         """rdzv_configs as (key, value) pairs, with flytekit's ``timeout`` mapped for the backend."""
@@ -697,40 +695,13 @@ def _rebuild(kwargs: dict[str, Any]) -> Elastic:
     return Elastic(**kwargs)
 
 
-# ------------------------------------------------------------------ flytekit's task plugin table
-#: Config types waiting for flytekit to be imported, and those its table holds (weak: a class
-#: that goes away is dropped). elastic_idl.flytekit._register explains the registration.
-_flytekit_waiting: weakref.WeakSet[type] = weakref.WeakSet()
-_flytekit_registered: weakref.WeakSet[type] = weakref.WeakSet()
-_flytekit_lock = threading.Lock()  # configs built in several threads: the sets change as they are read
-
-
-def tell_flytekit(config_type: type | None = None) -> None:
-    """Have flytekit's ``@task`` map ``config_type`` (and the types waiting) to elastic-idl's plugin.
-
-    Called for ``Elastic`` when this module loads and for the type of every instance built;
-    flytekit's entry point calls it without a type. While flytekit is not imported the type
-    waits; nothing here imports flytekit or the plugin before flytekit is imported. Costs a
-    set lookup for a type already registered; a failed registration is logged once, not raised.
-    """
-    if config_type is not None and config_type in _flytekit_registered:
-        return
-    with _flytekit_lock:
-        if config_type is not None:
-            _flytekit_waiting.add(config_type)
-        if not _flytekit_waiting or sys.modules.get("flytekit") is None:
-            return
-        waiting = list(_flytekit_waiting)
-    from elastic_idl.flytekit._register import register_config_types
-
-    done = register_config_types(waiting)
-    with _flytekit_lock:
-        for config_type_done in done:
-            _flytekit_registered.add(config_type_done)
-            _flytekit_waiting.discard(config_type_done)
-
-
 #: The argument names of Elastic(...), the names a task field maps back to.
 _ELASTIC_ARGUMENTS = tuple(f.name for f in fields(Elastic) if f.init)
 reject_unknown_keywords(Elastic)
-tell_flytekit(Elastic)
+
+# flytekit's task plugin table (elastic_idl.flytekit._register): a plugin registers its config type
+# when it loads; with flytekit imported later, flytekit's entry point into elastic-idl does it.
+if sys.modules.get("flytekit") is not None:
+    from elastic_idl.flytekit._register import register
+
+    register(Elastic)

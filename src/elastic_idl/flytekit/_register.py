@@ -4,23 +4,26 @@
 answers. That table is keyed by exact type and filled with the public
 ``flytekit.extend.TaskPlugins.register_pythontask_plugin(config_type, plugin_class)`` (the
 same pair again is a no-op; another plugin for a type raises ``TypeError``); a type it does
-not hold gives a single-process ``python-task``, silently. So every config type that can
-reach ``@task`` is put in it as soon as flytekit is imported too, whatever came first and
-whether or not flytekit sees our entry point:
+not hold gives a single-process ``python-task``, silently.
 
-- the SDK module (``elastic_idl._sdk.elastic``) hands over ``Elastic`` when it loads and the
-  type of every instance when it is built (``Elastic.__post_init__``, which runs before any
-  ``@task`` can see it, pickled and copied configs included). With flytekit imported, the
-  type is registered there and then (`register_config_types`); without, it waits;
-- flytekit's entry point (`._entry`, run at the end of ``import flytekit``) registers
-  what waits; so does the next ``Elastic`` built once flytekit is imported, when the entry
-  point is not visible (a source checkout on ``PYTHONPATH`` without dist-info).
+A flytekit plugin registers its config type when it is imported, and flytekit imports the
+plugins of its ``flytekit.plugins`` entry-point group at the end of ``import flytekit``
+(``flytekit.load_implicit_plugins``, flytekit 1.16: ``importlib.metadata.entry_points``, then
+``load()`` of each, with no guard: an error there breaks ``import flytekit``). Our config type
+lives in the SDK (``elastic_idl._sdk.elastic``), which imports no flytekit, so `register`
+runs at whichever of the two imports comes second:
 
-A subclass is registered when its first instance is built, not when the class is created, and
-a type the table already holds is left as it is: a user who gives a subclass a plugin of their
-own registers it first and keeps it. Not covered: without the entry point, a config built
-before ``import flytekit`` and handed to ``@task`` before any other ``Elastic`` is built (the
-docs/guide/flytekit.md, "Install").
+- ``import flytekit`` after ``elastic_idl.Elastic`` is loaded: our entry point
+  (`._entry`) registers it;
+- ``elastic_idl.Elastic`` loaded after ``import flytekit``: the SDK module registers it as its
+  last step (the way kfpytorch's module registers its ``Elastic``);
+- importing the plugin class (``from elastic_idl.flytekit import ElasticFunctionTask``) registers
+  it too: the way in where flytekit does not see the entry point (a source tree on
+  ``PYTHONPATH`` without dist-info).
+
+Building a config registers nothing. A subclass of ``Elastic`` is a type of its own to flytekit's
+table: register it as any plugin's config, with
+``TaskPlugins.register_pythontask_plugin(MyElastic, ElasticFunctionTask)``.
 
 The plugin class is resolved on the first registration: ``ElasticFunctionTask``, or where it
 cannot work (``kubernetes`` or ``cloudpickle`` missing, an import error) a class that raises
@@ -29,7 +32,7 @@ becomes a ``python-task``. A flytekit outside the tested lines (``TESTED_FLYTEKI
 no such reason: the plugin is registered and one warning per process says so (logger
 ``elastic_idl``; not repeated by the workers a task launches).
 
-Nothing here imports flytekit: every function that needs it runs only once it is imported
+Nothing here imports flytekit: `register` runs only once it is imported
 (`plugin_error` excepted, which imports it to answer).
 """
 
@@ -39,7 +42,6 @@ import importlib.util
 import logging
 import sys
 import threading
-from collections.abc import Iterable
 from typing import Any
 
 from elastic_idl.flytekit._support import (
@@ -50,7 +52,7 @@ from elastic_idl.flytekit._support import (
     lines_text,
 )
 
-__all__ = ["plugin_error", "register_config_types", "register_waiting"]
+__all__ = ["plugin_error", "register"]
 
 _log = logging.getLogger("elastic_idl")
 
@@ -58,9 +60,6 @@ _log = logging.getLogger("elastic_idl")
 _EXTRA_MODULES = ("kubernetes", "cloudpickle")
 #: elastic-idl is not on PyPI: the extra comes with the wheel built from the checkout.
 _INSTALL_HINT = "install the elastic-idl wheel with its flytekit extra (docs/guide/flytekit.md, Install)"
-#: The SDK module that hands its config types over (it is never imported from here).
-_SDK_MODULE = "elastic_idl._sdk.elastic"
-
 _lock = threading.RLock()
 #: The resolved plugin class (ours, or one that refuses) and why it refuses.
 _plugin: type | None = None
@@ -177,50 +176,30 @@ def _log_failure(what: str, exc: BaseException) -> None:
         _log.warning("%s", text)
 
 
-def register_config_types(config_types: Iterable[type]) -> list[type]:
-    """Map each of ``config_types`` to the plugin in flytekit's table; flytekit must be imported.
+def register(config_type: type) -> bool:
+    """Map ``config_type`` to the plugin in flytekit's table; flytekit must be imported.
 
-    A type the table already holds (ours, or a plugin someone registered for it) is left as it
-    is: flytekit refuses to replace it. Returns the types the table holds now, as its lookup
-    answers; a failure (flytekit's API not what it documents) is logged once and its types are
-    left out, to be tried again. Never raises.
+    A type the table already holds for another plugin is left as it is (flytekit refuses to
+    replace it). Returns whether flytekit's lookup now answers a plugin other than its default;
+    a failure (flytekit's API not what it documents) is logged once. Never raises: it runs
+    inside ``import flytekit`` and at the end of our SDK's import.
     """
     try:
         from flytekit import PythonFunctionTask
         from flytekit.extend import TaskPlugins
-    except Exception as exc:
-        _log_failure("flytekit's task plugin table cannot be reached", exc)
-        return []
-    done: list[type] = []
-    with _lock:
-        for config_type in config_types:
+
+        with _lock:
+            plugin = _resolve()
             try:
-                plugin = _resolve()
-                try:
-                    TaskPlugins.register_pythontask_plugin(config_type, plugin)
-                except TypeError:
-                    pass  # flytekit refuses a second plugin for a type: the one registered first stays
-                found = TaskPlugins.find_pythontask_plugin(config_type)
-                if found is PythonFunctionTask:
-                    raise LookupError("flytekit's table still answers PythonFunctionTask for it")
-                if found is plugin:
-                    _check_line()
-                done.append(config_type)
-            except Exception as exc:
-                _log_failure(f"{config_type.__qualname__} could not be registered with flytekit", exc)
-    return done
-
-
-def register_waiting() -> None:
-    """Register the config types the SDK module holds back (``Elastic``, types built before flytekit).
-
-    Called by flytekit's entry point, inside ``import flytekit``: never raises, and does nothing
-    unless ``elastic_idl.Elastic`` is loaded.
-    """
-    try:
-        sdk = sys.modules.get(_SDK_MODULE)
-        hand_over = getattr(sdk, "tell_flytekit", None)
-        if hand_over is not None:
-            hand_over()
-    except Exception as exc:  # never break `import flytekit`
-        _log_failure("the flytekit plugin could not be registered", exc)
+                TaskPlugins.register_pythontask_plugin(config_type, plugin)
+            except TypeError:
+                pass  # flytekit refuses a second plugin for a type: the one registered first stays
+            found = TaskPlugins.find_pythontask_plugin(config_type)
+            if found is PythonFunctionTask:
+                raise LookupError("flytekit's table still answers PythonFunctionTask for it")
+            if found is plugin:
+                _check_line()
+            return True
+    except Exception as exc:
+        _log_failure(f"{config_type.__qualname__} could not be registered with flytekit", exc)
+        return False

@@ -10,11 +10,13 @@ through elastic-idl's launcher (`._run`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 from typing import Any
 
 from flytekit.core.python_function_task import PythonFunctionTask
+from flytekit.extend import TaskPlugins
 
 import elastic_idl as ei
 from elastic_idl.flytekit._pod import with_shared_memory
@@ -85,3 +87,9 @@ class ElasticFunctionTask(PythonFunctionTask):  # type: ignore[misc]
         from elastic_idl.flytekit._run import run_task
 
         return run_task(self, kwargs)
+
+
+# Importing the plugin registers its config type, as flytekit's plugins do (elastic_idl.flytekit._register).
+# A plugin registered for it first stays: the one that refuses tasks where the plugin cannot work.
+with contextlib.suppress(TypeError):
+    TaskPlugins.register_pythontask_plugin(ei.Elastic, ElasticFunctionTask)
