@@ -1,10 +1,10 @@
 """elastic-idl's flytekit task plugin: ``@task(task_config=elastic_idl.Elastic(...))``.
 
-Installed with the extra ``elastic-idl[flytekit]``. ``Elastic`` and every subclass of it
-are registered with flytekit's task plugin table (its public
-``TaskPlugins.register_pythontask_plugin``) as soon as flytekit is imported too, in either
-order (`elastic_idl.flytekit._register`; flytekit's ``flytekit.plugins`` entry point
-covers configs loaded before flytekit), so user code imports nothing but the config:
+Installed with the extra ``elastic-idl[flytekit]``. ``Elastic`` is registered with flytekit's
+task plugin table (its public ``TaskPlugins.register_pythontask_plugin``) where flytekit
+expects plugins to register: by our ``flytekit.plugins`` entry point, which ``import flytekit``
+loads, or as ``Elastic``'s module loads when flytekit came first
+(`elastic_idl.flytekit._register`), so user code imports nothing but the config:
 
 ```python
 from flytekit import task
@@ -22,7 +22,9 @@ Public names (loaded on first use, so importing this package loads neither
 flytekit nor torch):
 
 - `ElasticFunctionTask`: the task plugin class ``@task`` builds for an
-  ``Elastic`` config (or a subclass of it).
+  ``Elastic`` config; importing it registers ``Elastic`` too (the way in where flytekit
+  does not see the entry point). A subclass of ``Elastic`` is registered as any plugin's
+  config: ``TaskPlugins.register_pythontask_plugin(MySubclass, ElasticFunctionTask)``.
 - `render_pytorchjob_from_template`: the ``PyTorchJob`` for a flyteidl
   ``TaskTemplate`` (message or bytes), the backend's actual input.
 - `plugin_error`: why the plugin cannot be used in this environment, or None (a

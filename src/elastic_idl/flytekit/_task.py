@@ -27,8 +27,8 @@ __all__ = ["ElasticFunctionTask"]
 class ElasticFunctionTask(PythonFunctionTask):  # type: ignore[misc]
     """A Python function task run by elastic-idl's launcher on every node of a PyTorchJob.
 
-    flytekit builds it for ``@task(task_config=Elastic(...))`` (and for any subclass
-    of `elastic_idl.Elastic`); there is no need to name it.
+    flytekit builds it for ``@task(task_config=Elastic(...))``; there is no need to name it,
+    but to register a subclass of `elastic_idl.Elastic` with flytekit's plugin table.
 
     Args:
         task_config: The SDK config; validated when it was built.
