@@ -372,13 +372,19 @@ def _exercise_the_round_watch() -> None:
         assert handler.num_nodes_waiting() == 0
         assert watch.round_void() is None and watch.missing() == []
 
-        # A second node of the round, alive; then its heartbeat older than 1 s x 3.
+        # A second node of the round whose clock is a minute behind: alive while its heartbeat moves
+        # (issue 30 item 5: liveness is progress on this node's clock, not the writer's wall clock) ...
         peer = type(me)("10.9.9.9", 1, 7)
-        now = datetime.now(timezone.utc)
-        edit(lambda st: (st.participants.__setitem__(peer, 1), st.last_heartbeats.__setitem__(peer, now)))
+        behind = datetime.now(timezone.utc) - timedelta(seconds=60)
+        edit(lambda st: (st.participants.__setitem__(peer, 1), st.last_heartbeats.__setitem__(peer, behind)))
         watch.round_started(info.store, 2)
         assert handler.num_nodes_waiting() == 0
-        edit(lambda st: st.last_heartbeats.__setitem__(peer, now - timedelta(seconds=3.5)))
+        for beat in range(1, 5):
+            time.sleep(1.0)
+            edit(lambda st, b=beat: st.last_heartbeats.__setitem__(peer, behind + timedelta(seconds=b)))
+            assert handler.num_nodes_waiting() == 0, beat
+        # ... and dead once its heartbeat has not moved for 1 s x 3 here.
+        time.sleep(3.5)
         assert handler.num_nodes_waiting() == 1  # torch's agent: a new round, no restart used
         assert watch.lost == [repr(peer)] and watch.missing() == [repr(peer)]
         assert "lost: no heartbeat for 3 s" in (watch.round_void() or "")

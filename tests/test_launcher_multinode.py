@@ -50,6 +50,25 @@ def test_two_launchers_with_one_endpoint_and_run_id_form_one_world(nodes: Nodes)
     assert sorted(v["group_rank"] for v in values) == [0, 1]
 
 
+@pytest.mark.parametrize("skew", [-60, 60])
+def test_a_node_whose_clock_is_a_minute_off_is_not_declared_dead(nodes: Nodes, skew: int) -> None:
+    """Issue 30 item 5: heartbeats were compared across the nodes' wall clocks, so 10 s of skew declared a
+    live peer dead and looped restart rounds. Liveness is a heartbeat's progress on the reader's own clock:
+    one round, no restart, with one node's clock 60 s off and a keep-alive expiry of 3 s."""
+    common = ["--fn", "allreduce_for", "--arg", "8", "--min", "2", "--max", "2", "--nproc", "1", "--restarts", "2"]
+    common += ["--endpoint", f"127.0.0.1:{free_port()}", "--run-id", "skewed", "--join-timeout", "60"]
+    common += ["--rdzv-option", "keep_alive_interval=1", "--rdzv-option", "keep_alive_max_attempt=3"]
+    nodes.start(*common)
+    nodes.start(*common, "--clock-skew", str(skew))
+    results = [n.result(timeout=120) for n in nodes]
+    assert [code for code, _ in results] == [0, 0], [n.err[-3000:] for n in nodes]
+    values = [v for _, r in results for v in r["ok"].values()]
+    assert [(v["world"], v["attempt"]) for v in values] == [(2, 0), (2, 0)]
+    assert not any("lost: no heartbeat" in n.err or "no longer a participant" in n.err for n in nodes), [
+        n.err[-3000:] for n in nodes
+    ]
+
+
 def test_a_node_joining_later_triggers_a_rerendezvous_and_both_finish_in_a_world_of_2(
     nodes: Nodes, tmp_path: Path
 ) -> None:

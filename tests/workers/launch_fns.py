@@ -40,6 +40,27 @@ def allreduce(tag: str = "") -> dict[str, Any]:
     return out
 
 
+def allreduce_for(seconds: float) -> dict[str, Any]:
+    """All-reduces every 0.1 s for ``seconds`` (a job that outlives the rendezvous's keep-alive expiry)."""
+    import torch
+
+    dist = _pg()
+    end, steps = time.monotonic() + float(seconds), 0
+    while True:
+        t = torch.ones(1)
+        dist.all_reduce(t)
+        steps += 1
+        flag = torch.tensor([1.0 if time.monotonic() >= end else 0.0])
+        dist.all_reduce(flag)  # every rank stops at the same step
+        if flag.item() > 0:
+            break
+        time.sleep(0.1)
+    out = {"rank": dist.get_rank(), "world": dist.get_world_size(), "steps": steps}
+    out["attempt"] = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+    dist.destroy_process_group()
+    return out
+
+
 def fail_rank_in_attempts(rank: int, attempts: int, code: int = 0) -> dict[str, Any]:
     """Rank ``rank`` fails in the first ``attempts`` attempts (an exception, or exit ``code``)."""
     import torch

@@ -25,6 +25,21 @@ from elastic_idl._launch.launcher import launch
 from elastic_idl._task.messages import LegacyTask
 
 
+def _skew_rendezvous_clock(seconds: float) -> None:
+    """Test equipment: the rendezvous's wall clock on this node is ``seconds`` off (a node whose clock is
+    skewed: torch stamps heartbeats with it). Only the rendezvous module's view changes."""
+    import datetime as _dt
+
+    import torch.distributed.elastic.rendezvous.dynamic_rendezvous as dr
+
+    class Skewed(_dt.datetime):
+        @classmethod
+        def now(cls, tz: _dt.tzinfo | None = None) -> _dt.datetime:  # type: ignore[override]
+            return _dt.datetime.now(tz) + _dt.timedelta(seconds=seconds)
+
+    dr.datetime = Skewed  # type: ignore[misc]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fn", required=True)
@@ -41,7 +56,15 @@ def main() -> int:
     ap.add_argument("--read-timeout", type=int)
     ap.add_argument("--rdzv-option", action="append", default=[])
     ap.add_argument("--start-method")
+    ap.add_argument(
+        "--clock-skew",
+        type=float,
+        default=0.0,
+        help="this node's wall clock, as the rendezvous reads it, off by S seconds",
+    )
     args = ap.parse_args()
+    if args.clock_skew:
+        _skew_rendezvous_clock(args.clock_skew)
 
     task = LegacyTask()
     e = task.elastic_config

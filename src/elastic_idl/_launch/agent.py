@@ -95,7 +95,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from datetime import timedelta
+from datetime import timedelta, timezone
 from typing import Any
 
 with warnings.catch_warnings():
@@ -116,6 +116,7 @@ with warnings.catch_warnings():
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, LogsSpecs, SignalException, Std
     from torch.distributed.elastic.multiprocessing.api import LogsDest, _terminate_process_handler
     from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousParameters
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous as _dr
     from torch.distributed.elastic.rendezvous import registry as rdzv_registry
     from torch.distributed.elastic.rendezvous.api import (
         RendezvousClosedError,
@@ -604,6 +605,47 @@ class _RoundWatch:
         return sorted(repr(node) for node in self.last_members - back)
 
 
+class _LocalClockLiveness:
+    """torch's dead-node check, judged on this node's clock.
+
+    torch writes each node's heartbeat as that node's wall-clock time and drops a node whose
+    heartbeat is older than ``keep_alive_interval x keep_alive_max_attempt`` by the reading
+    node's wall clock: a node whose clock is 10 s behind looked dead to the others while it
+    heartbeated, and every round it joined was voided (restart rounds that used no restart).
+    Here a heartbeat counts by its progress: a node is dead when its heartbeat value has not
+    changed for that long as this node's monotonic clock measures it. torch's own check then
+    runs on those local times; the state keeps the values the nodes wrote.
+
+    A node seen for the first time gets the full expiry from then, so a node that died before
+    this one started is found dead up to one expiry later than torch would.
+    """
+
+    def __init__(self, holder: Any) -> None:
+        self._holder = holder
+        self._sanitize = holder._sanitize  # torch's bound method
+        #: node -> (the heartbeat value last seen, this node's monotonic time when it last changed)
+        self._seen: dict[Any, tuple[Any, float]] = {}
+
+    def sanitize(self) -> None:
+        state = self._holder._state
+        written = dict(state.last_heartbeats)
+        # The wall clock torch's check reads (its module's datetime: the same clock on a real node).
+        now_mono, now_wall = time.monotonic(), _dr.datetime.now(timezone.utc)
+        for node in list(self._seen):
+            if node not in written:
+                del self._seen[node]
+        for node, value in written.items():
+            seen = self._seen.get(node)
+            if seen is None or seen[0] != value:
+                self._seen[node] = seen = (value, now_mono)
+            state.last_heartbeats[node] = now_wall - timedelta(seconds=now_mono - seen[1])
+        try:
+            self._sanitize()
+        finally:
+            for node in list(state.last_heartbeats):
+                state.last_heartbeats[node] = written[node]
+
+
 class FreshStoreHandler(RendezvousHandler):
     """A rendezvous handler whose every round gives the workers a brand-new TCPStore.
 
@@ -635,6 +677,9 @@ class FreshStoreHandler(RendezvousHandler):
         self.max_participants_seen = 0
         self._probed: Any = None
         self._install_participant_probe()
+        holder = getattr(inner, "_state_holder", None)
+        if holder is not None and hasattr(holder, "_sanitize") and hasattr(holder, "_state"):
+            holder._sanitize = _LocalClockLiveness(holder).sanitize
         #: Watches the running round for dead nodes and a closed rendezvous.
         self.watch = _RoundWatch(inner, read_timeout_s=read_timeout_s)
 
@@ -660,6 +705,8 @@ class FreshStoreHandler(RendezvousHandler):
         if holder is not None:
             with contextlib.suppress(AttributeError):
                 del holder.sync
+            with contextlib.suppress(AttributeError):
+                del holder._sanitize
 
     @property
     def inner(self) -> RendezvousHandler:
