@@ -85,12 +85,20 @@ EXEMPT_BLOCKS: dict[tuple[str, str, str], str] = {
     ("docs/index.md", "The two commands", "text"): "the two commands, which README.md gives as sh and exempts above",
     ("docs/guide/architecture.md", "The repository", ""): "a listing of the repository's folders, not code",
     ("docs/guide/architecture.md", "Architecture", ""): "a listing of the runtime's packages, not code",
-    ("docs/guide/go-backend.md", "", ""): "a listing of the Go module's folders, not code",
-    ("docs/guide/cluster.md", "", ""): "a drawing of which process talks to which, not code",
+    ("docs/guide/go-backend.md", "The modules", ""): "a listing of the Go module's folders, not code",
+    (
+        "docs/guide/cluster.md",
+        "What is real, and what stands in",
+        "",
+    ): "a drawing of which process talks to which, not code",
     ("docs/guide/cluster.md", "", "bash"): (
         "a session on a cluster it starts as root; tests/test_cluster.py renders and runs the same job"
     ),
-    ("docs/guide/go-backend.md", "", "go"): "Go for a propeller plugin; the package's Example (go test) runs that path",
+    (
+        "docs/guide/go-backend.md",
+        "In a propeller plugin",
+        "go",
+    ): "Go for a propeller plugin; the package's Example (go test) runs that path",
     (
         "docs/guide/propeller.md",
         "",
@@ -98,10 +106,14 @@ EXEMPT_BLOCKS: dict[tuple[str, str, str], str] = {
     ): "a propeller build's import; go/flyteplugin's tests register and run the plugin",
     (
         "docs/guide/propeller.md",
-        "",
+        "Until a release is served",
         "",
     ): "a propeller module's go.mod lines; scripts/go_release_check.sh builds such a consumer, test_go.py compares",
-    ("docs/guide/propeller.md", "", "yaml"): "propeller's configuration, read by a propeller deployment",
+    (
+        "docs/guide/propeller.md",
+        "Enabling it in propeller",
+        "yaml",
+    ): "propeller's configuration, read by a propeller deployment",
 }
 #: The message of our DeprecationWarnings (elastic_idl._errors.deprecated), as a warnings filter.
 DEPRECATED = r".* is deprecated and will be removed in 0\.3"
