@@ -121,6 +121,27 @@ def go_source() -> str:
             strings(n.WHOLE_SECONDS),
         ),
         var(
+            "durationFields",
+            "elastic_idl._task.names.DURATION_FIELDS: every ElasticConfig Duration, in the order they are checked.",
+            strings(n.DURATION_FIELDS),
+        ),
+        var(
+            "failureTimeoutFields",
+            "elastic_idl._task.names.FAILURE_TIMEOUTS: the Durations bounded by rule elastic.failure_timeout.max.",
+            strings(n.FAILURE_TIMEOUTS),
+        ),
+        const("maxFailureTimeoutS", "elastic_idl._task.names.MAX_FAILURE_TIMEOUT_S", n.MAX_FAILURE_TIMEOUT_S),
+        var(
+            "ncclEnvFields",
+            "elastic_idl._task.names.NCCL_ENV_FIELDS: ElasticConfig field -> the NCCL env var it is exported as.",
+            pairs("strPair", n.NCCL_ENV_FIELDS),
+        ),
+        var(
+            "toggleEnvValues",
+            "elastic_idl._task.names.TOGGLE_ENV_VALUES: Toggle number -> the env value it exports.",
+            pairs("enumText", sorted(n.TOGGLE_ENV_VALUES.items())),
+        ),
+        var(
             "rdzvTimeoutFields",
             "ElasticConfig Durations rendered into rdzvConf, in order (elastic_idl._task.view.rdzv_configs).",
             strings(_typed_timeout_order()),

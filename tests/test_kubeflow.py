@@ -836,3 +836,42 @@ def test_a_number_that_is_no_quantity_is_refused_alike(number: float) -> None:
     with pytest.raises(ei.ValidationError) as v:
         Elastic(nnodes=2, requests={"cpu": number})
     assert [x.rule for x in v.value.violations] == ["resources.quantity"]
+
+
+# --------------------------------------------------------------------------- the failure-detection budget
+
+
+def _budget(**elastic: Any) -> KubeflowTask:
+    custom = copy.deepcopy(FLYTEKIT_CUSTOM)
+    custom["elasticConfig"].update(elastic)
+    return kf(custom)
+
+
+def test_the_nccl_knobs_are_exported_into_the_pod_container_and_only_when_set() -> None:
+    task = _budget(ncclHeartbeatTimeout="300s", ncclAsyncErrorHandling="TOGGLE_ON", ncclEnableMonitoring="TOGGLE_OFF")
+    job = render(task, env={"A": "b"})
+    want = [
+        ("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "300"),
+        ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+        ("TORCH_NCCL_ENABLE_MONITORING", "0"),
+    ]
+    assert list(job["spec"]["pytorchReplicaSpecs"]) == ["Worker"]  # an elastic job's only replica type
+    env = [(e["name"], e["value"]) for e in container(job)["env"]]
+    assert [n for n, _ in env] == [TASK_ENV, TASK_TYPE_VERSION_ENV, *(n for n, _ in want), "A"]
+    assert env[2:5] == want
+    # Unset knobs export nothing (torch's defaults apply); collective_timeout travels in the task, not as env.
+    plain = render(_budget(collectiveTimeout="90s", ncclEnableMonitoring="TOGGLE_ON"))
+    names = [e["name"] for e in container(plain)["env"]]
+    assert names == [TASK_ENV, TASK_TYPE_VERSION_ENV, "TORCH_NCCL_ENABLE_MONITORING"]
+    assert [e["name"] for e in container(render(kf()))["env"]] == [TASK_ENV, TASK_TYPE_VERSION_ENV]
+
+
+def test_env_may_not_give_an_nccl_variable_the_task_sets() -> None:
+    task = _budget(ncclHeartbeatTimeout="300s")
+    with pytest.raises(RenderError) as err:
+        render(task, env={"TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "60"})
+    assert err.value.field == "env.TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"
+    assert "elastic_config.nccl_heartbeat_timeout" in str(err.value)
+    # A variable the task leaves unset is the user's to give.
+    env = container(render(task, env={"TORCH_NCCL_ENABLE_MONITORING": "0"}))["env"]
+    assert {"name": "TORCH_NCCL_ENABLE_MONITORING", "value": "0"} in env

@@ -88,6 +88,32 @@ INVALID: list[tuple[str, Any, str, str]] = [
         "elastic_config.monitor_interval",
     ),
     ("start_method", kubeflow(start_method=99), "enum.known", "elastic_config.start_method"),
+    (
+        "collective_big",
+        kubeflow(collective_timeout=d(86400, 1000)),
+        "elastic.failure_timeout.max",
+        "elastic_config.collective_timeout",
+    ),
+    (
+        "heartbeat_big",
+        kubeflow(nccl_heartbeat_timeout=d(86401)),
+        "elastic.failure_timeout.max",
+        "elastic_config.nccl_heartbeat_timeout",
+    ),
+    (
+        "collective0",
+        kubeflow(collective_timeout=d(0)),
+        "elastic.duration.positive",
+        "elastic_config.collective_timeout",
+    ),
+    (
+        "heartbeat_neg",
+        kubeflow(nccl_heartbeat_timeout=d(-1)),
+        "elastic.duration.positive",
+        "elastic_config.nccl_heartbeat_timeout",
+    ),
+    ("async_errors", kubeflow(nccl_async_error_handling=3), "enum.known", "elastic_config.nccl_async_error_handling"),
+    ("monitoring", kubeflow(nccl_enable_monitoring=-1), "enum.known", "elastic_config.nccl_enable_monitoring"),
     ("nproc_policy", kubeflow(nproc_per_node=0, nproc_policy=7), "enum.known", "elastic_config.nproc_policy"),
     ("opt_key_empty", _opt(("", "1")), "elastic.rdzv_options.key", "elastic_config.rdzv_options[0].key"),
     ("opt_key_eq", _opt(("a=b", "1")), "elastic.rdzv_options.key", "elastic_config.rdzv_options[0].key"),
@@ -283,7 +309,15 @@ def test_all_violations_reported_at_once() -> None:
 # betterproto maps google.protobuf.Duration to datetime.timedelta: it loses the
 # presence of an explicitly set zero duration ("0 s" comes back as "unset") and
 # normalises a mixed-sign Duration into a valid one. Both change the bytes.
-BETTERPROTO_REWRITES_DURATION = {"join0", "last_call0", "close0", "shutdown0", "monitor0", "duration_mixed"}
+BETTERPROTO_REWRITES_DURATION = {
+    "join0",
+    "last_call0",
+    "close0",
+    "shutdown0",
+    "monitor0",
+    "duration_mixed",
+    "collective0",
+}
 
 
 def test_betterproto_task_gives_the_same_violations() -> None:
@@ -423,7 +457,15 @@ def test_upstream_flyteidl_messages_are_validated_by_their_bytes() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "shutdown_timeout"]
+    "name",
+    [
+        "join_timeout",
+        "last_call_timeout",
+        "close_timeout",
+        "read_timeout",
+        "shutdown_timeout",
+        "nccl_heartbeat_timeout",
+    ],
 )
 def test_a_fractional_timeout_breaks_only_the_whole_seconds_rule(name: str) -> None:
     found = ei.violations(kubeflow(**{name: d(0, 500_000_000)}))
@@ -431,6 +473,19 @@ def test_a_fractional_timeout_breaks_only_the_whole_seconds_rule(name: str) -> N
     assert ei.violations(kubeflow(**{name: d(2)})) == []
     # An invalid or non-positive duration gets only that rule, not this one as well.
     assert [v.rule for v in ei.violations(kubeflow(**{name: d(-1, -500_000_000)}))] == ["elastic.duration.positive"]
+
+
+def test_the_failure_timeouts_are_bounded_at_24_hours_and_the_collective_timeout_may_be_fractional() -> None:
+    assert ei.violations(kubeflow(collective_timeout=d(86400), nccl_heartbeat_timeout=d(86400))) == []
+    assert ei.violations(kubeflow(collective_timeout=d(2, 500_000_000))) == []
+    found = ei.violations(kubeflow(collective_timeout=d(86401), nccl_heartbeat_timeout=d(90000)))
+    assert [(v.field, v.rule) for v in found] == [
+        ("elastic_config.collective_timeout", "elastic.failure_timeout.max"),
+        ("elastic_config.nccl_heartbeat_timeout", "elastic.failure_timeout.max"),
+    ]
+    # A fractional heartbeat over the bound breaks only the whole-seconds rule (one rule per field).
+    found = ei.violations(kubeflow(nccl_heartbeat_timeout=d(90000, 1)))
+    assert [v.rule for v in found] == ["elastic.duration.whole_seconds"]
 
 
 def test_the_monitor_interval_may_be_fractional() -> None:

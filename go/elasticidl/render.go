@@ -652,10 +652,20 @@ func (t *Task) render(opts *jsonObject, warn *[]SkewWarning) (*PyTorchJob, error
 	if err != nil {
 		return nil, err
 	}
+	nccl := v.ncclEnv()
+	for _, e := range extra {
+		for _, n := range nccl {
+			if n.Name == e.Name {
+				return nil, renderErr("env."+e.Name, "is set by the task's elastic_config.%s; give it there, not in env",
+					ncclFieldOf(n.Name))
+			}
+		}
+	}
 	env := append([]EnvVar{
 		{Name: TaskEnv, Value: custom},
 		{Name: TaskTypeVersionEnv, Value: strconv.Itoa(int(v.version))},
-	}, extra...)
+	}, nccl...)
+	env = append(env, extra...)
 
 	var podMeta *ObjectMeta
 	if len(labels) > 0 || len(annotations) > 0 {

@@ -237,3 +237,36 @@ func TestRdzvConfTimeoutsAreWholeSeconds(t *testing.T) {
 		t.Errorf("a 0.25 s join_timeout renders: %v", err)
 	}
 }
+
+// The task's NCCL knobs are the task's: env may not give one the task sets, as in the reference.
+func TestEnvMayNotGiveAnNcclVariableTheTaskSets(t *testing.T) {
+	task, err := NewTask(&eidlkubeflowv1.DistributedPyTorchTrainingTask{
+		ElasticConfig: &eidlpluginsv1.ElasticConfig{
+			MinReplicas: 1, MaxReplicas: 2, NprocPerNode: 4,
+			NcclHeartbeatTimeout: durationpb.New(300e9), NcclEnableMonitoring: eidlpluginsv1.Toggle_TOGGLE_OFF,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := okOptions()
+	o.Env = map[string]string{"TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "60"}
+	_, err = task.RenderPyTorchJob(o)
+	re, ok := err.(*RenderError)
+	if !ok || re.Field != "env.TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" || !strings.Contains(re.Error(), "elastic_config.nccl_heartbeat_timeout") {
+		t.Fatalf("got %v, want a RenderError for env.TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC naming the field", err)
+	}
+	o.Env = map[string]string{"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"} // left unset by the task: the user's
+	job, err := task.RenderPyTorchJob(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range job.Spec.PyTorchReplicaSpecs[ReplicaWorker].Template.Spec.Containers[0].Env {
+		names = append(names, e.Name+"="+e.Value)
+	}
+	want := "ELASTIC_IDL_TASK_TYPE_VERSION=1 TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=300 TORCH_NCCL_ENABLE_MONITORING=0 TORCH_NCCL_ASYNC_ERROR_HANDLING=1"
+	if got := strings.Join(names[1:], " "); got != want {
+		t.Errorf("env %s, want %s", got, want)
+	}
+}

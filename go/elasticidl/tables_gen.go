@@ -13,8 +13,9 @@ var rules = []Rule{
 	{"elastic.static.fixed_size", "the static backend requires min_replicas == max_replicas"},
 	{"elastic.duration.positive", "every timeout and interval is > 0"},
 	{"elastic.duration.valid", "a Duration has seconds and nanos of one sign, |nanos| < 1e9, |seconds| <= 315576000000"},
-	{"elastic.duration.whole_seconds", "join/last_call/close/read_timeout and shutdown_timeout are whole seconds (torch reads them as integers)"},
+	{"elastic.duration.whole_seconds", "join/last_call/close/read_timeout, shutdown_timeout and nccl_heartbeat_timeout are whole seconds (torch reads them as integers)"},
 	{"elastic.monitor_interval.max", "monitor_interval <= 3600 s"},
+	{"elastic.failure_timeout.max", "collective_timeout and nccl_heartbeat_timeout are <= 86400 s (24 h)"},
 	{"enum.known", "an enum field holds a value the schema defines"},
 	{"elastic.rdzv_options.key", "an rdzv option key is non-empty and has no ',' or '='"},
 	{"elastic.rdzv_options.value", "an rdzv option value has no ','"},
@@ -102,7 +103,29 @@ const durationPattern = "^-?\\d+(\\.\\d{1,9})?s$"
 const quantityPattern = "(?P<sign>[+-]?)(?P<number>[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?"
 
 // elastic_idl._task.names.WHOLE_SECONDS: the Durations torch reads as integers (rule elastic.duration.whole_seconds).
-var wholeSecondsFields = []string{"join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "shutdown_timeout"}
+var wholeSecondsFields = []string{"join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "shutdown_timeout", "nccl_heartbeat_timeout"}
+
+// elastic_idl._task.names.DURATION_FIELDS: every ElasticConfig Duration, in the order they are checked.
+var durationFields = []string{"monitor_interval", "join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "shutdown_timeout", "collective_timeout", "nccl_heartbeat_timeout"}
+
+// elastic_idl._task.names.FAILURE_TIMEOUTS: the Durations bounded by rule elastic.failure_timeout.max.
+var failureTimeoutFields = []string{"collective_timeout", "nccl_heartbeat_timeout"}
+
+// elastic_idl._task.names.MAX_FAILURE_TIMEOUT_S
+const maxFailureTimeoutS = 86400
+
+// elastic_idl._task.names.NCCL_ENV_FIELDS: ElasticConfig field -> the NCCL env var it is exported as.
+var ncclEnvFields = []strPair{
+	{"nccl_heartbeat_timeout", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"},
+	{"nccl_async_error_handling", "TORCH_NCCL_ASYNC_ERROR_HANDLING"},
+	{"nccl_enable_monitoring", "TORCH_NCCL_ENABLE_MONITORING"},
+}
+
+// elastic_idl._task.names.TOGGLE_ENV_VALUES: Toggle number -> the env value it exports.
+var toggleEnvValues = []enumText{
+	{1, "1"},
+	{2, "0"},
+}
 
 // ElasticConfig Durations rendered into rdzvConf, in order (elastic_idl._task.view.rdzv_configs).
 var rdzvTimeoutFields = []string{"join_timeout", "last_call_timeout", "close_timeout", "read_timeout"}
@@ -256,6 +279,9 @@ var enumShortNames = []enumShortName{
 	{"elastic_idl.plugins.v1.StdStreams", "STD_STREAMS_OUT", "out"},
 	{"elastic_idl.plugins.v1.StdStreams", "STD_STREAMS_ERR", "err"},
 	{"elastic_idl.plugins.v1.StdStreams", "STD_STREAMS_ALL", "all"},
+	{"elastic_idl.plugins.v1.Toggle", "TOGGLE_UNSPECIFIED", "unspecified"},
+	{"elastic_idl.plugins.v1.Toggle", "TOGGLE_ON", "on"},
+	{"elastic_idl.plugins.v1.Toggle", "TOGGLE_OFF", "off"},
 }
 
 // elastic_idl._errors.SUGGESTION_CUTOFF

@@ -67,11 +67,6 @@ func onElastic(f func(e *eidlpluginsv1.ElasticConfig, r *report)) func(*taskView
 
 const ec = "elastic_config"
 
-// durationFields are the ElasticConfig Durations, in the order they are checked.
-var durationFields = []string{
-	"monitor_interval", "join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "shutdown_timeout",
-}
-
 // checks is the validation table. Order matters: it is the order of the violations.
 var checks = []check{
 	{[]string{"task.not_empty"}, func(v *taskView, r *report) {
@@ -143,6 +138,23 @@ var checks = []check{
 			}
 		}
 	})},
+	{[]string{"elastic.failure_timeout.max"}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {
+		m := e.ProtoReflect()
+		for _, name := range failureTimeoutFields {
+			fd := m.Descriptor().Fields().ByName(protoreflect.Name(name))
+			if !m.Has(fd) {
+				continue
+			}
+			s, n := durationOf(m.Get(fd).Message())
+			valid := n > -1e9 && n < 1e9 && s <= maxDurationS && s >= 0 && !(s > 0 && n < 0) && !(s == 0 && n <= 0)
+			if valid && n != 0 && contains(wholeSecondsFields, name) {
+				valid = false // reported as elastic.duration.whole_seconds
+			}
+			if valid && (s > maxFailureTimeoutS || (s == maxFailureTimeoutS && n > 0)) {
+				r.add(ec+"."+name, "elastic.failure_timeout.max", "must be <= %d s (24 h)", maxFailureTimeoutS)
+			}
+		}
+	})},
 	{[]string{"elastic.monitor_interval.max"}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {
 		if d := e.GetMonitorInterval(); d != nil && d.GetSeconds() >= maxMonitorIntervalS &&
 			(d.GetSeconds() > maxMonitorIntervalS || d.GetNanos() > 0) {
@@ -150,7 +162,8 @@ var checks = []check{
 		}
 	})},
 	{[]string{ruleEnumKnown}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {
-		enumFields(r, ec, e, "start_method", "redirects", "tee", "numa_binding")
+		enumFields(r, ec, e, "start_method", "redirects", "tee", "numa_binding",
+			"nccl_async_error_handling", "nccl_enable_monitoring")
 	})},
 	{[]string{"elastic.rdzv_options.key", "elastic.rdzv_options.typed", "elastic.rdzv_options.unique",
 		"elastic.rdzv_options.value"}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {

@@ -1,7 +1,10 @@
 package elasticidl
 
 import (
+	"strconv"
+
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	eidlcorev1 "github.com/elastic-idl/elastic-idl/go/gen/elastic_idl/core/v1"
 	eidlkubeflowv1 "github.com/elastic-idl/elastic-idl/go/gen/elastic_idl/plugins/kubeflow/v1"
@@ -84,4 +87,38 @@ func (v *taskView) workerCount() int32 {
 		return v.elastic.GetMaxReplicas()
 	}
 	return v.worker.replicas
+}
+
+// ncclEnv is the NCCL env vars the elastic config sets, in ncclEnvFields order; an unset
+// field exports nothing (the reference's ElasticValues.nccl_env).
+func (v *taskView) ncclEnv() []EnvVar {
+	if v.elastic == nil {
+		return nil
+	}
+	m := v.elastic.ProtoReflect()
+	var out []EnvVar
+	for _, p := range ncclEnvFields {
+		fd := m.Descriptor().Fields().ByName(protoreflect.Name(p.key))
+		if fd.Kind() == protoreflect.MessageKind {
+			if m.Has(fd) {
+				s, _ := durationOf(m.Get(fd).Message())
+				out = append(out, EnvVar{Name: p.value, Value: strconv.FormatInt(s, 10)})
+			}
+			continue
+		}
+		if text, ok := enumTextOf(toggleEnvValues, int32(m.Get(fd).Enum())); ok {
+			out = append(out, EnvVar{Name: p.value, Value: text})
+		}
+	}
+	return out
+}
+
+// ncclFieldOf is the ElasticConfig field exported as the NCCL env var name.
+func ncclFieldOf(name string) string {
+	for _, p := range ncclEnvFields {
+		if p.value == name {
+			return p.key
+		}
+	}
+	return ""
 }

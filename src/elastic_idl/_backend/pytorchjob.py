@@ -36,7 +36,7 @@ from elastic_idl._task.codec import from_custom, lone_surrogate
 from elastic_idl._task.encoding import to_custom
 from elastic_idl._task.enums import CLEAN_POD_POLICY, K8S_RESOURCE, NPROC_POLICY, RESTART_POLICY
 from elastic_idl._task.messages import TASK_CLASSES, Resources, task_class
-from elastic_idl._task.names import ENV, OPERATOR_ENV, TASK_ENV, TASK_TYPE_VERSION_ENV
+from elastic_idl._task.names import ENV, NCCL_ENV_FIELDS, OPERATOR_ENV, TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._task.resources import quantity_problems
 from elastic_idl._task.validate import check
 from elastic_idl._task.view import ElasticValues, Replica, TaskView, message_of, of, rdzv_configs, values_of
@@ -595,12 +595,21 @@ def _container(t: TaskView, custom: dict[str, Any], options: JobOptions) -> _Con
     labels = _labels("labels", options.labels, is_label=True)
     annotations = _labels("annotations", options.annotations, is_label=False)
     resources = _k8s_resources("resources", options.resources)
+    user_env = _user_env(options.env)
+    values = values_of(t)
+    nccl = {} if values is None else values.nccl_env()
+    for item in user_env:
+        if item[K.NAME] in nccl:
+            field = next(f for f, name in NCCL_ENV_FIELDS if name == item[K.NAME])
+            raise RenderError(
+                f"env.{item[K.NAME]}", f"is set by the task's elastic_config.{field}; give it there, not in env"
+            )
     env = [
         {K.NAME: TASK_ENV, K.VALUE: _compact_json(custom)},
         {K.NAME: TASK_TYPE_VERSION_ENV, K.VALUE: str(t.task_type_version)},
-        *_user_env(options.env),
+        *({K.NAME: name, K.VALUE: value} for name, value in nccl.items()),
+        *user_env,
     ]
-    values = values_of(t)
     port = int(values.rdzv_port) if values is not None and values.rdzv_port else DEFAULT_PORT
     return _Container(options.image, command, args, env, port, resources, labels, annotations)
 
@@ -815,7 +824,10 @@ def render_pytorchjob(
     - One container named ``pytorch`` with port 23456 named ``pytorchjob-port``
       (the rendezvous port when ``rdzv_port`` is set), and the task itself in the
       env var ``ELASTIC_IDL_TASK`` (its custom dict as compact JSON) with
-      ``ELASTIC_IDL_TASK_TYPE_VERSION``. Its command runs the pod entrypoint:
+      ``ELASTIC_IDL_TASK_TYPE_VERSION``, then the NCCL env vars the elastic config sets
+      (``TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC``, ``TORCH_NCCL_ASYNC_ERROR_HANDLING``,
+      ``TORCH_NCCL_ENABLE_MONITORING``: none when unset; ``env`` may not give one the task sets),
+      then ``env``. Its command runs the pod entrypoint:
       ``python -m elastic_idl.pod [pod_args] -- <entrypoint...>``, unless ``command``/``args`` are given.
 
     Args:

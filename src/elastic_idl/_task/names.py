@@ -14,10 +14,14 @@ __all__ = [
     "AGENT_SIGNALS",
     "C10D",
     "CLOSE_TIMEOUT",
+    "COLLECTIVE_TIMEOUT",
+    "COLLECTIVE_TIMEOUT_ENV",
+    "DEFAULT_COLLECTIVE_TIMEOUT_S",
     "DEFAULT_JOIN_TIMEOUT_S",
     "DEFAULT_LOCAL_HOST",
     "DEFAULT_MASTER_PORT",
     "DEFAULT_MONITOR_INTERVAL_S",
+    "DEFAULT_NCCL_HEARTBEAT_TIMEOUT_S",
     "DEFAULT_PORTS",
     "DEFAULT_RDZV_BACKEND",
     "DEFAULT_READ_TIMEOUT_S",
@@ -29,6 +33,7 @@ __all__ = [
     "DURATION_FIELDS",
     "DYNAMIC_BACKENDS",
     "ENV",
+    "FAILURE_TIMEOUTS",
     "INT32",
     "INT32_MAX",
     "JOIN_TIMEOUT",
@@ -36,8 +41,12 @@ __all__ = [
     "LAST_CALL_TIMEOUT",
     "LOOPBACK_HOST",
     "MAX_DURATION_S",
+    "MAX_FAILURE_TIMEOUT_S",
     "MAX_MONITOR_INTERVAL_S",
     "MAX_RDZV_NAME_LEN",
+    "NCCL_ENV",
+    "NCCL_ENV_FIELDS",
+    "NCCL_HEARTBEAT_TIMEOUT",
     "OPERATOR_ENV",
     "PET_PREFIX",
     "RDZV_TIMEOUTS",
@@ -50,6 +59,7 @@ __all__ = [
     "TASK_TYPE",
     "TASK_TYPE_VERSION",
     "TASK_TYPE_VERSION_ENV",
+    "TOGGLE_ENV_VALUES",
     "TORCH_SIGNALS",
     "WHOLE_SECONDS",
     "bind_host",
@@ -70,10 +80,15 @@ CLOSE_TIMEOUT: Final = "close_timeout"
 READ_TIMEOUT: Final = "read_timeout"
 RDZV_TIMEOUTS = (JOIN_TIMEOUT, LAST_CALL_TIMEOUT, CLOSE_TIMEOUT, READ_TIMEOUT)
 SHUTDOWN_TIMEOUT: Final = "shutdown_timeout"
+#: The failure-detection budget's Durations (ElasticConfig fields 119, 120).
+COLLECTIVE_TIMEOUT: Final = "collective_timeout"
+NCCL_HEARTBEAT_TIMEOUT: Final = "nccl_heartbeat_timeout"
 #: The durations torch reads as whole seconds (``int()``).
-WHOLE_SECONDS = (*RDZV_TIMEOUTS, SHUTDOWN_TIMEOUT)
+WHOLE_SECONDS = (*RDZV_TIMEOUTS, SHUTDOWN_TIMEOUT, NCCL_HEARTBEAT_TIMEOUT)
 #: Every Duration field of ElasticConfig, in field order.
-DURATION_FIELDS = ("monitor_interval", *WHOLE_SECONDS)
+DURATION_FIELDS = ("monitor_interval", *RDZV_TIMEOUTS, SHUTDOWN_TIMEOUT, COLLECTIVE_TIMEOUT, NCCL_HEARTBEAT_TIMEOUT)
+#: The failure-detection timeouts with an upper bound (rule elastic.failure_timeout.max).
+FAILURE_TIMEOUTS = (COLLECTIVE_TIMEOUT, NCCL_HEARTBEAT_TIMEOUT)
 
 # --------------------------------------------------------------------------- rendezvous backends and ports
 
@@ -140,6 +155,8 @@ INT32 = (-INT32_MAX - 1, INT32_MAX)
 MAX_DURATION_S = 315_576_000_000
 #: The longest monitor_interval, in seconds.
 MAX_MONITOR_INTERVAL_S = 3600
+#: The longest collective_timeout and nccl_heartbeat_timeout, in seconds (24 h).
+MAX_FAILURE_TIMEOUT_S = 86400
 #: The longest rendezvous id or host (a DNS name's limit).
 MAX_RDZV_NAME_LEN = 253
 
@@ -164,6 +181,12 @@ DEFAULT_SHUTDOWN_TIMEOUT_S = 30
 #: torch's c10d defaults (seconds), used in messages when the config leaves them unset.
 DEFAULT_JOIN_TIMEOUT_S = 600
 DEFAULT_READ_TIMEOUT_S = 60
+#: The process-group timeout when the message leaves collective_timeout unset (seconds): 10 min
+#: (torch's own default is 30 min for gloo, 10 min for NCCL).
+DEFAULT_COLLECTIVE_TIMEOUT_S = 600
+#: torch 2.13's TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC when nothing sets it (seconds): what an unset
+#: nccl_heartbeat_timeout means (the env var is then left out).
+DEFAULT_NCCL_HEARTBEAT_TIMEOUT_S = 480
 
 # --------------------------------------------------------------------------- rdzv conf text
 
@@ -232,6 +255,26 @@ class OPERATOR_ENV:
     RANK = "RANK"
     PET_NODE_RANK = "PET_NODE_RANK"
 
+
+class NCCL_ENV:
+    """The NCCL env vars of the failure-detection budget (ElasticConfig fields 120-122), read by torch."""
+
+    HEARTBEAT_TIMEOUT = "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"
+    ASYNC_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+    ENABLE_MONITORING = "TORCH_NCCL_ENABLE_MONITORING"
+
+
+#: ElasticConfig field -> the NCCL env var it is exported as, in field order.
+NCCL_ENV_FIELDS = (
+    (NCCL_HEARTBEAT_TIMEOUT, NCCL_ENV.HEARTBEAT_TIMEOUT),
+    ("nccl_async_error_handling", NCCL_ENV.ASYNC_ERROR_HANDLING),
+    ("nccl_enable_monitoring", NCCL_ENV.ENABLE_MONITORING),
+)
+#: Toggle enum number -> the env value it exports (TOGGLE_ON, TOGGLE_OFF; unspecified exports nothing).
+TOGGLE_ENV_VALUES = {1: "1", 2: "0"}
+#: Env var the launcher sets in every worker: the task's collective_timeout in seconds (the worker
+#: bootstrap gives it to every process group created without a timeout of its own).
+COLLECTIVE_TIMEOUT_ENV = "ELASTIC_IDL_COLLECTIVE_TIMEOUT_S"
 
 #: Env var of the rendered container that carries the task: its custom dict as compact JSON.
 TASK_ENV = "ELASTIC_IDL_TASK"

@@ -12,8 +12,10 @@ from elastic_idl._task.enums import K8S_RESOURCE
 from elastic_idl._task.messages import Resources
 from elastic_idl._task.names import (
     DURATION_FIELDS,
+    FAILURE_TIMEOUTS,
     KNOWN_BACKENDS,
     MAX_DURATION_S,
+    MAX_FAILURE_TIMEOUT_S,
     MAX_MONITOR_INTERVAL_S,
     MAX_RDZV_NAME_LEN,
     RDZV_TIMEOUTS,
@@ -40,9 +42,11 @@ RULES: dict[str, str] = {
     "elastic.static.fixed_size": "the static backend requires min_replicas == max_replicas",
     "elastic.duration.positive": "every timeout and interval is > 0",
     "elastic.duration.valid": "a Duration has seconds and nanos of one sign, |nanos| < 1e9, |seconds| <= 315576000000",
-    "elastic.duration.whole_seconds": "join/last_call/close/read_timeout and shutdown_timeout are whole seconds "
-    "(torch reads them as integers)",
+    "elastic.duration.whole_seconds": "join/last_call/close/read_timeout, shutdown_timeout and nccl_heartbeat_timeout "
+    "are whole seconds (torch reads them as integers)",
     "elastic.monitor_interval.max": f"monitor_interval <= {MAX_MONITOR_INTERVAL_S} s",
+    "elastic.failure_timeout.max": f"collective_timeout and nccl_heartbeat_timeout are <= {MAX_FAILURE_TIMEOUT_S} s "
+    "(24 h)",
     "enum.known": "an enum field holds a value the schema defines",
     "elastic.rdzv_options.key": "an rdzv option key is non-empty and has no ',' or '='",
     "elastic.rdzv_options.value": "an rdzv option value has no ','",
@@ -82,6 +86,7 @@ _ENUM_VALUES: dict[str, frozenset[int]] = {
         elastic_pb2.StartMethod,
         elastic_pb2.StdStreams,
         elastic_pb2.NumaBinding,
+        elastic_pb2.Toggle,
         common_pb2.RestartPolicy,
         common_pb2.CleanPodPolicy,
     )
@@ -95,6 +100,7 @@ _NPROC_POLICIES = _ENUM_VALUES[elastic_pb2.NprocPolicy.DESCRIPTOR.name]
 _START_METHODS = _ENUM_VALUES[elastic_pb2.StartMethod.DESCRIPTOR.name]
 _STD_STREAMS = _ENUM_VALUES[elastic_pb2.StdStreams.DESCRIPTOR.name]
 _NUMA_BINDINGS = _ENUM_VALUES[elastic_pb2.NumaBinding.DESCRIPTOR.name]
+_TOGGLES = _ENUM_VALUES[elastic_pb2.Toggle.DESCRIPTOR.name]
 _RESTART_POLICIES = _ENUM_VALUES[common_pb2.RestartPolicy.DESCRIPTOR.name]
 _CLEAN_POD_POLICIES = _ENUM_VALUES[common_pb2.CleanPodPolicy.DESCRIPTOR.name]
 _P = "elastic_config"
@@ -107,6 +113,8 @@ _NO_DURATIONS = (None,) * len(DURATION_FIELDS)
 _DURATIONS = tuple(
     (ElasticValues._fields.index(name), f"{_P}.{name}", name in WHOLE_SECONDS) for name in DURATION_FIELDS
 )
+#: The bounded failure-detection timeouts as (position in ElasticValues, path), in field order.
+_FAILURE_TIMEOUTS = tuple((ElasticValues._fields.index(name), f"{_P}.{name}") for name in FAILURE_TIMEOUTS)
 _SPACE = re.compile(r"\s")
 _BAD_HOST = re.compile(r"[\s,/]")
 _SIGNALS = frozenset(SIGNAL_NAMES)
@@ -121,7 +129,8 @@ def _enum(out: list[Violation], field: str, value: int, enum: Any) -> None:
     out.append(_v(field, "enum.known", f"{value} is not a value of {enum.DESCRIPTOR.name}"))
 
 
-def _duration(out: list[Violation], field: str, d: Duration, whole: bool) -> None:
+def _duration(out: list[Violation], field: str, d: Duration, whole: bool) -> bool:
+    """The Duration rules of one field; whether ``d`` passed them."""
     seconds, nanos = d.seconds, d.nanos
     if (
         abs(nanos) >= 1_000_000_000
@@ -140,6 +149,9 @@ def _duration(out: list[Violation], field: str, d: Duration, whole: bool) -> Non
                 f"must be whole seconds (torch reads it as an integer), got {seconds + nanos / 1e9:g} s",
             )
         )
+    else:
+        return True
+    return False
 
 
 def _counts(out: list[Violation], e: ElasticValues) -> None:
@@ -195,10 +207,15 @@ def _backend(out: list[Violation], e: ElasticValues) -> None:
 
 def _durations(out: list[Violation], e: ElasticValues) -> None:
     row: Any = e  # indexed by position: the type checker sees the union of every field's type
+    passed = set()
     for at, field, whole in _DURATIONS:
         d = row[at]
-        if d is not None:
-            _duration(out, field, d, whole)
+        if d is not None and _duration(out, field, d, whole):
+            passed.add(at)
+    for at, field in _FAILURE_TIMEOUTS:
+        d = row[at]
+        if at in passed and (d.seconds > MAX_FAILURE_TIMEOUT_S or (d.seconds == MAX_FAILURE_TIMEOUT_S and d.nanos)):
+            out.append(_v(field, "elastic.failure_timeout.max", f"must be <= {MAX_FAILURE_TIMEOUT_S} s (24 h)"))
     mi = e.monitor_interval
     if (
         mi is not None
@@ -219,6 +236,10 @@ def _process_enums(out: list[Violation], e: ElasticValues) -> None:
         _enum(out, f"{_P}.tee", e.tee, elastic_pb2.StdStreams)
     if e.numa_binding not in _NUMA_BINDINGS:
         _enum(out, f"{_P}.numa_binding", e.numa_binding, elastic_pb2.NumaBinding)
+    if e.nccl_async_error_handling not in _TOGGLES:
+        _enum(out, f"{_P}.nccl_async_error_handling", e.nccl_async_error_handling, elastic_pb2.Toggle)
+    if e.nccl_enable_monitoring not in _TOGGLES:
+        _enum(out, f"{_P}.nccl_enable_monitoring", e.nccl_enable_monitoring, elastic_pb2.Toggle)
 
 
 def _rdzv_options(out: list[Violation], e: ElasticValues) -> None:

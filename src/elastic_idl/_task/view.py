@@ -25,7 +25,15 @@ from elastic_idl._task.messages import (
     Task,
     as_task,
 )
-from elastic_idl._task.names import DEFAULT_RDZV_BACKEND, DURATION_FIELDS, RDZV_TIMEOUTS
+from elastic_idl._task.names import (
+    DEFAULT_COLLECTIVE_TIMEOUT_S,
+    DEFAULT_NCCL_HEARTBEAT_TIMEOUT_S,
+    DEFAULT_RDZV_BACKEND,
+    DURATION_FIELDS,
+    NCCL_ENV_FIELDS,
+    RDZV_TIMEOUTS,
+    TOGGLE_ENV_VALUES,
+)
 
 __all__ = [
     "ElasticValues",
@@ -92,6 +100,8 @@ class ElasticValues(NamedTuple):
     tee: int
     numa_binding: int
     virtual_local_rank: bool
+    nccl_async_error_handling: int
+    nccl_enable_monitoring: int
     # The Durations, in DURATION_FIELDS order.
     monitor_interval: Duration | None
     join_timeout: Duration | None
@@ -99,6 +109,8 @@ class ElasticValues(NamedTuple):
     close_timeout: Duration | None
     read_timeout: Duration | None
     shutdown_timeout: Duration | None
+    collective_timeout: Duration | None
+    nccl_heartbeat_timeout: Duration | None
     # The repeated fields.
     rdzv_options: tuple[tuple[str, str], ...]
     local_ranks_filter: tuple[int, ...]
@@ -107,6 +119,27 @@ class ElasticValues(NamedTuple):
     def effective_backend(self) -> str:
         """The rendezvous backend, with "" read as `DEFAULT_RDZV_BACKEND`."""
         return self.rdzv_backend or DEFAULT_RDZV_BACKEND
+
+    def collective_timeout_s(self) -> float:
+        """The process-group timeout in seconds, with unset read as `DEFAULT_COLLECTIVE_TIMEOUT_S`."""
+        d = self.collective_timeout
+        return float(DEFAULT_COLLECTIVE_TIMEOUT_S) if d is None else duration_seconds(d)
+
+    def nccl_heartbeat_timeout_s(self) -> int:
+        """NCCL's heartbeat timeout in seconds, with unset read as torch's `DEFAULT_NCCL_HEARTBEAT_TIMEOUT_S`."""
+        d = self.nccl_heartbeat_timeout
+        return DEFAULT_NCCL_HEARTBEAT_TIMEOUT_S if d is None else int(d.seconds)
+
+    def nccl_env(self) -> dict[str, str]:
+        """The NCCL env vars the config sets (`NCCL_ENV_FIELDS` order); an unset field exports nothing."""
+        out: dict[str, str] = {}
+        for field, env in NCCL_ENV_FIELDS:
+            value = getattr(self, field)
+            if isinstance(value, Duration):
+                out[env] = str(int(value.seconds))
+            elif value in TOGGLE_ENV_VALUES:
+                out[env] = TOGGLE_ENV_VALUES[value]
+        return out
 
 
 _FIELDS = ElasticValues._fields

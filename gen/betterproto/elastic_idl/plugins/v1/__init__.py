@@ -77,6 +77,21 @@ class NumaBinding(betterproto.Enum):
     """Bind to one core complex, an L3 cache domain ("core-complex")."""
 
 
+class Toggle(betterproto.Enum):
+    """
+    Toggle is a setting that is on, off, or left to the runtime's default.
+    """
+
+    UNSPECIFIED = 0
+    """Not set: the runtime's default applies (nothing is exported)."""
+
+    ON = 1
+    """On (exported as "1")."""
+
+    OFF = 2
+    """Off (exported as "0")."""
+
+
 class StdStreams(betterproto.Enum):
     """StdStreams names a set of a worker's standard streams."""
 
@@ -311,6 +326,49 @@ class ElasticConfig(betterproto.Message):
     Give every worker LOCAL_RANK=0 and restrict it to its own device, as
      torchrun `--virtual-local-rank` does. Default false.
      Maps to `LaunchConfig.virtual_local_rank`.
+    """
+
+    collective_timeout: timedelta = betterproto.message_field(119)
+    """
+    The timeout every process group of every worker gets, gloo and NCCL alike,
+     when the user's code gives none (`init_process_group` or `new_group` called
+     without `timeout`); a group created with its own timeout keeps it.
+     Range > 0 and <= 86400 s (24 h) (rule elastic.failure_timeout.max);
+     fractions of a second are allowed. Unset means 10 minutes (600 s): torch's
+     own default is 30 min for gloo and 10 min for NCCL, and a stuck peer holds
+     every other worker for that long.
+     The launcher passes it to every worker as `ELASTIC_IDL_COLLECTIVE_TIMEOUT_S`
+     (seconds); the worker bootstrap applies it. No torchrun flag.
+    """
+
+    nccl_heartbeat_timeout: timedelta = betterproto.message_field(120)
+    """
+    How long NCCL's monitoring thread waits for a heartbeat of the watchdog
+     thread (stuck in a CUDA or NCCL call) before it aborts the process. Range
+     > 0 and <= 86400 s (24 h) (rule elastic.failure_timeout.max), whole seconds
+     (torch reads an integer; rule elastic.duration.whole_seconds).
+     Unset leaves the env var out, so torch's own default applies: 480 s in
+     torch 2.13 (Flyte 2's `Elastic` always writes 300 s; elastic-idl keeps
+     torch's value unless the task says otherwise, so an unset task renders as
+     upstream does). Only NCCL process groups read it.
+     Exported to every pod container (and every local worker) as
+     `TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=<seconds>`.
+    """
+
+    nccl_async_error_handling: "Toggle" = betterproto.enum_field(121)
+    """
+    Whether NCCL process groups tear the process down on an asynchronous NCCL
+     error or a collective timeout. Unspecified leaves the env var out (torch's
+     default for the process; torch's own agent exports 1 to its workers).
+     Exported as `TORCH_NCCL_ASYNC_ERROR_HANDLING`: "1" for on, "0" for off.
+    """
+
+    nccl_enable_monitoring: "Toggle" = betterproto.enum_field(122)
+    """
+    Whether NCCL's monitoring thread runs (it aborts a process whose watchdog
+     missed its heartbeat for nccl_heartbeat_timeout). Unspecified leaves the
+     env var out (torch's default). Exported as `TORCH_NCCL_ENABLE_MONITORING`:
+     "1" for on, "0" for off.
     """
 
 

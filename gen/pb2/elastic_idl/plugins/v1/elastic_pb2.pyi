@@ -119,6 +119,30 @@ NUMA_BINDING_CORE_COMPLEX: NumaBinding.ValueType  # 4
 """Bind to one core complex, an L3 cache domain ("core-complex")."""
 global___NumaBinding = NumaBinding
 
+class _Toggle:
+    ValueType = typing.NewType("ValueType", builtins.int)
+    V: typing_extensions.TypeAlias = ValueType
+
+class _ToggleEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_Toggle.ValueType], builtins.type):
+    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+    TOGGLE_UNSPECIFIED: _Toggle.ValueType  # 0
+    """Not set: the runtime's default applies (nothing is exported)."""
+    TOGGLE_ON: _Toggle.ValueType  # 1
+    """On (exported as "1")."""
+    TOGGLE_OFF: _Toggle.ValueType  # 2
+    """Off (exported as "0")."""
+
+class Toggle(_Toggle, metaclass=_ToggleEnumTypeWrapper):
+    """Toggle is a setting that is on, off, or left to the runtime's default."""
+
+TOGGLE_UNSPECIFIED: Toggle.ValueType  # 0
+"""Not set: the runtime's default applies (nothing is exported)."""
+TOGGLE_ON: Toggle.ValueType  # 1
+"""On (exported as "1")."""
+TOGGLE_OFF: Toggle.ValueType  # 2
+"""Off (exported as "0")."""
+global___Toggle = Toggle
+
 class _StdStreams:
     ValueType = typing.NewType("ValueType", builtins.int)
     V: typing_extensions.TypeAlias = ValueType
@@ -203,6 +227,10 @@ class ElasticConfig(google.protobuf.message.Message):
     SIGNALS_TO_HANDLE_FIELD_NUMBER: builtins.int
     SHUTDOWN_TIMEOUT_FIELD_NUMBER: builtins.int
     VIRTUAL_LOCAL_RANK_FIELD_NUMBER: builtins.int
+    COLLECTIVE_TIMEOUT_FIELD_NUMBER: builtins.int
+    NCCL_HEARTBEAT_TIMEOUT_FIELD_NUMBER: builtins.int
+    NCCL_ASYNC_ERROR_HANDLING_FIELD_NUMBER: builtins.int
+    NCCL_ENABLE_MONITORING_FIELD_NUMBER: builtins.int
     rdzv_backend: builtins.str
     """Rendezvous backend: one of "c10d", "etcd", "etcd-v2" or "static".
     Empty means "c10d" (what upstream flytekit always writes and what the
@@ -290,6 +318,18 @@ class ElasticConfig(google.protobuf.message.Message):
     torchrun `--virtual-local-rank` does. Default false.
     Maps to `LaunchConfig.virtual_local_rank`.
     """
+    nccl_async_error_handling: global___Toggle.ValueType
+    """Whether NCCL process groups tear the process down on an asynchronous NCCL
+    error or a collective timeout. Unspecified leaves the env var out (torch's
+    default for the process; torch's own agent exports 1 to its workers).
+    Exported as `TORCH_NCCL_ASYNC_ERROR_HANDLING`: "1" for on, "0" for off.
+    """
+    nccl_enable_monitoring: global___Toggle.ValueType
+    """Whether NCCL's monitoring thread runs (it aborts a process whose watchdog
+    missed its heartbeat for nccl_heartbeat_timeout). Unspecified leaves the
+    env var out (torch's default). Exported as `TORCH_NCCL_ENABLE_MONITORING`:
+    "1" for on, "0" for off.
+    """
     @property
     def monitor_interval(self) -> google.protobuf.duration_pb2.Duration:
         """How often the agent checks its workers' health. Range > 0, at most 1 hour.
@@ -364,6 +404,36 @@ class ElasticConfig(google.protobuf.message.Message):
         torchrun `--shutdown-timeout`.
         """
 
+    @property
+    def collective_timeout(self) -> google.protobuf.duration_pb2.Duration:
+        """The failure-detection budget: how long a collective may wait for a peer
+        that never arrives before it fails. Fields 119-122.
+
+        The timeout every process group of every worker gets, gloo and NCCL alike,
+        when the user's code gives none (`init_process_group` or `new_group` called
+        without `timeout`); a group created with its own timeout keeps it.
+        Range > 0 and <= 86400 s (24 h) (rule elastic.failure_timeout.max);
+        fractions of a second are allowed. Unset means 10 minutes (600 s): torch's
+        own default is 30 min for gloo and 10 min for NCCL, and a stuck peer holds
+        every other worker for that long.
+        The launcher passes it to every worker as `ELASTIC_IDL_COLLECTIVE_TIMEOUT_S`
+        (seconds); the worker bootstrap applies it. No torchrun flag.
+        """
+
+    @property
+    def nccl_heartbeat_timeout(self) -> google.protobuf.duration_pb2.Duration:
+        """How long NCCL's monitoring thread waits for a heartbeat of the watchdog
+        thread (stuck in a CUDA or NCCL call) before it aborts the process. Range
+        > 0 and <= 86400 s (24 h) (rule elastic.failure_timeout.max), whole seconds
+        (torch reads an integer; rule elastic.duration.whole_seconds).
+        Unset leaves the env var out, so torch's own default applies: 480 s in
+        torch 2.13 (Flyte 2's `Elastic` always writes 300 s; elastic-idl keeps
+        torch's value unless the task says otherwise, so an unset task renders as
+        upstream does). Only NCCL process groups read it.
+        Exported to every pod container (and every local worker) as
+        `TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=<seconds>`.
+        """
+
     def __init__(
         self,
         *,
@@ -391,9 +461,13 @@ class ElasticConfig(google.protobuf.message.Message):
         signals_to_handle: collections.abc.Iterable[builtins.str] | None = ...,
         shutdown_timeout: google.protobuf.duration_pb2.Duration | None = ...,
         virtual_local_rank: builtins.bool = ...,
+        collective_timeout: google.protobuf.duration_pb2.Duration | None = ...,
+        nccl_heartbeat_timeout: google.protobuf.duration_pb2.Duration | None = ...,
+        nccl_async_error_handling: global___Toggle.ValueType = ...,
+        nccl_enable_monitoring: global___Toggle.ValueType = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["close_timeout", b"close_timeout", "join_timeout", b"join_timeout", "last_call_timeout", b"last_call_timeout", "monitor_interval", b"monitor_interval", "read_timeout", b"read_timeout", "shutdown_timeout", b"shutdown_timeout"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["close_timeout", b"close_timeout", "join_timeout", b"join_timeout", "last_call_timeout", b"last_call_timeout", "local_ranks_filter", b"local_ranks_filter", "max_replicas", b"max_replicas", "max_restarts", b"max_restarts", "min_replicas", b"min_replicas", "monitor_interval", b"monitor_interval", "nproc_per_node", b"nproc_per_node", "nproc_policy", b"nproc_policy", "numa_binding", b"numa_binding", "rdzv_backend", b"rdzv_backend", "rdzv_host", b"rdzv_host", "rdzv_id", b"rdzv_id", "rdzv_options", b"rdzv_options", "rdzv_port", b"rdzv_port", "read_timeout", b"read_timeout", "redirects", b"redirects", "role", b"role", "shutdown_timeout", b"shutdown_timeout", "signals_to_handle", b"signals_to_handle", "start_method", b"start_method", "tee", b"tee", "virtual_local_rank", b"virtual_local_rank"]) -> None: ...
+    def HasField(self, field_name: typing.Literal["close_timeout", b"close_timeout", "collective_timeout", b"collective_timeout", "join_timeout", b"join_timeout", "last_call_timeout", b"last_call_timeout", "monitor_interval", b"monitor_interval", "nccl_heartbeat_timeout", b"nccl_heartbeat_timeout", "read_timeout", b"read_timeout", "shutdown_timeout", b"shutdown_timeout"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["close_timeout", b"close_timeout", "collective_timeout", b"collective_timeout", "join_timeout", b"join_timeout", "last_call_timeout", b"last_call_timeout", "local_ranks_filter", b"local_ranks_filter", "max_replicas", b"max_replicas", "max_restarts", b"max_restarts", "min_replicas", b"min_replicas", "monitor_interval", b"monitor_interval", "nccl_async_error_handling", b"nccl_async_error_handling", "nccl_enable_monitoring", b"nccl_enable_monitoring", "nccl_heartbeat_timeout", b"nccl_heartbeat_timeout", "nproc_per_node", b"nproc_per_node", "nproc_policy", b"nproc_policy", "numa_binding", b"numa_binding", "rdzv_backend", b"rdzv_backend", "rdzv_host", b"rdzv_host", "rdzv_id", b"rdzv_id", "rdzv_options", b"rdzv_options", "rdzv_port", b"rdzv_port", "read_timeout", b"read_timeout", "redirects", b"redirects", "role", b"role", "shutdown_timeout", b"shutdown_timeout", "signals_to_handle", b"signals_to_handle", "start_method", b"start_method", "tee", b"tee", "virtual_local_rank", b"virtual_local_rank"]) -> None: ...
 
 global___ElasticConfig = ElasticConfig
 
