@@ -30,7 +30,7 @@ with warnings.catch_warnings():
     from flytekit.core.context_manager import ExecutionParameters, FlyteContextManager
 
 from elastic_idl.flytekit import _checkpoint, _run
-from elastic_idl.flytekit._worker import SentResult, TaskEntry, WorkerResult, import_root
+from elastic_idl.flytekit._worker import TaskEntry, WorkerResult, import_root, send
 
 LOCKED = """
 import threading
@@ -126,18 +126,18 @@ def _script_module(name: str) -> types.ModuleType:
 
 
 #: A cold worker, as far as the result goes: the function arrives by cloudpickle, its value leaves by torch's pickle
-#: (which fails) or in a SentResult.
+#: (which fails) or as the plugin sends it.
 COLD_WORKER = """
 import pickle, sys
 import cloudpickle
-from elastic_idl.flytekit._worker import SentResult, WorkerResult
+from elastic_idl.flytekit._worker import WorkerResult, send
 fn, kwargs = cloudpickle.loads(sys.stdin.buffer.read())
 value = fn(**kwargs)
 try:
     pickle.dumps(value)
 except pickle.PicklingError as exc:
     print("torch's pickle:", exc, file=sys.stderr)
-sys.stdout.buffer.write(pickle.dumps(SentResult(WorkerResult(value, []), "train", by_value=True)))
+sys.stdout.buffer.write(pickle.dumps(send(WorkerResult(value, []), "train", by_value=True)))
 """
 
 
@@ -167,7 +167,7 @@ def test_a_value_that_cannot_be_sent_is_a_typeerror_naming_it_with_its_cause() -
     lock = threading.Lock()
     for by_value, pickler in ((True, "cloudpickle"), (False, "pickle")):
         with pytest.raises(TypeError) as info:
-            SentResult(WorkerResult(lock, []), "train", by_value=by_value)
+            send(WorkerResult(lock, []), "train", by_value=by_value)
         assert str(info.value).startswith(
             f"task train: the value it returned (a lock) cannot be sent from the worker to the task's process: "
             f"{pickler} fails with TypeError: cannot pickle '_thread.lock' object. "
@@ -175,9 +175,9 @@ def test_a_value_that_cannot_be_sent_is_a_typeerror_naming_it_with_its_cause() -
         assert "defined at the top level of a module" in str(info.value)
         assert isinstance(info.value.__cause__, TypeError)
     with pytest.raises(TypeError, match="the decks or output metadata it made cannot be sent"):
-        SentResult(WorkerResult(1, [lock]), "train", by_value=False)
+        send(WorkerResult(1, [lock]), "train", by_value=False)
     # What pickles goes through torch's pickle as it is: ForkingPickler's reductions (tensors in shared memory).
-    warm = SentResult(WorkerResult({"loss": 0.5}, []), "train", by_value=False)
+    warm = send(WorkerResult({"loss": 0.5}, []), "train", by_value=False)
     assert pickle.loads(pickle.dumps(warm)) == WorkerResult({"loss": 0.5}, [])
 
 

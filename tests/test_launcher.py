@@ -172,6 +172,21 @@ def test_spawn_refuses_an_unpicklable_entrypoint_before_starting_anything() -> N
         launch(task(), launch_fns.closure_factory(1), start_method="spawn")
 
 
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn", "fork"])
+def test_a_return_value_that_cannot_be_sent_is_the_workers_recorded_error(start_method: str) -> None:
+    """Issue 29 (7c, the launcher's sibling): torch pickles a worker's return value after the function, outside
+    what it records: the worker ended with "exited with code 1 (no Python exception recorded)"."""
+    with pytest.raises(LaunchFailedError) as info:
+        launch(task(nproc=1), launch_fns.returns_a_lock, start_method=start_method)
+    root = info.value.failures[0]
+    assert root.message == (
+        "TypeError: the value returns_a_lock returned (a lock) cannot be sent from the worker to the launcher: "
+        "pickle fails with TypeError: cannot pickle '_thread.lock' object. Return values that pickle: numbers, "
+        "strings, tensors, and classes defined at the top level of a module (not inside a function)"
+    )
+    assert "cannot pickle '_thread.lock' object" in root.traceback
+
+
 def test_fork_start_method_resets_the_inherited_signal_handlers() -> None:
     out = launch(task(), launch_fns.allreduce, return_all=True, start_method="fork")
     assert all(v["sigterm"] for v in out.values())

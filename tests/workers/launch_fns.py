@@ -173,6 +173,13 @@ def loop_until_alone(marker_dir: str) -> dict[str, Any]:
     return out
 
 
+def returns_a_lock() -> Any:
+    """A return value that cannot be pickled, so it cannot reach the launcher."""
+    import threading
+
+    return threading.Lock()
+
+
 def closure_factory(value: int) -> Any:
     """A closure: not picklable, fine for workers forked from the warm server."""
 

@@ -5,6 +5,12 @@ gives it a `WorkerMain`, which first makes the process look like a
 fresh interpreter (signals, parent-death signal, thread count) and then runs
 the user's function, script or module.
 
+A function's return value goes to the launcher by pickle, which torch does after the
+function returned, outside what it records of the worker: a value that cannot be pickled
+ended the worker with no recorded cause ("no Python exception recorded"). So it is
+pickled here, inside the recorded call (`Sent`), and one that cannot be is a
+``TypeError`` naming it, with its cause.
+
 Torch-free on purpose: a spawned worker imports this module before torch, and
 a forked one already has torch in ``sys.modules``.
 """
@@ -18,6 +24,7 @@ import json
 import logging
 import multiprocessing.forkserver
 import os
+import pickle
 import runpy
 import signal
 import string
@@ -34,6 +41,7 @@ __all__ = [
     "KIND_CALLABLE",
     "KIND_MODULE",
     "KIND_SCRIPT",
+    "Sent",
     "WorkerMain",
     "cwd_first_on_path",
     "note_launcher_threads",
@@ -276,6 +284,39 @@ def _ignore_interrupts() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+class Sent:
+    """A worker function's return value, pickled in the worker; unpickled where torch hands it over.
+
+    Build one with `pickled` (or from bytes already pickled, with the function that reads
+    them back: it is pickled by reference, so it must be a module-level function).
+    """
+
+    def __init__(self, payload: bytes, loads: Callable[[bytes], Any] = pickle.loads) -> None:
+        self._payload = payload
+        self._loads = loads
+
+    @classmethod
+    def pickled(cls, value: Any, what: str) -> Sent:
+        """``value`` pickled as torch would (``ForkingPickler``: tensors go by shared memory).
+
+        Raises:
+            TypeError: It cannot be pickled; says ``what`` it is, with the pickler's error as cause.
+        """
+        from multiprocessing.reduction import ForkingPickler
+
+        try:
+            return cls(bytes(ForkingPickler.dumps(value)))
+        except Exception as exc:
+            raise TypeError(
+                f"{what} (a {type(value).__name__}) cannot be sent from the worker to the launcher: pickle fails "
+                f"with {type(exc).__name__}: {exc}. Return values that pickle: numbers, strings, tensors, and "
+                "classes defined at the top level of a module (not inside a function)"
+            ) from exc
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self._loads, (self._payload,))
+
+
 def _run_as_main(kind: str, target: str, argv: tuple[str, ...], *, fresh: bool) -> None:
     """Run a script or module as ``__main__`` with ``sys.argv`` set, like ``python`` does.
 
@@ -367,7 +408,8 @@ class WorkerMain:
                     fn, args = _STASH[self.stash_key]
                 else:
                     fn, args = self.target, self.args
-                return fn(*_substitute(args))
+                value = fn(*_substitute(args))
+                return value if isinstance(value, Sent) else Sent.pickled(value, f"the value {self.__name__} returned")
             _run_as_main(self.kind, str(self.target), tuple(str(a) for a in _substitute(self.args)), fresh=self.fresh)
             return None
         finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from elastic_idl._launch.worker import Sent
 from elastic_idl._task.enums import K8S_RESOURCE
 from elastic_idl._task.messages import Resources as ResourceName
 from elastic_idl._task.names import DEFAULT_START_METHOD, ENV
@@ -20,6 +21,7 @@ __all__ = [
     "RDZV_ENDPOINT_OVERRIDE_ENV",
     "RESOURCE_NAMES",
     "ResourceName",
+    "Sent",
     "in_pytorchjob",
 ]
 

@@ -18,7 +18,7 @@ Two ways in, one object (`TaskEntry`):
 The worker's result goes back to the task's process by pickle, after the function has
 returned and outside what torch records of the worker: a value that cannot be pickled
 ended the worker with no recorded cause. So the worker pickles it itself, inside the
-recorded call (`SentResult`), with the pickler that matches how the entry came:
+recorded call (`send`), with the pickler that matches how the entry came:
 torch's own (``ForkingPickler``) on the warm path, cloudpickle on the cold one, where a
 class defined in the script comes back as the task's own class (cloudpickle keeps track
 of the classes it sent by value). A value that cannot be sent raises a ``TypeError``
@@ -40,7 +40,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["SentResult", "TaskEntry", "WorkerResult", "import_root", "recoverable_marker"]
+from elastic_idl.flytekit._runtime import Sent
+
+__all__ = ["TaskEntry", "WorkerResult", "import_root", "recoverable_marker", "send"]
 
 
 class WorkerResult(NamedTuple):
@@ -81,9 +83,8 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class SentResult:
-    """A `WorkerResult` pickled in the worker, inside its recorded call; the task's process
-    unpickles it when torch hands it over (see the module docs).
+def send(result: WorkerResult, name: str, *, by_value: bool) -> Sent:
+    """``result`` pickled in the worker, inside its recorded call (see the module docs).
 
     Args:
         result: What the task function gave.
@@ -94,46 +95,28 @@ class SentResult:
         TypeError: The result cannot be pickled; names the value (or the decks and metadata)
             and carries the pickler's error as its cause.
     """
-
-    def __init__(self, result: WorkerResult, name: str, *, by_value: bool) -> None:
-        self._by_value = by_value
-        try:
-            self._payload = self._dumps(result)
-        except Exception as exc:
-            what, cause = "the decks or output metadata it made", exc
-            try:
-                self._dumps(result.value)
-            except Exception as value_exc:
-                what, cause = f"the value it returned (a {type(result.value).__name__})", value_exc
-            pickler = "cloudpickle" if by_value else "pickle"
-            raise TypeError(
-                f"task {name}: {what} cannot be sent from the worker to the task's process: {pickler} fails "
-                f"with {_describe(cause)}. Return values that pickle: numbers, strings, tensors, and classes "
-                "defined at the top level of a module (not inside a function)"
-            ) from cause
-
-    def _dumps(self, obj: Any) -> bytes:
-        if self._by_value:
-            import cloudpickle
-
-            return bytes(cloudpickle.dumps(obj))
-        from multiprocessing.reduction import ForkingPickler
-
-        return bytes(ForkingPickler.dumps(obj))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_received, (self._payload, self._by_value))
-
-
-def _received(payload: bytes, by_value: bool) -> Any:
-    """A `SentResult` arriving in the task's process: the WorkerResult it holds."""
     if by_value:
         import cloudpickle
 
-        return cloudpickle.loads(payload)
-    import pickle
+        dumps, loads, pickler = cloudpickle.dumps, cloudpickle.loads, "cloudpickle"
+    else:
+        import pickle
+        from multiprocessing.reduction import ForkingPickler
 
-    return pickle.loads(payload)
+        dumps, loads, pickler = ForkingPickler.dumps, pickle.loads, "pickle"
+    try:
+        return Sent(bytes(dumps(result)), loads)
+    except Exception as exc:
+        what, cause = "the decks or output metadata it made", exc
+        try:
+            dumps(result.value)
+        except Exception as value_exc:
+            what, cause = f"the value it returned (a {type(result.value).__name__})", value_exc
+        raise TypeError(
+            f"task {name}: {what} cannot be sent from the worker to the task's process: {pickler} fails "
+            f"with {_describe(cause)}. Return values that pickle: numbers, strings, tensors, and classes "
+            "defined at the top level of a module (not inside a function)"
+        ) from cause
 
 
 class TaskEntry:
@@ -176,18 +159,18 @@ class TaskEntry:
         payload = self._payload if self._payload is not None else cloudpickle.dumps((self._fn, self._kwargs))
         return (_rebuild, (payload, self._marker_dir, self._context, self.__name__, self._sys_path))
 
-    def __call__(self) -> SentResult:
+    def __call__(self) -> Sent:
         from elastic_idl.flytekit._checkpoint import this_attempts_checkpoint
 
         dest, prev = self._context.get("checkpoint_path"), self._context.get("prev_checkpoint")
         if self._payload is None:
             with this_attempts_checkpoint(dest, prev):
-                return SentResult(self._run(), self.__name__, by_value=False)
+                return send(self._run(), self.__name__, by_value=False)
         self._unpack()
         from flytekit.bin.entrypoint import setup_execution
 
         with setup_execution(**self._context), this_attempts_checkpoint(dest, prev):
-            return SentResult(self._run(), self.__name__, by_value=True)
+            return send(self._run(), self.__name__, by_value=True)
 
     def _unpack(self) -> None:
         """A cold worker: the function's import root on sys.path, then the function and its inputs."""
