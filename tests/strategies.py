@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import signal
 import string
+from datetime import timedelta
 from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
@@ -407,6 +408,12 @@ def elastic_kwargs(draw: st.DrawFn, *, extensions: bool = True) -> dict[str, Any
     if draw(st.booleans()):
         kw["shutdown_timeout"] = draw(st.sampled_from([1, 30, 2.0]))
     kw["virtual_local_rank"] = draw(st.booleans())
+    if draw(st.booleans()):
+        kw["collective_timeout"] = draw(st.sampled_from([5, 90.5, "600", timedelta(minutes=2, microseconds=250)]))
+    if draw(st.booleans()):
+        kw["nccl_heartbeat_timeout"] = draw(st.sampled_from([60, 300.0, timedelta(seconds=480)]))
+    for name in ("nccl_async_error_handling", "nccl_enable_monitoring"):
+        kw[name] = draw(st.sampled_from([None, True, False]))
     return kw
 
 

@@ -761,3 +761,29 @@ def test_a_run_policy_object_is_checked_like_a_mapping() -> None:
     assert rules_of(info.value) == [("run_policy.ttl_seconds_after_finished", "sdk.argument")]
     cfg = Elastic(nnodes=2, run_policy=RunPolicy(clean_pod_policy="All"))  # type: ignore[arg-type]
     assert cfg.run_policy == RunPolicy(clean_pod_policy=CleanPodPolicy.ALL)
+
+
+def test_the_failure_budget_arguments_are_typed_and_reach_the_task() -> None:
+    from datetime import timedelta
+
+    cfg = Elastic(
+        nnodes="1:2",
+        collective_timeout=timedelta(seconds=90, microseconds=500_000),
+        nccl_heartbeat_timeout=300,
+        nccl_async_error_handling=True,
+        nccl_enable_monitoring=False,
+    )
+    e = cfg.to_task().elastic_config
+    assert (e.collective_timeout.seconds, e.collective_timeout.nanos) == (90, 500_000_000)
+    assert e.nccl_heartbeat_timeout.seconds == 300
+    assert (e.nccl_async_error_handling, e.nccl_enable_monitoring) == (1, 2)  # TOGGLE_ON, TOGGLE_OFF
+    assert (cfg.collective_timeout, cfg.nccl_heartbeat_timeout) == (90.5, 300)  # one normal form: seconds
+    assert Elastic.from_task(cfg.to_task()) == cfg
+    unset = Elastic(nnodes="1:2").to_task().elastic_config
+    assert not unset.HasField("collective_timeout") and unset.nccl_enable_monitoring == 0
+    with pytest.raises(ei.ValidationError) as info:
+        Elastic(nnodes=2, nccl_enable_monitoring=1)  # type: ignore[arg-type]
+    assert [(v.field, v.rule) for v in info.value.violations] == [("nccl_enable_monitoring", "sdk.argument")]
+    with pytest.raises(ei.ValidationError) as info:
+        Elastic(nnodes=2, collective_timeout=timedelta(days=2))
+    assert [v.rule for v in info.value.violations] == ["elastic.failure_timeout.max"]

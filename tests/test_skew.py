@@ -57,6 +57,10 @@ SAMPLES: dict[str, str] = {
     "signals_to_handle": 'signals_to_handle: "SIGTERM"',
     "shutdown_timeout": "shutdown_timeout { seconds: 5 }",
     "virtual_local_rank": "virtual_local_rank: true",
+    "collective_timeout": "collective_timeout { seconds: 90 }",
+    "nccl_heartbeat_timeout": "nccl_heartbeat_timeout { seconds: 300 }",
+    "nccl_async_error_handling": "nccl_async_error_handling: TOGGLE_OFF",
+    "nccl_enable_monitoring": "nccl_enable_monitoring: TOGGLE_ON",
 }
 BASE_ELASTIC = 'rdzv_backend: "c10d" min_replicas: 1 max_replicas: 2 nproc_per_node: 4'
 TOKEN = re.compile(r"`([^`]+)`")

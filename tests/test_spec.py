@@ -64,8 +64,21 @@ def test_local_defaults() -> None:
         "shutdown_timeout": None,
         "virtual_local_rank": False,
         "local_addr": None,
+        "collective_timeout": 600.0,
+        "nccl_env": {},
     }
     assert spec.decisions == ()
+
+
+def test_the_failure_budget_reaches_the_launch_spec_with_its_defaults_applied() -> None:
+    t = task()
+    e = t.elastic_config
+    e.collective_timeout.FromSeconds(45)
+    e.nccl_heartbeat_timeout.FromSeconds(120)
+    e.nccl_enable_monitoring = 2  # TOGGLE_OFF
+    spec = ei.to_launch_spec(t)
+    assert spec.collective_timeout == 45.0
+    assert dict(spec.nccl_env) == {"TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "120", "TORCH_NCCL_ENABLE_MONITORING": "0"}
 
 
 def test_operator_env_consistent_with_message(caplog: pytest.LogCaptureFixture) -> None:

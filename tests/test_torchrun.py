@@ -597,6 +597,23 @@ def test_to_torchrun_refuses_what_no_command_line_can_say(fields: dict[str, Any]
     assert info.value.flag == flag
 
 
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"collective_timeout": 5}, "collective_timeout"),
+        ({"nccl_heartbeat_timeout": 300}, "nccl_heartbeat_timeout"),
+        ({"nccl_async_error_handling": False}, "nccl_async_error_handling"),
+        ({"nccl_enable_monitoring": True}, "nccl_enable_monitoring"),
+    ],
+)
+def test_to_torchrun_refuses_the_failure_budget_no_flag_says(fields: dict[str, Any], field: str) -> None:
+    task = ei.Elastic(nnodes="1:2", **fields).to_task()
+    with pytest.raises(TorchrunError) as info:
+        to_torchrun(task, "t.py")
+    assert info.value.flag == field
+    assert "no flag" in str(info.value)
+
+
 @pytest.mark.parametrize("name", ["join_timeout", "shutdown_timeout"])
 def test_to_torchrun_refuses_a_fractional_timeout_as_invalid(name: str) -> None:
     task = expected_task(**{name: Duration(seconds=1, nanos=500_000_000)})

@@ -67,6 +67,7 @@ from elastic_idl._launch.worker import (
     unstash,
 )
 from elastic_idl._task.names import (
+    COLLECTIVE_TIMEOUT_ENV,
     DEFAULT_JOIN_TIMEOUT_S,
     DEFAULT_RUN_ID,
     ENV,
@@ -572,6 +573,9 @@ def _launch_env(spec: LaunchSpec, nproc: int, loopback: bool, fresh_store: bool)
     from elastic_idl._launch import agent
 
     updates: dict[str, str] = {"TORCHELASTIC_SIGNALS_TO_HANDLE": spec.signals_to_handle}
+    # The failure-detection budget: the worker bootstrap reads the first; torch reads TORCH_NCCL_*.
+    updates[COLLECTIVE_TIMEOUT_ENV] = repr(spec.collective_timeout)
+    updates.update(spec.nccl_env)
     if fresh_store:
         updates[agent.DISABLE_SHARED_STORE_ENV] = "1"
     if "OMP_NUM_THREADS" not in os.environ and nproc > 1:

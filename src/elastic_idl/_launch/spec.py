@@ -15,6 +15,7 @@ from typing import Any
 from elastic_idl._errors import ValidationError, Violation
 from elastic_idl._task.enums import NPROC_POLICY, NUMA_BINDING, START_METHOD, STD_STREAMS
 from elastic_idl._task.names import (
+    DEFAULT_COLLECTIVE_TIMEOUT_S,
     DEFAULT_LOCAL_HOST,
     DEFAULT_MONITOR_INTERVAL_S,
     DEFAULT_ROLE,
@@ -125,10 +126,17 @@ class LaunchSpec:
     shutdown_timeout: int | None = None
     virtual_local_rank: bool = False
     local_addr: str | None = None
+    #: The process-group timeout the workers get when their code gives none (seconds; the task's
+    #: collective_timeout, else DEFAULT_COLLECTIVE_TIMEOUT_S). Not a LaunchConfig field: the launcher
+    #: passes it to the workers (COLLECTIVE_TIMEOUT_ENV).
+    collective_timeout: float = DEFAULT_COLLECTIVE_TIMEOUT_S
+    #: The NCCL env vars the task sets (TORCH_NCCL_*), which the launcher exports to its workers.
+    nccl_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     decisions: tuple[EnvDecision, ...] = field(default=(), compare=False)
 
     def as_dict(self) -> dict[str, Any]:
-        """The LaunchConfig-relevant fields as plain JSON-able values (for the CLI and vectors)."""
+        """The LaunchConfig-relevant fields as plain JSON-able values (for the CLI and vectors), and what the
+        launcher gives its workers besides: the collective timeout (seconds) and the NCCL env."""
         return {
             "min_nodes": self.min_nodes,
             "max_nodes": self.max_nodes,
@@ -149,6 +157,8 @@ class LaunchSpec:
             "shutdown_timeout": self.shutdown_timeout,
             "virtual_local_rank": self.virtual_local_rank,
             "local_addr": self.local_addr,
+            "collective_timeout": self.collective_timeout,
+            "nccl_env": dict(self.nccl_env),
         }
 
 
@@ -420,6 +430,8 @@ def to_launch_spec(
             "shutdown_timeout": None if shutdown is None else int(shutdown.seconds),
             "virtual_local_rank": e.virtual_local_rank,
             "local_addr": None,
+            "collective_timeout": e.collective_timeout_s(),
+            "nccl_env": MappingProxyType(e.nccl_env()),
             "decisions": tuple(d.made) if d is not None else (),
         }
     )

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from elastic_idl._launch import blas
+from elastic_idl._launch.collective import apply_collective_timeout
 from elastic_idl._task.names import AGENT_SIGNALS
 
 __all__ = [
@@ -402,6 +403,7 @@ class WorkerMain:
         _fresh_start_method()
         _apply_thread_count()
         _follow_thread_env()
+        apply_collective_timeout()  # the task's collective_timeout for every group created without one
         try:
             if self.kind == KIND_CALLABLE:
                 if self.stash_key:

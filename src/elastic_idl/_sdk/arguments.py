@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, cast
 
@@ -87,7 +88,10 @@ def int32(value: object, argument: str, problems: Problems) -> int:
 
 
 def duration_of(value: object, argument: str, problems: Problems) -> Duration | None:
-    """A number of seconds (int, float, Decimal or numeric str) as an exact Duration, or a problem."""
+    """A number of seconds (int, float, Decimal or numeric str) or a timedelta as an exact Duration, or a problem."""
+    if isinstance(value, timedelta):
+        # Exact: a timedelta is whole days, seconds and microseconds.
+        value = Decimal(value.days * 86400 + value.seconds) + Decimal(value.microseconds) / 1_000_000
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal, str)):
         problems.add(argument, f"expected a number of seconds, got {type(value).__name__} {value!r}")
         return None

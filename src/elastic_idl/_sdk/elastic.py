@@ -18,6 +18,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from datetime import timedelta
 from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, NoReturn, cast
@@ -52,6 +53,7 @@ from elastic_idl._task.messages import RunPolicy as RunPolicyMessage
 from elastic_idl._task.names import (
     DEFAULT_RDZV_BACKEND,
     DYNAMIC_BACKENDS,
+    FAILURE_TIMEOUTS,
     JOIN_TIMEOUT,
     RDZV_TIMEOUTS,
     STANDALONE_TASK_TYPE,
@@ -60,6 +62,7 @@ from elastic_idl._task.names import (
 )
 from elastic_idl._task.validate import violations
 from elastic_idl._task.view import Replica, TaskView, elastic_values, rdzv_configs, values_of, view
+from elastic_idl.plugins.v1 import elastic_pb2
 
 __all__ = [
     "FLYTEKIT_RDZV_CONFIGS",
@@ -322,6 +325,25 @@ class _ElasticBuilder:
                 problems.add(name, f"expected True or False, got {flag!r}")
         config.virtual_local_rank = bool(cfg.virtual_local_rank)
 
+    def failure_budget(self) -> None:
+        """collective_timeout, the NCCL heartbeat timeout (Durations) and the two NCCL switches (Toggles)."""
+        cfg, config, problems = self.cfg, self.config, self.problems
+        for name in FAILURE_TIMEOUTS:
+            value = getattr(cfg, name)
+            if value is not None:
+                d = duration_of(value, name, problems)
+                if d is not None:
+                    getattr(config, name).CopyFrom(d)
+                    self.put(name, seconds_value(d))
+        for name in _NCCL_SWITCHES:
+            flag: object = getattr(cfg, name)
+            if flag is None:
+                continue
+            if not isinstance(flag, bool):
+                problems.add(name, f"expected True, False or None, got {flag!r}")
+                continue
+            setattr(config, name, _TOGGLE_ON if flag else _TOGGLE_OFF)
+
     def run_policy(self) -> RunPolicy | None:
         run_policy = _run_policy(self.cfg.run_policy, self.problems)
         self.put("run_policy", run_policy)
@@ -423,6 +445,15 @@ class Elastic:
         signals_to_handle: Signal names to forward to workers (list, or "SIGTERM,SIGUSR1"); empty: torch's list.
         shutdown_timeout: Seconds to wait for workers to stop before killing them; None: torch's 30 s.
         virtual_local_rank: Give every worker LOCAL_RANK=0 and its own device.
+        collective_timeout: The timeout of every process group a worker creates without one of its
+            own (gloo and NCCL), in seconds or a timedelta, > 0 and <= 24 h; None: 10 minutes.
+        nccl_heartbeat_timeout: Seconds (whole) or a timedelta before NCCL's monitoring thread aborts
+            a process whose watchdog is stuck, <= 24 h; None: torch's own (480 s in torch 2.13).
+            Exported as ``TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC``.
+        nccl_async_error_handling: True/False exports ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` 1/0;
+            None leaves torch's default.
+        nccl_enable_monitoring: True/False exports ``TORCH_NCCL_ENABLE_MONITORING`` 1/0; None
+            leaves torch's default.
 
     Example:
         ```python
@@ -456,6 +487,10 @@ class Elastic:
     signals_to_handle: Sequence[str] | str = ()
     shutdown_timeout: float | Decimal | str | None = None
     virtual_local_rank: bool = False
+    collective_timeout: float | Decimal | str | timedelta | None = None
+    nccl_heartbeat_timeout: float | Decimal | str | timedelta | None = None
+    nccl_async_error_handling: bool | None = None
+    nccl_enable_monitoring: bool | None = None
     _task: KubeflowTask = field(init=False, repr=False, compare=False)
     _standalone: bool = field(init=False, repr=False, compare=False)
 
@@ -468,6 +503,7 @@ class Elastic:
         backend = b.launch_settings()
         b.rendezvous(backend)
         b.streams()
+        b.failure_budget()
         run_policy = b.run_policy()
         replica = b.replica_settings()
         if b.problems.found:
@@ -687,8 +723,19 @@ def _arguments_of(t: TaskView) -> dict[str, Any]:
         signals_to_handle=e.signals_to_handle,
         shutdown_timeout=None if e.shutdown_timeout is None else seconds_value(e.shutdown_timeout),
         virtual_local_rank=e.virtual_local_rank,
+        collective_timeout=None if e.collective_timeout is None else seconds_value(e.collective_timeout),
+        nccl_heartbeat_timeout=None if e.nccl_heartbeat_timeout is None else seconds_value(e.nccl_heartbeat_timeout),
+        nccl_async_error_handling=_TOGGLE_FLAG[e.nccl_async_error_handling],
+        nccl_enable_monitoring=_TOGGLE_FLAG[e.nccl_enable_monitoring],
         **kwargs,
     )
+
+
+#: The NCCL switches of the failure-detection budget (Toggle fields; True/False/None in Elastic).
+_NCCL_SWITCHES = ("nccl_async_error_handling", "nccl_enable_monitoring")
+_TOGGLE_ON, _TOGGLE_OFF = elastic_pb2.TOGGLE_ON, elastic_pb2.TOGGLE_OFF
+#: Toggle number -> the Elastic argument (validation ran before: only the schema's values reach it).
+_TOGGLE_FLAG: dict[int, bool | None] = {elastic_pb2.TOGGLE_UNSPECIFIED: None, _TOGGLE_ON: True, _TOGGLE_OFF: False}
 
 
 def _rebuild(kwargs: dict[str, Any]) -> Elastic:

@@ -45,8 +45,10 @@ from elastic_idl._task.names import (
     DEFAULT_PORTS,
     DEFAULT_RDZV_BACKEND,
     DEFAULT_SIGNALS,
+    FAILURE_TIMEOUTS,
     INT32,
     LOOPBACK_HOST,
+    NCCL_ENV_FIELDS,
     PET_PREFIX,
     RDZV_TIMEOUTS,
     STATIC,
@@ -54,7 +56,7 @@ from elastic_idl._task.names import (
     parse_rdzv_conf,
 )
 from elastic_idl._task.validate import violations
-from elastic_idl._task.view import view
+from elastic_idl._task.view import elastic_values, view
 from elastic_idl.exit_codes import EXIT_CODES_TEXT
 
 __all__ = [
@@ -975,7 +977,8 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
         TorchrunError: The task holds something no torchrun command line can say (names the
             flag): a fractional rendezvous or shutdown timeout, a static backend without a
             host, a port without a host, a host torch would not parse, an rdzv option torch
-            would parse differently.
+            would parse differently; a failure-detection budget field (collective_timeout,
+            nccl_*), which no torchrun flag says.
         TypeError: ``args`` is not a list of strings, or ``entrypoint`` is of another type.
     """
     task = view(task)  # converted once; the rules run once on the value
@@ -999,6 +1002,15 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
     if isinstance(entrypoint, TorchrunEntrypoint) and args:
         raise TypeError("pass the script's arguments in the TorchrunEntrypoint, not as args")
 
+    unset = (None, 0)  # an unset Duration, an unspecified Toggle
+    budget = elastic_values(e)
+    for name in _NO_FLAG:
+        if getattr(budget, name) not in unset:
+            raise TorchrunError(
+                name,
+                "torchrun has no flag for the failure-detection budget; launch the task itself "
+                "(elastic-idl run, the pod entrypoint) or leave it unset",
+            )
     writing = _Writing(e, ep, e.rdzv_backend or DEFAULT_RDZV_BACKEND)
     out: list[str] = []
     for f in FLAGS:
@@ -1012,6 +1024,11 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
     # argparse (so torchrun) drops one "--" right after the script: double it to pass one through.
     escape = ["--"] if ep.args[:1] == ("--",) else []
     return [*out, ep.target, *escape, *ep.args]
+
+
+#: ElasticConfig fields no torchrun flag says (the failure-detection budget): `to_torchrun` refuses a task
+#: that sets one, and a command line leaves them unset (the launcher's defaults apply).
+_NO_FLAG = (*FAILURE_TIMEOUTS, *(name for name, _ in NCCL_ENV_FIELDS if name not in FAILURE_TIMEOUTS))
 
 
 _HELP_SECTIONS = (

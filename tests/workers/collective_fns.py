@@ -1,0 +1,40 @@
+"""Worker entrypoints for the collective_timeout tests: rank 1 skips (sleeps past) a collective.
+
+Torch is imported inside the functions: spawned workers import this module first.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+#: How long rank 1 sleeps instead of entering the collective: far past every timeout under test.
+SKIP_S = 60.0
+
+
+def skip_a_collective(init_timeout_s: float = 0.0, group_timeout_s: float = 0.0, delay_s: float = SKIP_S) -> float:
+    """Rank 1 enters the all_reduce ``delay_s`` late; returns how long rank 0 waited in it.
+
+    ``init_timeout_s``/``group_timeout_s``: the ``timeout=`` given to ``init_process_group`` and to
+    a ``new_group`` the all_reduce runs on (0: none given, so the task's collective_timeout applies).
+    """
+    import torch
+    import torch.distributed as dist
+
+    if init_timeout_s:
+        dist.init_process_group("gloo", timeout=timedelta(seconds=init_timeout_s))
+    else:
+        dist.init_process_group("gloo")
+    group: Any = None
+    if group_timeout_s:
+        group = dist.new_group(timeout=timedelta(seconds=group_timeout_s))
+    elif init_timeout_s:
+        group = dist.new_group()
+    if dist.get_rank() == 1:
+        time.sleep(delay_s)
+    start = time.monotonic()
+    dist.all_reduce(torch.ones(1), group=group)
+    waited = time.monotonic() - start
+    dist.destroy_process_group()
+    return waited
