@@ -100,3 +100,21 @@ def test_the_replacement_is_what_torch_reads_and_a_bad_value_is_ignored(monkeypa
     for backend in (c10d.Backend.GLOO, c10d.Backend.NCCL):
         assert c10d._get_default_timeout(backend).total_seconds() == 2.5
     assert os.environ.get(COLLECTIVE_TIMEOUT_ENV) is None  # the test process's env is not the launcher's
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_the_workers_get_the_tasks_nccl_env_and_collective_timeout(start_method: str) -> None:
+    t = task(7)
+    t.elastic_config.nccl_heartbeat_timeout.CopyFrom(Duration(seconds=123))
+    t.elastic_config.nccl_enable_monitoring = 1  # TOGGLE_ON
+    # TOGGLE_OFF: "0" wins over the "1" torch's agent gives its workers when the env has none.
+    t.elastic_config.nccl_async_error_handling = 2
+    seen = launch(t, collective_fns.failure_budget_env, start_method=start_method, return_all=True)
+    want = {
+        COLLECTIVE_TIMEOUT_ENV: "7.0",
+        "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "123",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0",
+        "TORCH_NCCL_ENABLE_MONITORING": "1",
+    }
+    assert seen == {0: want, 1: want}
+    assert COLLECTIVE_TIMEOUT_ENV not in os.environ  # the launch's env is restored after it

@@ -38,3 +38,16 @@ def skip_a_collective(init_timeout_s: float = 0.0, group_timeout_s: float = 0.0,
     waited = time.monotonic() - start
     dist.destroy_process_group()
     return waited
+
+
+def failure_budget_env() -> dict[str, str | None]:
+    """The failure-detection budget's variables as this worker sees them."""
+    import os
+
+    names = (
+        "ELASTIC_IDL_COLLECTIVE_TIMEOUT_S",
+        "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+        "TORCH_NCCL_ENABLE_MONITORING",
+    )
+    return {name: os.environ.get(name) for name in names}
