@@ -10,13 +10,16 @@ Cases (the same function: gloo init_process_group, one all_reduce, destroy):
 - ``flytekit + elastic_idl.Elastic``: ``python wf.py``, a ``@workflow`` calling an
   ``@task(task_config=elastic_idl.Elastic(nproc_per_node=2))``; the plugin comes in
   through flytekit's entry point;
+- the same with ``import torch`` at the top of ``wf.py``, as in most training scripts: with
+  numpy installed, torch's import starts OpenBLAS's thread pool before the task runs;
 - ``ei.launch``: the function launched from a plain script, no flytekit;
 - ``import flytekit``: ``python -c "import flytekit"``;
 - ``flytekit + kfpytorch``: the same workflow with ``flytekitplugins.kfpytorch.Elastic``
   (its defaults: spawn, 5 s monitor interval).
 
 Target (issue #11): median over rounds of ``ours - (ei.launch + import flytekit)`` at most 0.3 s.
-Also reported: the entry point's own cost inside ``import flytekit`` (target: at most 20 ms).
+Also reported: the entry point's own cost inside ``import flytekit`` (target: at most 20 ms), and
+the numpy and pandas installed (issue 29: measure where users are, with both).
 
     .venv/bin/python bench/bench_flytekit.py --rounds 10
 """
@@ -34,7 +37,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_launch import run_once
+from bench_launch import machine, run_once
 
 PY = sys.executable
 
@@ -72,6 +75,7 @@ if __name__ == "__main__":
 
 
 OURS = _workflow("elastic_idl")
+OURS_TORCH = _workflow("elastic_idl", prelude="\nimport torch")
 
 PLAIN = f"""
 import elastic_idl as ei
@@ -95,6 +99,7 @@ print((time.perf_counter() - t0) * 1000)
 """
 
 A_OURS = "flytekit + elastic_idl.Elastic"
+A_OURS_TORCH = "flytekit + elastic_idl.Elastic, torch imported first"
 A_PLAIN = "ei.launch (plain script)"
 A_IMPORT = "python -c 'import flytekit'"
 A_KFP = "flytekit + kfpytorch"
@@ -112,14 +117,16 @@ def main() -> int:
     ap.add_argument("--no-kfpytorch", action="store_true", help="leave flytekitplugins-kfpytorch out (it is slow)")
     ap.add_argument("--json", help="also write the raw samples here")
     args = ap.parse_args()
+    host = machine()
 
     with tempfile.TemporaryDirectory(prefix="bench-flytekit-") as tmp:
         files = {}
-        for name, text in (("ours.py", OURS), ("plain.py", PLAIN), ("kfp.py", KFP)):
+        for name, text in (("ours.py", OURS), ("ours_torch.py", OURS_TORCH), ("plain.py", PLAIN), ("kfp.py", KFP)):
             files[name] = Path(tmp, name)
             files[name].write_text(text)
         cases = {
             A_OURS: [PY, str(files["ours.py"])],
+            A_OURS_TORCH: [PY, str(files["ours_torch.py"])],
             A_PLAIN: [PY, str(files["plain.py"])],
             A_IMPORT: [PY, "-c", "import flytekit"],
         }
@@ -142,7 +149,7 @@ def main() -> int:
             os.chdir(cwd)
 
     if args.json:
-        Path(args.json).write_text(json.dumps({"samples": samples, "entry_ms": entry}, indent=1))
+        Path(args.json).write_text(json.dumps({"machine": host, "samples": samples, "entry_ms": entry}, indent=1))
     failed = {name: sum(1 for _, code in s if code != 0) for name, s in samples.items()}
     rounds = list(zip(*(samples[n] for n in cases), strict=True))
     idx = {name: i for i, name in enumerate(cases)}
@@ -153,7 +160,8 @@ def main() -> int:
 
     diff = [r[idx[A_OURS]][0] - r[idx[A_PLAIN]][0] - r[idx[A_IMPORT]][0] for r in good]
     print(
-        f"\n{args.rounds} rounds ({len(good)} with every case ok), {os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
+        f"\n{args.rounds} rounds ({len(good)} with every case ok), {os.cpu_count()} CPUs, Python {host['python']}, "
+        f"torch {host['torch']}, numpy {host['numpy']}, pandas {host['pandas']}"
     )
     print("| case | median wall (s) | failed runs |")
     print("| --- | ---: | ---: |")
@@ -165,6 +173,8 @@ def main() -> int:
     if A_KFP in cases:
         ratio = [r[idx[A_KFP]][0] / r[idx[A_OURS]][0] for r in good]
         print(f"kfpytorch / ours, median of paired ratios: {med(ratio):.2f}")
+        ratio = [r[idx[A_KFP]][0] / r[idx[A_OURS_TORCH]][0] for r in good]
+        print(f"kfpytorch / ours with torch imported first, median of paired ratios: {med(ratio):.2f}")
     print(f"entry point inside import flytekit: median {med(entry):.1f} ms, max {max(entry):.1f} ms (target <= 20 ms)")
     return 0
 
