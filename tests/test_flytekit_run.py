@@ -109,6 +109,12 @@ def test_the_culprit_is_named_for_an_input_and_a_closure() -> None:
 # --------------------------------------------------------------------------- worker <-> task process
 
 
+def _run_without_pythonpath(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``argv`` in ``cwd`` as a user runs it: nothing added to the import path."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
 def _script_module(name: str) -> types.ModuleType:
     """A module that is in sys.modules but cannot be imported again (like a script run as __main__)."""
     module = types.ModuleType(name)
@@ -209,8 +215,7 @@ with mock.patch("flytekit.bin.entrypoint.setup_execution"):
     entry._unpack()
 print(entry._fn(**entry._kwargs))
 """
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    proc = _run_without_pythonpath(tmp_path, sys.executable, "-c", code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["8"]
     # Without the directory (an old entry, or a module that is nowhere): an ImportError that says what to do.
@@ -274,9 +279,7 @@ def test_a_dataclass_defined_in_the_script_comes_back(tmp_path: Path, start_meth
     """``python wf.py``: kfpytorch (spawn) fails with a PicklingError; ours failed with no recorded cause."""
     pytest.importorskip("torch")
     script = _flytekit_script(tmp_path, start_method)
-    proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
-    )
+    proc = _run_without_pythonpath(tmp_path, sys.executable, str(script))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "RESULT True Out(loss=1.5, world=2)" in proc.stdout
 
@@ -285,16 +288,8 @@ def test_pyflyte_run_finds_the_tasks_own_module_in_cold_workers(tmp_path: Path) 
     """``pyflyte run wf.py wf`` without PYTHONPATH: the module was importable only while pyflyte loaded it."""
     pytest.importorskip("torch")
     _flytekit_script(tmp_path, "spawn")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    pyflyte = Path(sys.executable).parent / "pyflyte"
-    proc = subprocess.run(
-        [str(pyflyte), "run", "fk_run_wf.py", "wf", "--x", "5"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    proc = _run_without_pythonpath(
+        tmp_path, str(Path(sys.executable).parent / "pyflyte"), "run", "fk_run_wf.py", "wf", "--x", "5"
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "Out(loss=2.5, world=2)" in proc.stdout
