@@ -279,14 +279,19 @@ class _ElasticBuilder:
         self.put("rdzv_backend", backend)
         if cfg.start_method is not None:
             config.start_method = cast(Any, _enum_number(START_METHOD, cfg.start_method, "start_method", problems))
-        for name in ("monitor_interval", "shutdown_timeout"):
+        self.durations(("monitor_interval", "shutdown_timeout"))
+        return backend
+
+    def durations(self, names: tuple[str, ...]) -> None:
+        """Each named config value that is set, as a Duration field of the message of that name."""
+        cfg, config, problems = self.cfg, self.config, self.problems
+        for name in names:
             value = getattr(cfg, name)
             if value is not None:
                 d = duration_of(value, name, problems)
                 if d is not None:
                     getattr(config, name).CopyFrom(d)
                     self.put(name, seconds_value(d))
-        return backend
 
     def rendezvous(self, backend: str) -> None:
         """rdzv_configs (typed timeouts and options), rdzv id, host, port, and the role."""
@@ -328,13 +333,7 @@ class _ElasticBuilder:
     def failure_budget(self) -> None:
         """collective_timeout, the NCCL heartbeat timeout (Durations) and the two NCCL switches (Toggles)."""
         cfg, config, problems = self.cfg, self.config, self.problems
-        for name in FAILURE_TIMEOUTS:
-            value = getattr(cfg, name)
-            if value is not None:
-                d = duration_of(value, name, problems)
-                if d is not None:
-                    getattr(config, name).CopyFrom(d)
-                    self.put(name, seconds_value(d))
+        self.durations(FAILURE_TIMEOUTS)
         for name in _NCCL_SWITCHES:
             flag: object = getattr(cfg, name)
             if flag is None:
