@@ -190,13 +190,16 @@ def _apply_thread_count() -> None:
     # OpenBLAS (numpy's, loaded with torch) read its count in the launcher; its pool was stopped
     # before the fork and restarts at the first threaded call, with the count set here.
     blas.apply_env_threads()
-    torch = sys.modules.get("torch")
     value = os.environ.get("OMP_NUM_THREADS", "")
-    if torch is None or value == _LAUNCHER_THREADS:
-        return
-    if not value.isdigit() or int(value) < 1:
-        return
-    torch.set_num_threads(int(value))
+    if value != _LAUNCHER_THREADS:
+        _set_torch_threads(value)
+
+
+def _set_torch_threads(value: str) -> None:
+    """``torch.set_num_threads`` of an ``OMP_NUM_THREADS`` value, when torch is loaded and it is a count."""
+    torch = sys.modules.get("torch")
+    if torch is not None and value.strip().isdigit() and int(value) > 0:
+        torch.set_num_threads(int(value))
 
 
 def _own_session() -> None:
@@ -241,9 +244,8 @@ def _thread_env_hook(event: str, args: tuple[Any, ...]) -> None:
         if key not in _THREAD_ENV:
             return
         blas.apply_env_threads({**os.environ, key: value})
-        torch = sys.modules.get("torch")
-        if key == "OMP_NUM_THREADS" and torch is not None and value.strip().isdigit() and int(value) > 0:
-            torch.set_num_threads(int(value))
+        if key == "OMP_NUM_THREADS":
+            _set_torch_threads(value)
     except Exception:  # an audit hook must never break the script's os.environ write
         pass
 
