@@ -51,3 +51,37 @@ def failure_budget_env() -> dict[str, str | None]:
         "TORCH_NCCL_ENABLE_MONITORING",
     )
     return {name: os.environ.get(name) for name in names}
+
+
+def stop_at_step(step: int = 5, steps: int = 50, only_attempt: int | None = None, how: str = "sigstop") -> int:
+    """all_reduce ``steps`` times; rank 1 stops progressing before ``step``; returns the steps done.
+
+    ``how``: "sigstop" (the process stops itself), "sleep" (sleeps past every timeout) or "fifo"
+    (blocks opening a FIFO nobody writes: hung I/O). ``only_attempt``: only in that attempt
+    (TORCHELASTIC_RESTART_COUNT), so a restart can succeed.
+    """
+    import os
+    import signal
+    import tempfile
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    done = 0
+    for i in range(steps):
+        if i == step and dist.get_rank() == 1 and (only_attempt is None or attempt == only_attempt):
+            if how == "sigstop":
+                os.kill(os.getpid(), signal.SIGSTOP)
+            elif how == "sleep":
+                time.sleep(SKIP_S)
+            else:
+                path = os.path.join(tempfile.mkdtemp(prefix="ei-fifo-"), "fifo")
+                os.mkfifo(path)
+                with open(path, "rb") as fh:  # blocks: no writer ever comes
+                    fh.read()
+        dist.all_reduce(torch.ones(1))
+        done += 1
+    dist.destroy_process_group()
+    return done

@@ -144,10 +144,12 @@ from elastic_idl._errors import (
 )
 from elastic_idl._errors import RendezvousClosedError as ClosedByAnotherNodeError
 from elastic_idl._launch.failures import (
+    STUCK_MARK,
     FailureLog,
     WorkerExit,
     describe_attempt,
     file_clock_ns,
+    timed_out_at,
     user_traceback,
 )
 from elastic_idl._launch.spec import LaunchSpec
@@ -958,6 +960,7 @@ class _Agent(LocalElasticAgent):
         exit_barrier_timeout: float,
         shutdown_timeout: int,
         failure_log: FailureLog,
+        stuck_after_s: float | None = None,
     ) -> None:
         super().__init__(
             spec=spec,
@@ -971,6 +974,14 @@ class _Agent(LocalElasticAgent):
         self._last_healthy_ns = file_clock_ns()
         self.all_pids: set[int] = set()
         self.rounds = 0
+        #: A worker stopped (SIGSTOP, SIGTSTP, a debugger) this long is ended (collective_timeout).
+        self._stuck_after_s = stuck_after_s
+        #: local rank -> (monotonic time, file-clock time) it was first seen stopped
+        self._stopped_since: dict[int, tuple[float, int]] = {}
+        #: local rank -> (note, file-clock time) of the workers ended for not progressing
+        self._stuck: dict[int, tuple[str, int]] = {}
+        #: local rank -> /proc state of the workers running just before torch's last poll
+        self._running_before: dict[int, str] = {}
 
     def attempt(self) -> int:
         """Restarts used so far: the attempt number of the running worker group."""
@@ -987,6 +998,8 @@ class _Agent(LocalElasticAgent):
         self._failure_log.attempt_started(self.attempt())
         self.current_pids = {int(k): int(v) for k, v in pids.items()}
         self._last_healthy_ns = file_clock_ns()
+        self._stopped_since.clear()
+        self._stuck.clear()
         self.all_pids.update(self.current_pids.values())
         _log.info(
             "elastic-idl: attempt %d: started %d workers (pids %s), world size %s",
@@ -1074,6 +1087,8 @@ class _Agent(LocalElasticAgent):
             if proc.is_alive():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(proc.pid, death_sig)
+                    # A stopped worker (SIGSTOP, SIGTSTP) would hold the signal pending until SIGKILL.
+                    os.kill(proc.pid, signal.SIGCONT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             alive = [(lr, p) for lr, p in enumerate(procs) if p.is_alive()]
@@ -1105,7 +1120,13 @@ class _Agent(LocalElasticAgent):
         # Which workers had ended before torch looks: torch names one failed worker and then
         # stops the others, so afterwards a worker killed by SIGKILL (the OOM killer) cannot
         # be told from one torch stopped.
+        self._end_stopped_workers()
         ended = self._ended_workers()
+        # torch's poll stops the other workers as soon as one failed: what each was doing
+        # must be read before it (`_not_progressing`).
+        self._running_before = {
+            lr: _process_state(p.pid) or "?" for lr, p in enumerate(self._processes()) if lr not in ended
+        }
         result: RunResult = super()._monitor_workers(worker_group)
         if result.state == WorkerState.HEALTHY:
             self._last_healthy_ns = polled_ns
@@ -1123,6 +1144,79 @@ class _Agent(LocalElasticAgent):
                 return RunResult(state=WorkerState.HEALTHY)
             self._capture(worker_group, result, ended)
         return result
+
+    def _end_stopped_workers(self) -> None:
+        """SIGKILL each worker that has been stopped for ``stuck_after_s`` (collective_timeout).
+
+        A stopped process (SIGSTOP, SIGTSTP, a debugger's stop) is alive to torch and to
+        every peer's launcher, and makes no progress: its peers wait in their collective
+        until it times out, and on a node of its own (one worker, or peers that are not in
+        a collective) nothing ever times out. The kill makes it a failed worker like any
+        other, recorded as one that stopped progressing (see `_capture`).
+        """
+        if self._stuck_after_s is None:
+            return
+        now = time.monotonic()
+        for lr, proc in enumerate(self._processes()):
+            state = _process_state(proc.pid) if proc.exitcode is None else None
+            if state not in _STOPPED_STATES:
+                self._stopped_since.pop(lr, None)
+                continue
+            since, since_ns = self._stopped_since.setdefault(lr, (now, file_clock_ns()))
+            if lr in self._stuck or now - since < self._stuck_after_s:
+                continue
+            self._stuck[lr] = (
+                f"{STUCK_MARK}: its process was stopped (state {state}: SIGSTOP, SIGTSTP or a debugger) for "
+                f"{now - since:.0f} s, collective_timeout is {self._stuck_after_s:g} s; the launcher killed it",
+                since_ns,
+            )
+            _log.warning("elastic-idl: worker pid %s (local rank %d): %s", proc.pid, lr, self._stuck[lr][0])
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.join(5.0)
+
+    def _not_progressing(self, worker_group: WorkerGroup, exits: list[WorkerExit]) -> list[WorkerExit]:
+        """This node's workers that were still running, error-free, when a failed worker's collective timed out.
+
+        Each waited in no collective that timed out (it would have raised too), or entered
+        it late: it was blocked, sleeping, busy or stopped. When this node is the whole world
+        the timed-out collective was among these workers, so such a worker stopped
+        progressing no later than when its peer entered the collective, ``collective_timeout``
+        before the timeout: it is dated so, and is the root cause. With other nodes the peer
+        may have waited for a rank elsewhere: the worker is listed, dated when it was stopped.
+        """
+        timed_out = [found for found in (timed_out_at(e.error_file) for e in exits) if found is not None]
+        if not timed_out:
+            return []
+        message, when_ns = min(timed_out, key=lambda found: found[1])
+        whole_world = bool(worker_group.workers) and worker_group.workers[0].world_size == len(worker_group.workers)
+        waited_ns = int((self._stuck_after_s or 0.0) * 1e9)
+        seen = {e.local_rank for e in exits}
+        procs = self._processes()
+        late: list[WorkerExit] = []
+        for worker in worker_group.workers:
+            lr = worker.local_rank
+            state = self._running_before.get(lr)
+            if lr in seen or state is None or lr >= len(procs) or procs[lr].exitcode not in _STOPPED_BY_AGENT:
+                continue
+            how = (
+                f"its process was stopped (state {state}: SIGSTOP, SIGTSTP or a debugger)"
+                if state in _STOPPED_STATES
+                else f"it was running without an error (state {state}): it never entered that collective, or "
+                "entered it late (blocked, sleeping or busy)"
+            )
+            late.append(
+                WorkerExit(
+                    rank=worker.global_rank,
+                    local_rank=lr,
+                    pid=int(worker.id or 0),
+                    exitcode=None,
+                    error_file="",
+                    detected_ns=max(when_ns - waited_ns, 0) if whole_world else file_clock_ns(),
+                    note=f"{STUCK_MARK}: when a peer's collective timed out ({message.splitlines()[0][:160]}), {how}",
+                )
+            )
+        return late
 
     def _void_round(self, worker_group: WorkerGroup) -> str | None:
         """Why the round of the failed workers is void (their failure is the membership change's), or None."""
@@ -1154,6 +1248,7 @@ class _Agent(LocalElasticAgent):
         seen: set[int] = set()
         for global_rank, failure in result.failures.items():
             seen.add(failure.local_rank)
+            note, when = self._stuck.get(failure.local_rank, ("", now))
             exits.append(
                 WorkerExit(
                     rank=int(global_rank),
@@ -1161,7 +1256,8 @@ class _Agent(LocalElasticAgent):
                     pid=int(failure.pid or 0),
                     exitcode=failure.exitcode,
                     error_file=error_files.get(failure.local_rank, ""),
-                    detected_ns=now,
+                    detected_ns=when,
+                    note=note,
                 )
             )
         # torch names only the first failed worker of a function launch. The others that
@@ -1177,9 +1273,12 @@ class _Agent(LocalElasticAgent):
             exitcode = procs[lr].exitcode if lr < len(procs) else None
             if ended.get(lr, 0) != 0:
                 exitcode = ended[lr]
-            own_end = ended.get(lr, 0) != 0 or exitcode not in _STOPPED_BY_AGENT
+            own_end = ended.get(lr, 0) != 0 or exitcode not in _STOPPED_BY_AGENT or lr in self._stuck
             if not (unhealthy or own_end or (path and os.path.isfile(path))):
                 continue
+            note, when = self._stuck.get(
+                lr, ("unhealthy: stuck in uninterruptible sleep (D state)" if unhealthy else "", now)
+            )
             exits.append(
                 WorkerExit(
                     rank=worker.global_rank,
@@ -1187,10 +1286,11 @@ class _Agent(LocalElasticAgent):
                     pid=int(worker.id or 0),
                     exitcode=exitcode,
                     error_file=path,
-                    detected_ns=now,
-                    note="unhealthy: stuck in uninterruptible sleep (D state)" if unhealthy else "",
+                    detected_ns=when,
+                    note=note,
                 )
             )
+        exits.extend(self._not_progressing(worker_group, exits))
         records = self._failure_log.add(self.attempt(), exits)
         # Say which ranks failed as it happens, the first failure first; the summary comes
         # only when the job gives up.
@@ -1271,6 +1371,19 @@ def _plain_tracebacks() -> Iterator[None]:
             lg.removeFilter(flt)
 
 
+#: /proc states of a stopped process: stopped by a signal, stopped by a tracer.
+_STOPPED_STATES = ("T", "t")
+
+
+def _process_state(pid: int) -> str | None:
+    """The one-letter /proc state of ``pid`` (R, S, D, T, t, Z, ...), or None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def _pid_running(pid: int) -> bool:
     """Whether ``pid`` is a live process (zombies count as gone)."""
     try:
@@ -1320,12 +1433,14 @@ def run_agent(
     loopback: bool,
     fresh_store: bool = True,
     on_endpoint: Callable[[str], None] | None = None,
+    stuck_after_s: float | None = None,
 ) -> dict[int, Any]:
     """Run the elastic agent for one node until the job succeeds or fails for good.
 
     Returns the return values of this node's workers by global rank. ``fresh_store``:
     every round gets a fresh worker store (:class:`FreshStoreHandler`); False keeps
-    torch's shared store (bench/stress_restart.py's "stock" arm).
+    torch's shared store (bench/stress_restart.py's "stock" arm). ``stuck_after_s``: a worker
+    stopped this long is ended as one that stopped progressing (the task's collective_timeout).
 
     Raises:
         LaunchFailedError: workers failed and no restart is left (or the rendezvous broke).
@@ -1341,7 +1456,7 @@ def run_agent(
         )
         if on_endpoint is not None:
             on_endpoint(run.endpoint)
-        run.agent = _build_agent(config, entrypoint, run.handler, failure_log, join_timeout)
+        run.agent = _build_agent(config, entrypoint, run.handler, failure_log, join_timeout, stuck_after_s)
         run.error, run.values = _outcome(_run(run.agent, config), run)
     except SignalException as exc:
         run.shutdown_rdzv = False
@@ -1413,6 +1528,7 @@ def _build_agent(
     handler: RendezvousHandler,
     failure_log: FailureLog,
     join_timeout: int,
+    stuck_after_s: float | None = None,
 ) -> _Agent:
     """The worker spec and the agent that runs it."""
     spec = WorkerSpec(
@@ -1440,6 +1556,7 @@ def _build_agent(
         exit_barrier_timeout=join_timeout,
         shutdown_timeout=int(config.shutdown_timeout or DEFAULT_SHUTDOWN_TIMEOUT_S),
         failure_log=failure_log,
+        stuck_after_s=stuck_after_s,
     )
 
 

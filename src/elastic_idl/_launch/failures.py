@@ -28,6 +28,8 @@ from google.protobuf import json_format
 from elastic_idl._task.messages import FailureRecord, FailureReport
 
 __all__ = [
+    "STUCK_MARK",
+    "TIMEOUT_MARKERS",
     "FailureLog",
     "WorkerExit",
     "check_writable",
@@ -37,6 +39,7 @@ __all__ = [
     "raised_on_its_own",
     "report_json",
     "save_report",
+    "timed_out_at",
     "user_traceback",
     "write_atomic",
     "write_report",
@@ -139,6 +142,8 @@ class FailureLog:
             when = w.detected_ns
             if found is not None:
                 rec.message, rec.traceback, when = found[0], found[1], found[2]
+            if not rec.message and w.note.startswith(STUCK_MARK):
+                rec.message = w.note  # the agent ended it for not progressing: say why, not how
             if w.exitcode is not None and w.exitcode < 0:
                 rec.signal = -w.exitcode
                 if not rec.message:
@@ -292,6 +297,22 @@ PEER_LOSS_MARKERS = (
 _AGENT_STOP_SIGNALS = (int(signal.SIGTERM), int(signal.SIGKILL), int(signal.SIGINT))
 
 
+#: How a record of a worker that stopped progressing begins (a stopped process, or a rank still
+#: running when a peer's collective timed out): a root cause, never collateral.
+STUCK_MARK = "stopped progressing"
+
+#: What a worker's error says when its collective timed out (gloo, NCCL's watchdog, the store).
+TIMEOUT_MARKERS = ("Timed out waiting", "Watchdog caught collective operation timeout", "Socket Timeout")
+
+
+def timed_out_at(path: str) -> tuple[str, int] | None:
+    """(message, time_ns) of a worker's error file that reports a timed-out collective, else None."""
+    found = _read_error_file(path)
+    if found is None or not any(marker in found[0] for marker in TIMEOUT_MARKERS):
+        return None
+    return found[0], found[2]
+
+
 def is_collateral(r: Any) -> bool:
     """Whether a failure that came after another one of its attempt was caused by it.
 
@@ -299,6 +320,8 @@ def is_collateral(r: Any) -> bool:
     the agent stopped it without it recording an error of its own. A rank that raised its
     own exception (a ValueError of its data, say) failed on its own.
     """
+    if r.message.startswith(STUCK_MARK):
+        return False
     if any(marker in r.message for marker in PEER_LOSS_MARKERS):
         return True
     return r.WhichOneof("termination") == "signal" and r.signal in _AGENT_STOP_SIGNALS and not r.traceback

@@ -543,6 +543,7 @@ def run_spec(
                 loopback=loopback,
                 fresh_store=fresh_store,
                 on_endpoint=lambda ep: _log.info("elastic-idl: rendezvous %s at %s", spec.run_id, ep),
+                stuck_after_s=spec.collective_timeout,
             )
     except agent.SignalException as exc:  # a signal before or after the agent ran: nothing to stop
         error = agent.interrupted_error(exc.sigval, None, log)

@@ -1,0 +1,187 @@
+"""Issue 30 item 3: a worker alive but stuck ends the round within a stated bound.
+
+Rank 1 of two gloo workers stops progressing at step 5: it SIGSTOPs itself, sleeps past a
+collective, or blocks opening a FIFO nobody writes (hung I/O). The task's collective_timeout
+is 3 s. The bound: collective_timeout + monitor_interval + STUCK_MARGIN_S, from the fault to
+the launch's end (here measured from the launch's start, which only makes it stricter by the
+start-up time). The FailureReport names rank 1 as the rank that stopped progressing, the
+root cause; no worker process is left, the stopped one included. Stock torchrun beside it,
+same script: its workers get gloo's default timeout (30 minutes) and are still waiting at
+the cap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from google.protobuf.duration_pb2 import Duration
+
+from elastic_idl._launch.failures import STUCK_MARK
+from elastic_idl._launch.launcher import LaunchFailedError, launch
+from elastic_idl._task.messages import LegacyTask
+from elastic_idl.exit_codes import EXIT_JOB_FAILED
+
+WORKERS = Path(__file__).resolve().parent / "workers"
+sys.path.insert(0, str(WORKERS))
+
+import collective_fns  # noqa: E402  (tests/workers: importable by spawned workers through sys.path)
+
+SCRIPT = WORKERS / "stuck_script.py"
+TIMEOUT_S = 3
+MONITOR_S = 0.1
+#: The stated margin (docs/guide/when-pods-die.md): the launcher's poll, the stop and the report.
+STUCK_MARGIN_S = 5.0
+#: A launch's own time here (start, rendezvous, a few steps), on a loaded 2-core machine.
+START_S = 15.0
+BOUND_S = TIMEOUT_S + MONITOR_S + STUCK_MARGIN_S + START_S
+
+
+def task(nproc: int = 2, max_restarts: int = 0) -> LegacyTask:
+    t = LegacyTask()
+    e = t.elastic_config
+    e.min_replicas = e.max_replicas = 1
+    e.nproc_per_node = nproc
+    e.max_restarts = max_restarts
+    e.rdzv_backend = "c10d"
+    e.collective_timeout.CopyFrom(Duration(seconds=TIMEOUT_S))
+    e.monitor_interval.CopyFrom(Duration(nanos=int(MONITOR_S * 1e9)))
+    return t
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _assert_rank_1_stopped_progressing(report: object, how: str) -> None:
+    failures = list(report.failures)  # type: ignore[attr-defined]
+    root = failures[0]
+    assert root.rank == 1, failures
+    assert root.message.startswith(STUCK_MARK), root.message
+    if how == "sigstop":
+        assert "was stopped (state T" in root.message, root.message
+    else:
+        assert "never entered that collective" in root.message, root.message
+    assert any(f.rank == 0 and "Timed out waiting 3000ms" in f.message for f in failures), failures
+    for f in failures:
+        assert f.pid and not _running(f.pid), f"pid {f.pid} (rank {f.rank}) is left running"
+
+
+@pytest.mark.parametrize(
+    ("how", "start_method"), [("sigstop", "fork"), ("sigstop", "spawn"), ("sleep", "fork"), ("fifo", "forkserver")]
+)
+def test_a_stuck_rank_ends_the_run_within_the_bound_and_is_named(how: str, start_method: str) -> None:
+    start = time.monotonic()
+    with pytest.raises(LaunchFailedError) as info:
+        launch(task(), collective_fns.stop_at_step, 5, 50, None, how, start_method=start_method)
+    took = time.monotonic() - start
+    assert took < BOUND_S, f"{how}: the run took {took:.1f} s (bound {BOUND_S:.1f} s)"
+    _assert_rank_1_stopped_progressing(info.value.report, how)
+    assert "root cause: rank 1 " in str(info.value)
+
+
+def test_a_stopped_worker_alone_on_its_node_is_ended_after_the_collective_timeout() -> None:
+    # One worker: no peer's collective can time out; the launcher sees the stopped process.
+    start = time.monotonic()
+    with pytest.raises(LaunchFailedError) as info:
+        launch(task(nproc=1), _stop_self, start_method="fork")
+    took = time.monotonic() - start
+    assert took < BOUND_S, f"the run took {took:.1f} s"
+    (root,) = info.value.report.failures
+    assert root.rank == 0 and root.signal == signal.SIGKILL
+    assert root.message.startswith(f"{STUCK_MARK}: its process was stopped (state T"), root.message
+    assert not _running(root.pid)
+
+
+def _stop_self() -> None:
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def test_a_stuck_rank_is_restarted_when_restarts_remain() -> None:
+    # Rank 1 stops in attempt 0 only: attempt 1 runs all 20 steps.
+    done = launch(
+        task(max_restarts=1), collective_fns.stop_at_step, 5, 20, 0, "sigstop", start_method="fork", return_all=True
+    )
+    assert done == {0: 20, 1: 20}
+
+
+def _cli(tmp_path: Path, how: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    task_file = tmp_path / "task.yaml"
+    task_file.write_text(
+        "elastic_config:\n  rdzv_backend: c10d\n  min_replicas: 1\n  max_replicas: 1\n  nproc_per_node: 2\n"
+        f"  collective_timeout: {TIMEOUT_S}s\n  monitor_interval: {MONITOR_S}s\n"
+    )
+    report = tmp_path / "failure.json"
+    start = time.monotonic()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "elastic_idl.cli",
+            "run",
+            str(task_file),
+            "--failure-file",
+            str(report),
+            "--",
+            str(SCRIPT),
+            how,
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return out, time.monotonic() - start
+
+
+@pytest.mark.parametrize("how", ["sigstop", "sleep"])
+def test_elastic_idl_run_ends_a_stuck_rank_and_stock_torchrun_still_waits(tmp_path: Path, how: str) -> None:
+    # Stock torchrun, same script, run alongside: gloo's default timeout is 30 minutes.
+    theirs_dir = tmp_path / "torchrun"
+    theirs_dir.mkdir()
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            str(SCRIPT),
+            how,
+            str(theirs_dir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        ours_dir = tmp_path / "ours"
+        ours_dir.mkdir()
+        ours, took = _cli(ours_dir, how)
+        assert ours.returncode == EXIT_JOB_FAILED, ours.stderr[-3000:]
+        assert took < BOUND_S + 5, f"elastic-idl run took {took:.1f} s"
+        report = json.loads((ours_dir / "failure.json").read_text())
+        root = report["failures"][0]
+        assert root["rank"] == 1 and root["message"].startswith(STUCK_MARK), report
+        pids = [int((ours_dir / f"pid-{r}").read_text()) for r in (0, 1)]
+        assert not any(_running(p) for p in pids), "a worker process is left"
+        # torchrun capped at twice ours (at least 20 s): still waiting after step 4.
+        deadline = started + max(2 * took, 20.0)
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert proc.poll() is None, f"stock torchrun ended (exit {proc.returncode})"
+        assert (theirs_dir / "step-0").read_text() == "4", "torchrun's rank 0 is not waiting after step 4"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
