@@ -241,9 +241,48 @@ def go_source() -> str:
             for k, v in sorted({*class_constants(n.ENV), *class_constants(n.OPERATOR_ENV)})
         ),
         *input_limit_parts(),
+        *worst_case_parts(),
         *conformance_parts(),
     ]
     return "\n".join(parts)
+
+
+def worst_case_parts() -> list[str]:
+    """The worst case's constants (go/elasticidl/worst_case.go) and the launcher's defaults it reads."""
+    from elastic_idl._backend import worst_case as w
+
+    n = names
+    return [
+        const(f"default{camel(name[len('DEFAULT_') : -2])}S", f"elastic_idl._task.names.{name}", getattr(n, name))
+        for name in (
+            "DEFAULT_MONITOR_INTERVAL_S",
+            "DEFAULT_COLLECTIVE_TIMEOUT_S",
+            "DEFAULT_JOIN_TIMEOUT_S",
+            "DEFAULT_READ_TIMEOUT_S",
+            "DEFAULT_SHUTDOWN_TIMEOUT_S",
+        )
+    ] + [
+        const("stuckMarginS", "elastic_idl._backend.worst_case.STUCK_MARGIN_S", w.STUCK_MARGIN_S),
+        const("stateCacheS", "elastic_idl._backend.worst_case.STATE_CACHE_S", w.STATE_CACHE_S),
+        const("keepAliveIntervalKey", "elastic_idl._backend.worst_case.KEEP_ALIVE_INTERVAL", w.KEEP_ALIVE_INTERVAL),
+        const(
+            "keepAliveMaxAttemptKey", "elastic_idl._backend.worst_case.KEEP_ALIVE_MAX_ATTEMPT", w.KEEP_ALIVE_MAX_ATTEMPT
+        ),
+        const(
+            "defaultKeepAliveIntervalS",
+            "elastic_idl._backend.worst_case.DEFAULT_KEEP_ALIVE_INTERVAL_S",
+            w.DEFAULT_KEEP_ALIVE_INTERVAL_S,
+        ),
+        const(
+            "defaultKeepAliveMaxAttempt",
+            "elastic_idl._backend.worst_case.DEFAULT_KEEP_ALIVE_MAX_ATTEMPT",
+            w.DEFAULT_KEEP_ALIVE_MAX_ATTEMPT,
+        ),
+        const("crashLoopBaseS", "elastic_idl._backend.worst_case.CRASH_LOOP_BASE_S", w.CRASH_LOOP_BASE_S),
+        const("crashLoopCapS", "elastic_idl._backend.worst_case.CRASH_LOOP_CAP_S", w.CRASH_LOOP_CAP_S),
+        const("maxWorstCaseRule", "elastic_idl._backend.worst_case.MAX_WORST_CASE_RULE", w.MAX_WORST_CASE_RULE),
+        const("keepAliveRule", "elastic_idl._backend.worst_case.KEEP_ALIVE_RULE", w.KEEP_ALIVE_RULE),
+    ]
 
 
 def resource_parts() -> list[str]:

@@ -559,6 +559,51 @@ const briefMaxLong = 40
 // Python's default limit of digits in int <-> str conversion (json.loads refuses longer integers).
 const pyMaxStrDigits = 4300
 
+// elastic_idl._task.names.DEFAULT_MONITOR_INTERVAL_S
+const defaultMonitorIntervalS = 0.1
+
+// elastic_idl._task.names.DEFAULT_COLLECTIVE_TIMEOUT_S
+const defaultCollectiveTimeoutS = 600
+
+// elastic_idl._task.names.DEFAULT_JOIN_TIMEOUT_S
+const defaultJoinTimeoutS = 600
+
+// elastic_idl._task.names.DEFAULT_READ_TIMEOUT_S
+const defaultReadTimeoutS = 60
+
+// elastic_idl._task.names.DEFAULT_SHUTDOWN_TIMEOUT_S
+const defaultShutdownTimeoutS = 30
+
+// elastic_idl._backend.worst_case.STUCK_MARGIN_S
+const stuckMarginS = 5.0
+
+// elastic_idl._backend.worst_case.STATE_CACHE_S
+const stateCacheS = 1.0
+
+// elastic_idl._backend.worst_case.KEEP_ALIVE_INTERVAL
+const keepAliveIntervalKey = "keep_alive_interval"
+
+// elastic_idl._backend.worst_case.KEEP_ALIVE_MAX_ATTEMPT
+const keepAliveMaxAttemptKey = "keep_alive_max_attempt"
+
+// elastic_idl._backend.worst_case.DEFAULT_KEEP_ALIVE_INTERVAL_S
+const defaultKeepAliveIntervalS = 5
+
+// elastic_idl._backend.worst_case.DEFAULT_KEEP_ALIVE_MAX_ATTEMPT
+const defaultKeepAliveMaxAttempt = 3
+
+// elastic_idl._backend.worst_case.CRASH_LOOP_BASE_S
+const crashLoopBaseS = 10
+
+// elastic_idl._backend.worst_case.CRASH_LOOP_CAP_S
+const crashLoopCapS = 300
+
+// elastic_idl._backend.worst_case.MAX_WORST_CASE_RULE
+const maxWorstCaseRule = "worst_case.max"
+
+// elastic_idl._backend.worst_case.KEEP_ALIVE_RULE
+const keepAliveRule = "worst_case.keep_alive"
+
 // contractVersion is the conformance protocol's version.
 const contractVersion = 1
 

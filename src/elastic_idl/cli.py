@@ -118,15 +118,52 @@ def _read(args: argparse.Namespace) -> Task:
     return task
 
 
-def _cmd_validate(args: argparse.Namespace) -> int:
-    from elastic_idl._task.validate import violations
+def _worst_case(args: argparse.Namespace, task: Any, restart_policy: str | None = None) -> Any:
+    """The task's worst case from a fault to the job's end (`elastic_idl._backend.worst_case`) under the Worker's
+    ``restart_policy`` (default: the one the renderer writes by default); refused (ValidationError, rule
+    worst_case.max) when above --max-worst-case."""
+    from elastic_idl._backend.pytorchjob import worker_restart_policy
+    from elastic_idl._backend.worst_case import check_ceiling, parse_ceiling, worst_case
+    from elastic_idl._task.view import of
 
-    found = violations(_read(args))
+    ceiling = None
+    if args.max_worst_case is not None:
+        try:
+            ceiling = parse_ceiling(args.max_worst_case)
+        except ValueError as exc:
+            raise ValueError(f"--max-worst-case: {exc}") from None
+    t = of(task)
+    w = worst_case(t, restart_policy or worker_restart_policy(t))
+    if ceiling is not None:
+        check_ceiling(w, ceiling, args.max_worst_case)
+    return w
+
+
+def _add_worst_case(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-worst-case",
+        metavar="DURATION",
+        help="refuse the task (exit 1, rule worst_case.max) when its worst case from a fault to the job's end "
+        "exceeds DURATION (90m, 3600s, 1h; unbounded exceeds any)",
+    )
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from elastic_idl._backend.worst_case import worst_case_line
+    from elastic_idl._task.validate import violations
+    from elastic_idl._task.view import of
+
+    task = of(_read(args))  # converted once: the rules and the worst case read the same view
+    found = violations(task)
     for line in violation_lines(found):
         print(line, file=sys.stderr)
     if found:
         return EXIT_INVALID
-    _out("valid\n")
+    w = _worst_case(args, task)
+    if args.json:
+        _out(json.dumps({"valid": True, "worst_case": None if w is None else w.as_dict()}, indent=2) + "\n")
+    else:
+        _out(f"valid\n{worst_case_line(w)}\n")
     return EXIT_OK
 
 
@@ -189,19 +226,28 @@ def _warn(message: str) -> None:
     print(f"elastic-idl: warning: {one_line(message)}", file=sys.stderr)
 
 
-def _render(args: argparse.Namespace, entrypoint: list[str]) -> dict[str, Any]:
+def _render(args: argparse.Namespace, entrypoint: list[str], task: Any = None) -> dict[str, Any]:
     from elastic_idl._backend.pytorchjob import JobOptions, render_pytorchjob
 
     options = JobOptions(
         name=args.name, image=args.image, namespace=args.namespace, entrypoint=entrypoint, mode=args.mode
     )
-    return render_pytorchjob(_read(args), options, task_type_version=args.task_type_version)
+    task = _read(args) if task is None else task
+    return render_pytorchjob(task, options, task_type_version=args.task_type_version)
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
     from elastic_idl._backend.networkpolicy import render_network_policy
+    from elastic_idl._backend.pytorchjob import WORKER, K
+    from elastic_idl._backend.worst_case import worst_case_line
+    from elastic_idl._task.view import of
 
-    job = _render(args, list(args.tail))
+    task = of(_read(args))
+    job = _render(args, list(args.tail), task)
+    # The policy the job was rendered with (an elastic task always has Workers; a Master-only job has none).
+    worker = job[K.SPEC][K.REPLICA_SPECS].get(WORKER, {})
+    w = _worst_case(args, task, worker.get(K.RESTART_POLICY))
+    print(worst_case_line(w), file=sys.stderr)  # stdout is the manifest
     docs = [job, render_network_policy(job)] if args.network_policy else [job]
     _out(yaml.safe_dump_all(docs, sort_keys=False))
     return EXIT_OK
@@ -241,36 +287,59 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _drop_in_options(tail: list[str]) -> tuple[str | None, list[str]]:
+def _drop_in_options(tail: list[str]) -> tuple[dict[str, str], list[str]]:
     """The drop-in's own options, which come right after ``torchrun``, and the torchrun line after them.
 
     Their names start with ``--elastic-idl-``, which no torchrun flag does: nothing a torchrun
     line says can be read as one, and no future torchrun flag can collide with them.
     """
-    from elastic_idl._sdk.torchrun import DROP_IN_FAILURE_FILE, DROP_IN_PREFIX
+    from elastic_idl._sdk.torchrun import DROP_IN_COLLECTIVE_TIMEOUT, DROP_IN_FAILURE_FILE, DROP_IN_PREFIX
 
-    failure_file: str | None = None
+    known = {DROP_IN_FAILURE_FILE: "a path", DROP_IN_COLLECTIVE_TIMEOUT: "a number of seconds"}
+    options: dict[str, str] = {}
     rest = list(tail)
     while rest and rest[0].startswith(DROP_IN_PREFIX):
         name, eq, value = rest.pop(0).partition("=")
-        if name != DROP_IN_FAILURE_FILE:
-            raise TorchrunUsageError(
-                name, f"not an option of the drop-in (its own options: {DROP_IN_FAILURE_FILE} PATH)"
-            )
+        if name not in known:
+            own = ", ".join(f"{n} {k.split()[-1].upper()}" for n, k in known.items())
+            raise TorchrunUsageError(name, f"not an option of the drop-in (its own options: {own})")
         if not eq:
             if not rest:
-                raise TorchrunUsageError(name, "expected a path")
+                raise TorchrunUsageError(name, f"expected {known[name]}")
             value = rest.pop(0)
         if not value:
-            raise TorchrunUsageError(name, "expected a path, got an empty string")
-        failure_file = value
-    return failure_file, rest
+            raise TorchrunUsageError(name, f"expected {known[name]}, got an empty string")
+        if name in options:
+            raise TorchrunUsageError(name, "given twice")
+        options[name] = value
+    return options, rest
+
+
+def _drop_in_collective_timeout(task: Task, value: str | None) -> None:
+    """Set the task's collective_timeout from the drop-in's option (a positive number of seconds)."""
+    if value is None:
+        return
+    from elastic_idl._sdk.arguments import Problems, duration_of
+    from elastic_idl._sdk.torchrun import DROP_IN_COLLECTIVE_TIMEOUT
+
+    problems = Problems()
+    d = duration_of(value, DROP_IN_COLLECTIVE_TIMEOUT, problems)
+    if d is None or d.seconds < 0 or (d.seconds == 0 and d.nanos <= 0):
+        raise TorchrunUsageError(DROP_IN_COLLECTIVE_TIMEOUT, f"expected a positive number of seconds, got {value!r}")
+    task.elastic_config.collective_timeout.CopyFrom(d)
 
 
 def _cmd_torchrun(args: argparse.Namespace) -> int:
-    from elastic_idl._sdk.torchrun import DROP_IN_FAILURE_FILE, DROP_IN_PREFIX, parse_torchrun, torchrun_help
+    from elastic_idl._sdk.torchrun import (
+        DROP_IN_COLLECTIVE_TIMEOUT,
+        DROP_IN_FAILURE_FILE,
+        DROP_IN_PREFIX,
+        parse_torchrun,
+        torchrun_help,
+    )
 
-    failure_file, line = _drop_in_options(list(args.tail))
+    options, line = _drop_in_options(list(args.tail))
+    failure_file = options.get(DROP_IN_FAILURE_FILE)
     try:
         # torchrun's own env fallbacks (PET_*) are applied here; the command line wins.
         task, entry, node = parse_torchrun(line, dict(os.environ))
@@ -297,6 +366,7 @@ def _cmd_torchrun(args: argparse.Namespace) -> int:
         raise UnsupportedFlagError(
             "--no-python", "the drop-in runs Python scripts and modules only; use torchrun itself for other programs"
         )
+    _drop_in_collective_timeout(task, options.get(DROP_IN_COLLECTIVE_TIMEOUT))
     from elastic_idl._launch.launcher import launch
 
     launch(
@@ -345,6 +415,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input(p)
     # Kept for scripts written when validate warned by default: every command refuses unknown fields now.
     p.add_argument("--strict", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print {valid, worst_case} as JSON (the worst case with its terms) instead of two lines",
+    )
+    _add_worst_case(p)
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("convert", help="rewrite FILE in another format", epilog=_EPILOG)
@@ -380,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="also print a NetworkPolicy admitting only the job's own pods (a second YAML document)",
             )
+            _add_worst_case(p)
         if name == "env":
             p.add_argument("--replica", type=int, default=0, help="replica index (default 0)")
             p.add_argument("--replica-type", default="Worker", choices=("Worker", "Master"), help="replica type")
@@ -578,8 +655,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ElasticIdlError, ValueError) as exc:
         if isinstance(exc, TorchrunUsageError):
             print(
-                "usage: elastic-idl torchrun [--elastic-idl-failure-file PATH] [torchrun flags] SCRIPT [ARGS...] "
-                "(see --help)",
+                "usage: elastic-idl torchrun [--elastic-idl-failure-file PATH] [--elastic-idl-collective-timeout "
+                "SECONDS] [torchrun flags] SCRIPT [ARGS...] (see --help)",
                 file=sys.stderr,
             )
             print(f"elastic-idl torchrun: error: {exc}", file=sys.stderr)

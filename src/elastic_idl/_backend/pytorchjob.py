@@ -61,6 +61,7 @@ __all__ = [
     "render_pytorchjob",
     "replica_name",
     "tolerated_in_upstream_mode",
+    "worker_restart_policy",
 ]
 
 
@@ -657,6 +658,22 @@ def _run_policy(t: TaskView) -> dict[str, Any]:
     return out
 
 
+def _restart_policy(replica: Replica | None, elastic_worker: bool, elastic_restart: str) -> str:
+    """A replica's ``restartPolicy``: its own, with the enum's zero value (NEVER) read as ``elastic_restart``
+    for an elastic task's Worker (`ELASTIC_WORKER_RESTART_POLICY`)."""
+    restart = replica.restart_policy if replica is not None else common_pb2.RESTART_POLICY_NEVER
+    if elastic_worker and restart == common_pb2.RESTART_POLICY_NEVER:
+        return elastic_restart
+    return RESTART_POLICY.text[restart]
+
+
+def worker_restart_policy(task: TaskView, elastic_restart: str = ELASTIC_WORKER_RESTART_POLICY) -> str:
+    """The ``restartPolicy`` the renderer writes for the task's Worker replicas (``elastic_restart``: the
+    `JobOptions.elastic_worker_restart_policy` in effect; the legacy shape has no replica settings)."""
+    worker = task.worker if task.worker.spec_path else None
+    return _restart_policy(worker, task.elastic is not None, elastic_restart)
+
+
 def _replica_spec(
     c: _Container,
     replicas: int,
@@ -694,13 +711,9 @@ def _replica_spec(
     if metadata:
         template[K.METADATA] = metadata
     template[K.SPEC] = {K.CONTAINERS: [container]}
-    restart = replica.restart_policy if replica is not None else common_pb2.RESTART_POLICY_NEVER
-    policy = RESTART_POLICY.text[restart]
-    if elastic_worker and restart == common_pb2.RESTART_POLICY_NEVER:
-        policy = elastic_restart
     return {
         K.REPLICAS: replicas,
-        K.RESTART_POLICY: policy,
+        K.RESTART_POLICY: _restart_policy(replica, elastic_worker, elastic_restart),
         K.TEMPLATE: template,
     }
 

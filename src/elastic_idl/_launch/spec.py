@@ -17,7 +17,6 @@ from elastic_idl._task.enums import NPROC_POLICY, NUMA_BINDING, START_METHOD, ST
 from elastic_idl._task.names import (
     DEFAULT_COLLECTIVE_TIMEOUT_S,
     DEFAULT_LOCAL_HOST,
-    DEFAULT_MONITOR_INTERVAL_S,
     DEFAULT_ROLE,
     DEFAULT_RUN_ID,
     DEFAULT_SIGNALS,
@@ -28,7 +27,7 @@ from elastic_idl._task.names import (
     parse_rdzv_conf,
 )
 from elastic_idl._task.validate import RULES, check
-from elastic_idl._task.view import ElasticValues, TaskView, duration_seconds, of, rdzv_configs, values_of
+from elastic_idl._task.view import ElasticValues, TaskView, of, rdzv_configs, values_of
 
 __all__ = [
     "EnvDecision",
@@ -406,7 +405,6 @@ def to_launch_spec(
         if ENV.RDZV_CONF in d.env:
             _env_configs(d, configs)
 
-    monitor = e.monitor_interval
     shutdown = e.shutdown_timeout
     return _launch_spec(
         {
@@ -420,7 +418,7 @@ def to_launch_spec(
             "rdzv_backend": backend,
             "rdzv_configs": MappingProxyType(configs),
             "max_restarts": e.max_restarts,
-            "monitor_interval": DEFAULT_MONITOR_INTERVAL_S if monitor is None else duration_seconds(monitor),
+            "monitor_interval": e.monitor_interval_s(),
             "start_method": start_method or START_METHOD.text.get(e.start_method) or DEFAULT_START_METHOD,
             "redirects": STD_STREAMS.text[e.redirects],
             "tee": STD_STREAMS.text[e.tee],

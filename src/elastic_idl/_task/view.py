@@ -27,6 +27,7 @@ from elastic_idl._task.messages import (
 )
 from elastic_idl._task.names import (
     DEFAULT_COLLECTIVE_TIMEOUT_S,
+    DEFAULT_MONITOR_INTERVAL_S,
     DEFAULT_NCCL_HEARTBEAT_TIMEOUT_S,
     DEFAULT_RDZV_BACKEND,
     DURATION_FIELDS,
@@ -119,6 +120,11 @@ class ElasticValues(NamedTuple):
     def effective_backend(self) -> str:
         """The rendezvous backend, with "" read as `DEFAULT_RDZV_BACKEND`."""
         return self.rdzv_backend or DEFAULT_RDZV_BACKEND
+
+    def monitor_interval_s(self) -> float:
+        """The agent's monitor interval in seconds, with unset read as `DEFAULT_MONITOR_INTERVAL_S`."""
+        d = self.monitor_interval
+        return DEFAULT_MONITOR_INTERVAL_S if d is None else duration_seconds(d)
 
     def collective_timeout_s(self) -> float:
         """The process-group timeout in seconds, with unset read as `DEFAULT_COLLECTIVE_TIMEOUT_S`."""
