@@ -257,3 +257,20 @@ def test_a_keep_alive_option_torch_cannot_read_is_a_typed_error(
     assert err.startswith(
         "elastic_config.rdzv_options[keep_alive_interval]: worst_case.keep_alive: '5s' is not a whole"
     )
+
+
+def test_the_lines_the_docs_show_are_printed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """docs/guide/when-pods-die.md quotes validate's line for the demo and an OnFailure task, and the refusal."""
+    page = (ROOT / "docs" / "guide" / "when-pods-die.md").read_text()
+    shown = " ".join(page.split())  # the page wraps its lines
+    demo = _main(capsys, "validate", str(DEMO))[1].splitlines()[1]
+    assert f"`{demo}`" in shown
+    task = tmp_path / "on_failure.yaml"
+    task.write_text(
+        "worker_replicas: {replicas: 2, restart_policy: OnFailure}\nrun_policy: {backoff_limit: 3}\n"
+        "elastic_config: {min_replicas: 2, max_replicas: 2, nproc_per_node: 1, max_restarts: 1, join_timeout: 900s}\n"
+    )
+    line = _main(capsys, "validate", str(task))[1].splitlines()[1]
+    assert f"`{line.split(': ', 1)[1]}`" in shown
+    err = _main(capsys, "validate", str(DEMO), "--max-worst-case", "90m")[2]
+    assert f"`{err.strip()}`" in shown

@@ -409,7 +409,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "validate",
-        help="exit 0 when FILE is valid; else one line per violation on stderr (FILE is read as every command reads it)",
+        help="exit 0 when FILE is valid, and print the worst case from a fault to the job's end; else one line per "
+        "violation on stderr (FILE is read as every command reads it)",
         epilog=_EPILOG,
     )
     _add_input(p)
@@ -441,7 +442,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_launch_config)
 
     for name, func, helptext in (
-        ("render", _cmd_render, "print the PyTorchJob YAML the backend would create (dry run)"),
+        (
+            "render",
+            _cmd_render,
+            "print the PyTorchJob YAML the backend would create (dry run), and on stderr the worst case from a "
+            "fault to the job's end",
+        ),
         ("env", _cmd_env, "print the env the operator injects into one pod, as KEY=VALUE lines"),
     ):
         p = sub.add_parser(name, help=helptext, epilog=_EPILOG)

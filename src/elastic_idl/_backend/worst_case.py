@@ -250,14 +250,14 @@ def worst_case_line(w: WorstCase | None) -> str:
     if t["capped_by_deadline"]:
         return f"{head} {format_seconds(t['active_deadline_s'])} (run_policy.active_deadline_seconds; {per} per pod; {policy})"
     if w.seconds is None:
-        why = (
-            "re-creates a pod that exits >= 128 without a count"
-            if w.restart_policy == _EXIT_CODE
-            else "restarts a pod in place without a limit (run_policy.backoff_limit unset)"
-        )
+        if w.restart_policy == _EXIT_CODE:
+            why, fix = "re-creates a pod that exits >= 128 without a count", "run_policy.active_deadline_seconds"
+        else:
+            why = "restarts a pod in place without a limit (run_policy.backoff_limit unset)"
+            fix = "run_policy.backoff_limit or active_deadline_seconds"
         return (
             f"{head} unbounded ({policy} {why}; per pod incarnation {format_seconds(w.per_incarnation_s)}: {per}; "
-            "set run_policy.active_deadline_seconds to bound it)"
+            f"set {fix} to bound it)"
         )
     if t["pod_incarnations"] == 1:
         return f"{head} {format_seconds(w.seconds)} ({per}; {policy})"
