@@ -248,15 +248,21 @@ def test_render_reads_stdin_once_and_refuses_above_the_ceiling(tmp_path: Path) -
     )
 
 
-def test_a_keep_alive_option_torch_cannot_read_is_a_typed_error(
+def test_a_keep_alive_option_torch_cannot_read_is_not_computed_and_refused_under_a_ceiling(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    """The task is valid by the rules (validate exits 0) but its worst case cannot be computed: the line says why;
+    under --max-worst-case it cannot be shown to be below the ceiling, so it is refused with that violation."""
     path = _write(tmp_path, "keep_alive_not_a_number")
-    code, out, err = _main(capsys, "validate", str(path))
+    why = "elastic_config.rdzv_options[keep_alive_interval]: worst_case.keep_alive: '5s' is not a whole number"
+    code, out, _ = _main(capsys, "validate", str(path))
+    assert code == 0 and out.startswith(f"valid\nworst case from a fault to the job's end: not computed ({why}")
+    code, out, _ = _main(capsys, "validate", "--json", str(path))
+    doc = json.loads(out)
+    assert code == 0 and doc["worst_case"] is None and doc["worst_case_not_computed"].startswith(why)
+    code, out, err = _main(capsys, "validate", str(path), "--max-worst-case", "1h")
     assert (code, out) == (1, "")
-    assert err.startswith(
-        "elastic_config.rdzv_options[keep_alive_interval]: worst_case.keep_alive: '5s' is not a whole"
-    )
+    assert err.startswith(why)
 
 
 def test_the_lines_the_docs_show_are_printed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

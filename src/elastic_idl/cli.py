@@ -121,7 +121,8 @@ def _read(args: argparse.Namespace) -> Task:
 def _worst_case(args: argparse.Namespace, task: Any, restart_policy: str | None = None) -> Any:
     """The task's worst case from a fault to the job's end (`elastic_idl._backend.worst_case`) under the Worker's
     ``restart_policy`` (default: the one the renderer writes by default); refused (ValidationError, rule
-    worst_case.max) when above --max-worst-case."""
+    worst_case.max) when above --max-worst-case. A task whose worst case cannot be computed (a keep-alive
+    option torch cannot read) gives that Violation, and is refused only under --max-worst-case."""
     from elastic_idl._backend.pytorchjob import worker_restart_policy
     from elastic_idl._backend.worst_case import check_ceiling, parse_ceiling, worst_case
     from elastic_idl._task.view import of
@@ -133,7 +134,12 @@ def _worst_case(args: argparse.Namespace, task: Any, restart_policy: str | None 
         except ValueError as exc:
             raise ValueError(f"--max-worst-case: {exc}") from None
     t = of(task)
-    w = worst_case(t, restart_policy or worker_restart_policy(t))
+    try:
+        w = worst_case(t, restart_policy or worker_restart_policy(t))
+    except ValidationError as exc:
+        if ceiling is not None:
+            raise
+        return exc.violations[0]
     if ceiling is not None:
         check_ceiling(w, ceiling, args.max_worst_case)
     return w
@@ -149,7 +155,7 @@ def _add_worst_case(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from elastic_idl._backend.worst_case import worst_case_line
+    from elastic_idl._backend.worst_case import WorstCase, worst_case_line
     from elastic_idl._task.validate import violations
     from elastic_idl._task.view import of
 
@@ -161,7 +167,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     w = _worst_case(args, task)
     if args.json:
-        _out(json.dumps({"valid": True, "worst_case": None if w is None else w.as_dict()}, indent=2) + "\n")
+        doc: dict[str, Any] = {"valid": True, "worst_case": w.as_dict() if isinstance(w, WorstCase) else None}
+        if isinstance(w, Violation):
+            doc["worst_case_not_computed"] = str(w)
+        _out(json.dumps(doc, indent=2) + "\n")
     else:
         _out(f"valid\n{worst_case_line(w)}\n")
     return EXIT_OK

@@ -236,11 +236,14 @@ def _s(x: float) -> str:
     return f"{round(x, 3):.3f}".rstrip("0").rstrip(".")
 
 
-def worst_case_line(w: WorstCase | None) -> str:
-    """The one line ``validate`` and ``render`` print (no newline)."""
+def worst_case_line(w: WorstCase | Violation | None) -> str:
+    """The one line ``validate`` and ``render`` print (no newline); ``w`` is a Violation when the worst case
+    cannot be computed (`worst_case` raised it), None for a task without an elastic config."""
     head = "worst case from a fault to the job's end:"
     if w is None:
         return f"{head} not computed (no elastic_config: the launcher's bounds are for elastic tasks)"
+    if isinstance(w, Violation):
+        return f"{head} not computed ({w})"
     t = w.terms
     per = (
         f"{t['rounds']} round{'s' if t['rounds'] != 1 else ''} x (detect {_s(t['detect_s'])} s + "
