@@ -520,7 +520,10 @@ def _torchrun_section(torchrun: types.ModuleType) -> str:
         "default: [From torchrun](torchrun.md).\n\n",
         "| option | what it does |\n| --- | --- |\n",
         f"| `{torchrun.DROP_IN_FAILURE_FILE} PATH` | the drop-in's own option, right after `torchrun`: when the job "
-        "fails, write the FailureReport JSON here |\n\n",
+        "fails, write the FailureReport JSON here |\n",
+        f"| `{torchrun.DROP_IN_COLLECTIVE_TIMEOUT} SECONDS` | the drop-in's own option, right after `torchrun`: the "
+        "task's `collective_timeout` (default 600 s; torchrun has no flag for it): every process group created "
+        "without a timeout gets it, and a worker stopped that long is ended |\n\n",
     ]
     for status, title in torchrun._HELP_SECTIONS:
         out.append(f"{title}:\n\n| torchrun flag | becomes |\n| --- | --- |\n")

@@ -172,6 +172,48 @@ def test_a_frozen_store_host_ends_the_other_node_retryably_within_read_timeout_a
     assert took <= bound + SLACK_S + 3
 
 
+@pytest.mark.parametrize("when", ["connecting", "waiting for the last nodes"])
+def test_a_store_host_frozen_mid_rendezvous_ends_the_other_node_within_its_store_call_deadlines(
+    nodes: Nodes, tmp_path: Path, when: str
+) -> None:
+    """Issue 30 item 4: every store call of the rendezvous has a deadline, read_timeout +
+    STORE_CALL_SLACK_S. The round needs 3 nodes, so the other node waits in torch's join, reading
+    the store's state every second; the store host freezes (before the other node connects, or
+    while both wait for a third). torch's client timed the read out after read_timeout, then waited
+    for the frozen host forever (measured with the deadlines removed: still waiting after 120 s,
+    read_timeout 3 s). Bounds: connecting (the connection and the backend's first write) two
+    deadlines, plus the node's start-up; waiting one deadline plus the join's 1 s poll."""
+    from elastic_idl._launch.agent import STORE_CALL_SLACK_S, store_call_deadline
+
+    read_timeout = 3
+    common = _common("train_until_peer_lost", str(tmp_path), nmin=3, nmax=3, run_id="frozen-mid-rdzv", join_timeout=120)
+    common += ["--read-timeout", str(read_timeout)]
+    port = int(common[common.index("--endpoint") + 1].rpartition(":")[2])
+    host = nodes.start(*common)
+    wait_until(lambda: listening(port) or host.proc.poll() is not None, 60, "the rendezvous store")
+    if when == "connecting":
+        host.signal_group(signal.SIGSTOP)
+        stopped_at = time.time()
+        other = nodes.start(*common)
+        bound = 2 * store_call_deadline(read_timeout) + SLACK_S  # SLACK_S: the node's own start-up
+    else:
+        other = nodes.start(*common)
+        time.sleep(5.0)  # both are participants of the round, waiting for a third
+        host.signal_group(signal.SIGSTOP)
+        stopped_at = time.time()
+        bound = read_timeout + STORE_CALL_SLACK_S + 1
+    try:
+        code, result = other.result(timeout=bound + SLACK_S + 60)
+    finally:
+        host.kill()
+    took = time.time() - stopped_at
+    print(f"\nstore host frozen mid-rendezvous ({when}): the other node ended after {took:.2f} s")
+    assert code == 3, other.err[-3000:]
+    assert result["error"] == "RendezvousStoreLostError", result
+    assert "did not return within" in result["message"], result
+    assert took <= bound + SLACK_S, f"{took:.1f} s"
+
+
 def test_a_store_host_frozen_while_the_other_waits_in_the_exit_barrier_lets_it_go(nodes: Nodes, tmp_path: Path) -> None:
     # Node 1's workers succeeded; its agent waits in the exit barrier (on the rendezvous store) for
     # node 0, the store's host, which freezes. Each store call of the barrier is bounded by

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
+from elastic_idl._backend.worst_case import STUCK_MARGIN_S
 from elastic_idl._launch.failures import STUCK_MARK
 from elastic_idl._launch.launcher import LaunchFailedError, launch
 from elastic_idl._task.messages import LegacyTask
@@ -36,8 +37,6 @@ import collective_fns  # noqa: E402  (tests/workers: importable by spawned worke
 SCRIPT = WORKERS / "stuck_script.py"
 TIMEOUT_S = 3
 MONITOR_S = 0.1
-#: The stated margin (docs/guide/when-pods-die.md): the launcher's poll, the stop and the report.
-STUCK_MARGIN_S = 5.0
 #: A launch's own time here (start, rendezvous, a few steps), on a loaded 2-core machine.
 START_S = 15.0
 BOUND_S = TIMEOUT_S + MONITOR_S + STUCK_MARGIN_S + START_S
@@ -169,8 +168,11 @@ def test_elastic_idl_run_ends_a_stuck_rank_and_stock_torchrun_still_waits(tmp_pa
         ours_dir = tmp_path / "ours"
         ours_dir.mkdir()
         ours, took = _cli(ours_dir, how)
+        ended = time.time()
         assert ours.returncode == EXIT_JOB_FAILED, ours.stderr[-3000:]
         assert took < BOUND_S + 5, f"elastic-idl run took {took:.1f} s"
+        after_fault = ended - float((ours_dir / "fault").read_text())
+        assert after_fault < TIMEOUT_S + MONITOR_S + STUCK_MARGIN_S, f"{after_fault:.1f} s from the fault to the end"
         report = json.loads((ours_dir / "failure.json").read_text())
         root = report["failures"][0]
         assert root["rank"] == 1 and root["message"].startswith(STUCK_MARK), report
@@ -185,3 +187,104 @@ def test_elastic_idl_run_ends_a_stuck_rank_and_stock_torchrun_still_waits(tmp_pa
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_the_drop_in_takes_the_collective_timeout_and_ends_a_stopped_rank(tmp_path: Path) -> None:
+    report = tmp_path / "failure.json"
+    start = time.monotonic()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "elastic_idl.cli",
+            "torchrun",
+            f"--elastic-idl-collective-timeout={TIMEOUT_S}",
+            "--elastic-idl-failure-file",
+            str(report),
+            "--standalone",
+            "--nproc-per-node=2",
+            f"--monitor-interval={MONITOR_S}",
+            str(SCRIPT),
+            "sigstop",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    took, ended = time.monotonic() - start, time.time()
+    assert out.returncode == EXIT_JOB_FAILED, out.stderr[-3000:]
+    assert took < BOUND_S + 5, f"the drop-in took {took:.1f} s"
+    after_fault = ended - float((tmp_path / "fault").read_text())
+    assert after_fault < TIMEOUT_S + MONITOR_S + STUCK_MARGIN_S, f"{after_fault:.1f} s from the fault to the end"
+    root = json.loads(report.read_text())["failures"][0]
+    assert root["rank"] == 1 and "was stopped (state T" in root["message"], root
+    assert not any(_running(int((tmp_path / f"pid-{r}").read_text())) for r in (0, 1))
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "x", ""])
+def test_the_drop_in_refuses_a_collective_timeout_that_is_not_positive(value: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "elastic_idl.cli", "torchrun", f"--elastic-idl-collective-timeout={value}", "t.py"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "--elastic-idl-collective-timeout: expected a" in out.stderr and "number of seconds" in out.stderr, (
+        out.stderr
+    )
+
+
+FLYTEKIT_WF = """
+import os
+import signal
+import sys
+
+from flytekit import task, workflow
+
+from elastic_idl import Elastic
+
+OUT = sys.argv[1]
+
+
+@task(task_config=Elastic(nproc_per_node=2, collective_timeout=TIMEOUT, monitor_interval=MONITOR, start_method="fork"))
+def train() -> int:
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    with open(os.path.join(OUT, f"pid-{rank}"), "w") as fh:
+        fh.write(str(os.getpid()))
+    for step in range(50):
+        if step == 5 and rank == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        dist.all_reduce(torch.ones(1))
+    return rank
+
+
+@workflow
+def wf() -> int:
+    return train()
+
+
+if __name__ == "__main__":
+    wf()
+"""
+
+
+def test_a_flytekit_task_with_a_stopped_rank_fails_within_the_bound(tmp_path: Path) -> None:
+    pytest.importorskip("flytekit")
+    script = tmp_path / "stuck_wf.py"
+    script.write_text(FLYTEKIT_WF.replace("TIMEOUT", str(TIMEOUT_S)).replace("MONITOR", str(MONITOR_S)))
+    start = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=180, cwd=tmp_path
+    )
+    took = time.monotonic() - start
+    assert out.returncode != 0, out.stdout[-2000:]
+    assert took < BOUND_S + 10, f"the flytekit run took {took:.1f} s"  # + flytekit's own import and start
+    text = " ".join((out.stdout + out.stderr).split())  # flytekit wraps its error box
+    assert "root cause: rank 1 " in text and "was stopped (state T" in text, text[-4000:]
+    assert not any(_running(int((tmp_path / f"pid-{r}").read_text())) for r in (0, 1)), "a worker is left"

@@ -2,7 +2,7 @@
 
 argv: HOW OUT_DIR. HOW: sigstop (the process stops itself), sleep (sleeps past every timeout),
 fifo (blocks opening a FIFO nobody writes). Each rank writes its pid to OUT_DIR/pid-<rank>
-and ``step-<rank>`` as it goes.
+and ``step-<rank>`` as it goes; rank 1 writes the time it stops progressing to OUT_DIR/fault.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ def main() -> None:
     (out / f"pid-{rank}").write_text(str(os.getpid()))
     for step in range(50):
         if step == 5 and rank == 1:
+            (out / "fault").write_text(repr(time.time()))  # when rank 1 stops progressing
             if how == "sigstop":
                 os.kill(os.getpid(), signal.SIGSTOP)
             elif how == "sleep":

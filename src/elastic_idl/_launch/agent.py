@@ -363,6 +363,8 @@ def _server_store(host: str, port: int, timeout_s: float) -> tuple[dist.TCPStore
 
 #: The exit barrier's arrival counter, in a round's rendezvous store (torch's agent adds 1 per node).
 _EXIT_BARRIER_COUNT_KEY = _TERMINAL_STATE_SYNC_ID + store_util._NUM_MEMBERS
+#: Key prefix, in a round's rendezvous store, of the count of nodes that ended with an error (:meth:`_RoundWatch.leave`).
+_LEFT_KEY_PREFIX = "elastic_idl/left"
 
 
 class _ClosedWhileRunning(RendezvousClosedError):
@@ -371,6 +373,38 @@ class _ClosedWhileRunning(RendezvousClosedError):
 
 class _StoreUnreachable(RendezvousConnectionError):
     """A call to the rendezvous store did not return within its deadline: its host is lost."""
+
+
+#: What one call to the rendezvous store may take beyond ``read_timeout`` before its host counts as
+#: lost (seconds): the client's own timeout fires at read_timeout; a frozen host never answers after.
+STORE_CALL_SLACK_S = 5.0
+
+
+def store_call_deadline(read_timeout_s: float) -> float:
+    """The deadline of one rendezvous-store call of the launcher: ``read_timeout + STORE_CALL_SLACK_S``."""
+    return read_timeout_s + STORE_CALL_SLACK_S
+
+
+def _bound_rendezvous_store_calls(inner: RendezvousHandler, deadline_s: float) -> None:
+    """Give every store call of the rendezvous itself (join, keep-alive, close) a deadline.
+
+    torch's c10d backend sends each through ``_call_store``; its store client times a call out
+    after ``read_timeout`` and then waits, with no timeout, for the host to confirm the
+    cancelled read: a store host frozen mid-rendezvous held every other node in its join
+    forever. Past the deadline the call raises :class:`_StoreUnreachable` (a
+    RendezvousConnectionError, which torch's rendezvous passes on as it does a broken store).
+    """
+    backend: Any = getattr(getattr(inner, "_state_holder", None), "_backend", None)
+    call = getattr(backend, "_call_store", None)
+    if backend is None or call is None:  # not the c10d backend (etcd's calls have their own timeouts)
+        return
+
+    def bounded(store_op: str, *args: Any, **kwargs: Any) -> Any:
+        return _within(
+            functools.partial(call, store_op, *args, **kwargs), deadline_s, f"the rendezvous store's {store_op}"
+        )
+
+    backend._call_store = bounded
 
 
 def _within(call: Callable[[], Any], deadline_s: float, what: str) -> Any:
@@ -451,6 +485,8 @@ class _RoundWatch:
         self._benign_close = False
         #: The members of the last round this node completed (None before the first one).
         self.last_members: frozenset[Any] | None = None
+        #: The rendezvous store of that round (its key space).
+        self.last_store: Any = None
         #: Nodes of a running round found dead (their descriptors), since the last completed round.
         self.lost: list[str] = []
 
@@ -488,6 +524,7 @@ class _RoundWatch:
     def round_started(self, store: Any, world_size: int) -> None:
         """Note the round the agent just completed (call right after ``next_rendezvous``)."""
         self._store, self._world_size = store, world_size
+        self.last_store = store
         self.lost = []
         self._benign_close = False
         if not self.usable:
@@ -591,6 +628,30 @@ class _RoundWatch:
             return False
         return arrived >= size - 1
 
+    def leave(self, wait_s: float) -> None:
+        """Count this node out of its last round, then wait, ``wait_s`` at most, until every node of it is out.
+
+        Called by a node that ended with an error, once it has decided how. A node whose workers
+        failed asks the rendezvous store whether its host is lost (`_store_gone`); the host that
+        simply ended first (its own workers failed for good: a peer's failure is a consequence)
+        must not look lost, so no node's process ends, taking its store along, before the others
+        have decided. Never raises: a store that stops answering ends the wait.
+        """
+        store, members = self.last_store, self.last_members
+        if store is None or members is None or len(members) < 2 or self.unreachable:
+            return
+        try:
+            key = _within(
+                lambda: store_util._barrier_nonblocking(
+                    store=store, world_size=len(members), key_prefix=_LEFT_KEY_PREFIX
+                ),
+                self.deadline_s,
+                "counting this node out of the round",
+            )
+            _wait_for_key(store, key, wait_s, call_deadline_s=self.deadline_s)
+        except Exception:  # the store is gone, or a signal: nobody to wait for, or no time to
+            return
+
     def missing(self) -> list[str] | None:
         """After a rendezvous that timed out: the last round's nodes that did not rejoin.
 
@@ -679,6 +740,7 @@ class FreshStoreHandler(RendezvousHandler):
         self.max_participants_seen = 0
         self._probed: Any = None
         self._install_participant_probe()
+        _bound_rendezvous_store_calls(inner, store_call_deadline(read_timeout_s))
         holder = getattr(inner, "_state_holder", None)
         if holder is not None and hasattr(holder, "_sanitize") and hasattr(holder, "_state"):
             holder._sanitize = _LocalClockLiveness(holder).sanitize
@@ -728,6 +790,7 @@ class FreshStoreHandler(RendezvousHandler):
         info = self._inner.next_rendezvous()
         self.watch.round_started(info.store, info.world_size)
         store = info.store
+        per_call = store_call_deadline(self._read_timeout_s)
         master_addr = info.bootstrap_store_info.master_addr if info.bootstrap_store_info else None
         if info.rank == 0:
             host = self._bind_host or master_addr or socket.getfqdn()
@@ -738,12 +801,19 @@ class FreshStoreHandler(RendezvousHandler):
                     host, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=self._read_timeout_s)
                 )
                 port = int(self._server.port)
-            store.set(_WORKER_STORE_KEY, f"{host}:{port}")
-        elif not _wait_for_key(store, _WORKER_STORE_KEY, self._read_timeout_s):
+            _within(
+                functools.partial(store.set, _WORKER_STORE_KEY, f"{host}:{port}"),
+                per_call,
+                "publishing the worker store",
+            )
+        elif not _wait_for_key(store, _WORKER_STORE_KEY, self._read_timeout_s, call_deadline_s=per_call):
             raise RendezvousConnectionError(
                 f"node rank 0 published no worker store within read_timeout={self._read_timeout_s}s"
             )
-        addr, _, port_s = store.get(_WORKER_STORE_KEY).decode().rpartition(":")
+        address = _within(
+            functools.partial(store.get, _WORKER_STORE_KEY), per_call, "reading the worker store's address"
+        )
+        addr, _, port_s = address.decode().rpartition(":")
         return RendezvousInfo(store, info.rank, info.world_size, RendezvousStoreInfo(addr, int(port_s)))
 
     def is_closed(self) -> bool:
@@ -1036,7 +1106,9 @@ class _Agent(LocalElasticAgent):
             return
         handler = self._worker_group.spec.rdzv_handler
         # One store call may take read_timeout; one that takes longer waits on a lost host (see _within).
-        per_call = (handler._read_timeout_s if isinstance(handler, FreshStoreHandler) else DEFAULT_READ_TIMEOUT_S) + 5.0
+        per_call = store_call_deadline(
+            handler._read_timeout_s if isinstance(handler, FreshStoreHandler) else DEFAULT_READ_TIMEOUT_S
+        )
         self._in_exit_barrier = True
         try:
             key = _within(
@@ -1061,6 +1133,18 @@ class _Agent(LocalElasticAgent):
             _log.exception("elastic-idl: error in the exit barrier")
         finally:
             self._in_exit_barrier = False
+
+    def _assign_worker_ranks(self, store: Any, group_rank: int, group_world_size: int, spec: WorkerSpec) -> Any:
+        """torch's rank assignment (a few calls to the rendezvous store), within a deadline.
+
+        Each of its calls may take ``read_timeout``; the slowest (a wait for node rank 0's
+        answer) two of them: a store host that froze after the round formed is noticed
+        after that, not never.
+        """
+        handler = spec.rdzv_handler
+        read_timeout = handler._read_timeout_s if isinstance(handler, FreshStoreHandler) else DEFAULT_READ_TIMEOUT_S
+        assign = functools.partial(super()._assign_worker_ranks, store, group_rank, group_world_size, spec)
+        return _within(assign, 2 * store_call_deadline(read_timeout), "the worker rank assignment")
 
     def _stop_workers(self, worker_group: WorkerGroup) -> None:
         self._shutdown(timeout=self._shutdown_timeout)
@@ -1513,8 +1597,17 @@ def _timeouts(params: RendezvousParameters) -> tuple[int, int]:
 def _rendezvous_handler(
     params: RendezvousParameters, *, loopback: bool, fresh_store: bool, read_timeout: int
 ) -> tuple[RendezvousHandler, str]:
-    """The rendezvous handler (a FreshStoreHandler for c10d unless ``fresh_store`` is off) and its endpoint."""
-    handler, endpoint = _make_handler(params, loopback=loopback)
+    """The rendezvous handler (a FreshStoreHandler for c10d unless ``fresh_store`` is off) and its endpoint.
+
+    Making it connects to the store and writes to it (torch's c10d backend initialises the
+    state's key): two store calls, each within `store_call_deadline` (a frozen store host
+    accepts the connection in its kernel and never answers).
+    """
+    handler, endpoint = _within(
+        functools.partial(_make_handler, params, loopback=loopback),
+        2 * store_call_deadline(read_timeout),
+        "connecting to the rendezvous store",
+    )
     if fresh_store and params.backend == C10D:
         handler = FreshStoreHandler(
             handler, bind_host=params.local_addr if loopback else None, read_timeout_s=read_timeout
@@ -1660,6 +1753,9 @@ def _rendezvous_error(exc: Exception, run: _Run) -> LaunchFailedError:
 def _release(run: _Run) -> None:
     """Shut the rendezvous down (or abandon it after a signal or a lost store), then drop the stores.
 
+    After an error, a node that closed the rendezvous first waits until the other nodes of its round
+    have decided how they end (:meth:`_RoundWatch.leave`): its store must not vanish under them.
+
     An exception's traceback keeps run_agent's frame alive: the stores go now so their
     server threads and sockets go away with the launch, not with the exception.
     """
@@ -1669,6 +1765,10 @@ def _release(run: _Run) -> None:
     elif handler is not None and run.shutdown_rdzv:
         with contextlib.suppress(Exception):
             handler.shutdown()
+        if isinstance(handler, FreshStoreHandler) and run.error is not None:
+            # The others notice the close within 1 s + monitor_interval and stop their workers within shutdown_timeout.
+            shutdown_timeout = run.config.shutdown_timeout or DEFAULT_SHUTDOWN_TIMEOUT_S
+            handler.watch.leave(1.0 + run.config.monitor_interval + shutdown_timeout)
     if isinstance(handler, FreshStoreHandler):
         handler.release()
     if agent is not None:

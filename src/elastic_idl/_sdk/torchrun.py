@@ -60,6 +60,7 @@ from elastic_idl._task.view import elastic_values, view
 from elastic_idl.exit_codes import EXIT_CODES_TEXT
 
 __all__ = [
+    "DROP_IN_COLLECTIVE_TIMEOUT",
     "DROP_IN_FAILURE_FILE",
     "DROP_IN_PREFIX",
     "FLAGS",
@@ -1043,13 +1044,17 @@ _HELP_SECTIONS = (
 DROP_IN_PREFIX = "--elastic-idl-"
 #: The drop-in's option that writes the FailureReport JSON when the job fails.
 DROP_IN_FAILURE_FILE = DROP_IN_PREFIX + "failure-file"
+#: The drop-in's option that sets the task's collective_timeout (seconds; torchrun has no flag for it).
+DROP_IN_COLLECTIVE_TIMEOUT = DROP_IN_PREFIX + "collective-timeout"
 
 
 def torchrun_help(prog: str = "elastic-idl torchrun") -> str:
     """The help of the torchrun drop-in: every torchrun 2.13 flag, and what becomes of it (from `FLAGS`)."""
     lines = [
-        f"usage: {prog} [{DROP_IN_FAILURE_FILE} PATH] [torchrun flags] SCRIPT [ARGS...]",
-        f"       {prog} [{DROP_IN_FAILURE_FILE} PATH] [torchrun flags] -m MODULE [ARGS...]",
+        f"usage: {prog} [{DROP_IN_FAILURE_FILE} PATH] [{DROP_IN_COLLECTIVE_TIMEOUT} SECONDS] [torchrun flags] SCRIPT "
+        "[ARGS...]",
+        f"       {prog} [{DROP_IN_FAILURE_FILE} PATH] [{DROP_IN_COLLECTIVE_TIMEOUT} SECONDS] [torchrun flags] -m MODULE "
+        "[ARGS...]",
         "",
         "A drop-in for torch 2.13's torchrun: the same flags, spellings and PET_<FLAG> env fallbacks",
         "(the command line wins). The command line becomes a task, which is validated and launched",
@@ -1058,6 +1063,9 @@ def torchrun_help(prog: str = "elastic-idl torchrun") -> str:
         f"The drop-in's own options (named {DROP_IN_PREFIX}*, which no torchrun flag is; right after",
         "`torchrun`, before the torchrun flags):",
         f"  {DROP_IN_FAILURE_FILE + ' PATH':<34} when the job fails, write the FailureReport JSON here",
+        f"  {DROP_IN_COLLECTIVE_TIMEOUT + ' SECONDS':<34} the task's collective_timeout (default 600): every process",
+        f"  {'':<34} group without a timeout of its own gets it, and a worker stopped this",
+        f"  {'':<34} long is ended",
     ]
     for status, title in _HELP_SECTIONS:
         lines += ["", f"{title}:"]
