@@ -94,6 +94,7 @@ import tempfile
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta, timezone
 from typing import Any
@@ -395,13 +396,19 @@ def _bound_rendezvous_store_calls(inner: RendezvousHandler, deadline_s: float) -
     RendezvousConnectionError, which torch's rendezvous passes on as it does a broken store).
     """
     backend: Any = getattr(getattr(inner, "_state_holder", None), "_backend", None)
-    call = getattr(backend, "_call_store", None)
+    call = getattr(type(backend), "_call_store", None)
     if backend is None or call is None:  # not the c10d backend (etcd's calls have their own timeouts)
         return
+    # A weak reference: the backend holds this function, and a cycle through it would keep the
+    # backend's store (and its socket and libuv thread) alive until a garbage collection.
+    ref = weakref.ref(backend)
 
     def bounded(store_op: str, *args: Any, **kwargs: Any) -> Any:
+        owner = ref()
+        if owner is None:
+            raise RendezvousConnectionError("the rendezvous backend was released")
         return _within(
-            functools.partial(call, store_op, *args, **kwargs), deadline_s, f"the rendezvous store's {store_op}"
+            functools.partial(call, owner, store_op, *args, **kwargs), deadline_s, f"the rendezvous store's {store_op}"
         )
 
     backend._call_store = bounded
