@@ -214,6 +214,36 @@ def test_a_store_host_frozen_mid_rendezvous_ends_the_other_node_within_its_store
     assert took <= bound + SLACK_S, f"{took:.1f} s"
 
 
+def test_a_worker_stopped_on_one_node_ends_both_nodes_within_the_collective_timeout(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """Issue 30 item 3, two nodes: node 1's worker SIGSTOPs itself (its launcher heartbeats on, so the
+    node is alive to the rendezvous). Node 0's worker waits in its all_reduce until the task's
+    collective_timeout fails it; node 1's agent ends its stopped worker after the same time and names
+    it. Both nodes end (max_restarts 0), within collective_timeout + monitor_interval + the margin,
+    and nothing of theirs is left (the fixture checks), the stopped process included."""
+    from elastic_idl._backend.worst_case import STUCK_MARGIN_S
+
+    collective_timeout = 4
+    common = _common("stop_on_node_1", str(tmp_path), nmin=2, nmax=2, run_id="stopped-worker")
+    common += ["--collective-timeout", str(collective_timeout)]
+    port = int(common[common.index("--endpoint") + 1].rpartition(":")[2])
+    first = nodes.start(*common)
+    wait_until(lambda: listening(port) or first.proc.poll() is not None, 60, "the rendezvous store")
+    second = nodes.start(*common)
+    results = [n.result(timeout=120) for n in (first, second)]
+    ended = time.time()
+    fault = json.loads((tmp_path / "fault").read_text())
+    took = ended - fault["t"]
+    print(f"\na worker stopped on node 1: both nodes ended {took:.2f} s after the stop")
+    assert [code for code, _ in results] == [3, 3], [n.err[-2000:] for n in nodes]
+    messages = [r["message"] for _, r in results]
+    stopped = [m for m in messages if "root cause: rank " in m and "was stopped (state T" in m]
+    assert len(stopped) == 1, messages  # node 1 names its stopped worker as the root cause
+    assert any("Timed out waiting 4000ms" in m for m in messages), messages  # node 0: the collective timed out
+    assert took <= collective_timeout + MONITOR_INTERVAL_S + STUCK_MARGIN_S + SLACK_S, f"{took:.1f} s"
+
+
 def test_a_store_host_frozen_while_the_other_waits_in_the_exit_barrier_lets_it_go(nodes: Nodes, tmp_path: Path) -> None:
     # Node 1's workers succeeded; its agent waits in the exit barrier (on the rendezvous store) for
     # node 0, the store's host, which freezes. Each store call of the barrier is bounded by

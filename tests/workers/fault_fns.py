@@ -125,3 +125,24 @@ def finish_unevenly(marker_dir: str) -> dict[str, Any]:
     if group_rank == 0:
         time.sleep(120)
     return {"group": group_rank, "sum": float(t.item())}
+
+
+def stop_on_node_1(marker_dir: str) -> int:
+    """all_reduce in a world of 2; node 1's worker SIGSTOPs itself at step 5 (alive but stuck).
+
+    Node 0's worker is left in its all_reduce: only a collective timeout (the task's) ends it.
+    """
+    import signal
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    group_rank = int(os.environ["GROUP_RANK"])
+    for step in range(1000):
+        if step == 5 and group_rank == 1:
+            _mark(marker_dir, "fault", rank=dist.get_rank())
+            os.kill(os.getpid(), signal.SIGSTOP)
+        dist.all_reduce(torch.ones(1))
+        time.sleep(0.05)
+    return dist.get_rank()

@@ -45,7 +45,13 @@ def _setup() -> None:
     rdzv_log.addHandler(handler)
     rdzv_log.setLevel(logging.INFO)
     rdzv_log.propagate = False
-    for name in ("train_until_peer_lost", "fail_for_good_on_node", "train_through_a_freeze", "finish_unevenly"):
+    for name in (
+        "train_until_peer_lost",
+        "fail_for_good_on_node",
+        "train_through_a_freeze",
+        "finish_unevenly",
+        "stop_on_node_1",
+    ):
         setattr(launch_fns, name, getattr(fault_fns, name))
     if os.environ.get("EI_FAULT_IDENTITY"):
         _simulate_identity(os.environ["EI_FAULT_IDENTITY"])

@@ -54,6 +54,7 @@ def main() -> int:
     ap.add_argument("--join-timeout", type=int)
     ap.add_argument("--last-call-timeout", type=int)
     ap.add_argument("--read-timeout", type=int)
+    ap.add_argument("--collective-timeout", type=int)
     ap.add_argument("--rdzv-option", action="append", default=[])
     ap.add_argument("--start-method")
     ap.add_argument(
@@ -76,6 +77,8 @@ def main() -> int:
         e.last_call_timeout.CopyFrom(Duration(seconds=args.last_call_timeout))
     if args.read_timeout:
         e.read_timeout.CopyFrom(Duration(seconds=args.read_timeout))
+    if args.collective_timeout:
+        e.collective_timeout.CopyFrom(Duration(seconds=args.collective_timeout))
     for kv in args.rdzv_option:
         opt = e.rdzv_options.add()
         opt.key, _, opt.value = kv.partition("=")

@@ -77,6 +77,18 @@ for the workers to stop. The exit barrier (this node's workers succeeded, the ot
 waits on the same store: each of its store calls is bounded by ``read_timeout + 5 s``, after
 which this node leaves the barrier, its success standing, and abandons the rendezvous instead
 of closing it (closing writes to the store, and torch's shutdown joins the heartbeat thread).
+So is every store call of the rendezvous itself (`_bound_rendezvous_store_calls`: the join, the
+keep-alive, the close), connecting to the store and the rank assignment (two such deadlines
+each): a host frozen mid-rendezvous ends the launch with a ``RendezvousStoreLostError``.
+
+Workers alive but stuck. A worker that stops progressing (stopped by a signal or a debugger,
+blocked in I/O, asleep outside a collective its peers wait in) is alive to torch and to the
+keep-alive. Its peers' collective times out after the task's ``collective_timeout``, which the
+launcher gives every process group created without a timeout (`_launch/collective.py`); the
+agent ends a worker stopped for that long itself (a stopped process on a node of its own would
+never be ended otherwise), and records either as the rank that stopped progressing
+(`_Agent._end_stopped_workers`, `_Agent._not_progressing`). Stopping a group sends SIGCONT
+after the signal, so a stopped worker ends at once.
 """
 
 from __future__ import annotations
