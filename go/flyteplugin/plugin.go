@@ -50,10 +50,16 @@ const TaskType = common.PytorchTaskType
 
 // Plugin is the k8s.Plugin. The zero value is the plugin that init registers.
 type Plugin struct {
-	// Options are kubeflow.Apply's options, except that an unset Mode is
-	// elasticidl.ModeUpstream here: a propeller that swaps this plugin in for
-	// flyteplugins' keeps rendering every task it renders today
-	// (docs/guide/propeller.md). Set elasticidl.ModeStrict to refuse what the strict rules refuse.
+	// Options are kubeflow.Apply's options, except for their zero values: an
+	// unset Mode is elasticidl.ModeUpstream here, and in that mode an unset
+	// ElasticWorkerRestartPolicy is elasticidl.RestartPolicyNever (upstream's),
+	// so a propeller that swaps this plugin in for flyteplugins' keeps rendering
+	// every task it renders today, with the same restart policy
+	// (docs/guide/propeller.md). Set elasticidl.ModeStrict to refuse what the
+	// strict rules refuse; an unset ElasticWorkerRestartPolicy is then
+	// elasticidl.RestartPolicyExitCode, the renderer's default. A set
+	// ElasticWorkerRestartPolicy applies in either mode, and a task that sets its
+	// Worker's restart policy keeps its own.
 	Options kubeflow.Options
 }
 
@@ -102,10 +108,7 @@ func (p Plugin) BuildResource(ctx context.Context, taskCtx pluginsCore.TaskExecu
 	if err != nil {
 		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "invalid task custom: %v", err)
 	}
-	opts := p.Options
-	if opts.Mode == "" {
-		opts.Mode = elasticidl.ModeUpstream
-	}
+	opts := p.effectiveOptions()
 	dropped := droppedFields(tmpl)
 	if opts.Mode == elasticidl.ModeStrict && len(dropped) > 0 {
 		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "%v", dropped[0])
@@ -133,6 +136,20 @@ func (p Plugin) BuildResource(ctx context.Context, taskCtx pluginsCore.TaskExecu
 		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "%v", err)
 	}
 	return &kubeflowv1.PyTorchJob{TypeMeta: typeMeta(), Spec: spec}, nil
+}
+
+// effectiveOptions are the plugin's Options with their zero values filled in:
+// the upstream mode, and in it upstream's Never for an elastic Worker whose task
+// leaves its restart policy unset.
+func (p Plugin) effectiveOptions() kubeflow.Options {
+	opts := p.Options
+	if opts.Mode == "" {
+		opts.Mode = elasticidl.ModeUpstream
+	}
+	if opts.Mode == elasticidl.ModeUpstream && opts.ElasticWorkerRestartPolicy == "" {
+		opts.ElasticWorkerRestartPolicy = elasticidl.RestartPolicyNever
+	}
+	return opts
 }
 
 // podTemplates builds one ReplicaSpec per replica type of the job with
@@ -198,7 +215,8 @@ func (p Plugin) workerEnv(c *corev1.Container) {
 // GetTaskPhase is the phase of the job from its current condition, with the
 // replicas' log links, through flyteplugins' kfoperators common code. It reads
 // the job's condition only: a failed pod that the operator recreates (an
-// elastic Worker under the ExitCode restart policy) does not fail the task.
+// elastic Worker under the ExitCode restart policy: the strict mode's default,
+// or the upstream mode's when its options say so) does not fail the task.
 func (Plugin) GetTaskPhase(ctx context.Context, pluginContext k8s.PluginContext, resource client.Object) (pluginsCore.PhaseInfo, error) {
 	job, ok := resource.(*kubeflowv1.PyTorchJob)
 	if !ok {

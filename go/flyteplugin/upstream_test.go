@@ -34,23 +34,14 @@ type upstreamCase struct {
 	refusedInEveryMode bool
 }
 
-// upstreamModeDiffers is what the upstream mode (the plugin's default) still
-// differs in, on purpose, for a case: only the elastic Worker's restart policy
-// (ExitCode in every mode, the fault matrix's choice; upstream's is Never).
-func (c upstreamCase) upstreamModeDiffers() []string {
-	if len(c.differs) > 0 {
-		return []string{"Worker.restartPolicy"}
-	}
-	return nil
-}
-
 // The job-level fields that differ for an elastic task, on purpose:
 //   - nproc per node (strict mode only): upstream writes the deprecated
 //     spec.elasticPolicy.nProcPerNode; the strict mode writes spec.nprocPerNode
 //     (the operator's webhook refuses a job that sets both); the upstream mode
 //     writes upstream's.
-//   - the elastic Worker's restart policy: ExitCode (the fault matrix's choice,
-//     in every mode), where upstream's is Never.
+//   - the elastic Worker's restart policy (strict mode only): ExitCode, the
+//     renderer's default and the fault matrix's choice, where upstream's is
+//     Never; the upstream mode writes upstream's.
 var elasticDiffers = []string{"elasticPolicy.nProcPerNode", "nprocPerNode", "Worker.restartPolicy"}
 
 const elasticV0 = `{"workers":2,"elasticConfig":{"minReplicas":1,"maxReplicas":2,"nprocPerNode":4,"rdzvBackend":"c10d"}}`
@@ -203,7 +194,9 @@ func TestUpstreamTaskTemplates(t *testing.T) {
 				}
 				theirs := res.(*kubeflowv1.PyTorchJob)
 				res, err = build(t, ours, tmpl)
-				want := c.upstreamModeDiffers()
+				// The upstream mode differs in nothing: its elastic Worker whose task
+				// leaves the restart policy unset is Never, as upstream's.
+				var want []string
 				if mode == elasticidl.ModeStrict || c.refusedInEveryMode {
 					want = append([]string(nil), c.differs...)
 					if c.refusedRule != "" {
@@ -263,9 +256,9 @@ func TestUpstreamAssertions(t *testing.T) {
 		if e.NProcPerNode == nil || *e.NProcPerNode != 4 || job.Spec.NprocPerNode != nil {
 			t.Errorf("nproc per node: elasticPolicy %v, spec %v; want elasticPolicy.nProcPerNode 4 only", e.NProcPerNode, job.Spec.NprocPerNode)
 		}
-		// Differs on purpose (every mode): ExitCode, where upstream's Worker is Never.
-		if p := job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker].RestartPolicy; p != kubeflowv1.RestartPolicyExitCode {
-			t.Errorf("elastic Worker restart policy %s, want ExitCode", p)
+		// Equal in the upstream mode: upstream's Worker is Never (ParseRestartPolicy's default).
+		if p := job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker].RestartPolicy; p != kubeflowv1.RestartPolicyNever {
+			t.Errorf("elastic Worker restart policy %s, want Never (upstream's)", p)
 		}
 	})
 	t.Run("run policy (lines 1025-1030)", func(t *testing.T) {
@@ -291,6 +284,68 @@ func TestUpstreamAssertions(t *testing.T) {
 		}
 		if !equality.Semantic.DeepEqual(m.Template.Spec.Containers[0].Resources, *fixtureResources) {
 			t.Errorf("Master resources %+v, want the task override's", m.Template.Spec.Containers[0].Resources)
+		}
+	})
+}
+
+// The elastic Worker's restart policy by mode and option: the upstream mode's
+// unset option is upstream's Never, the strict mode's the renderer's ExitCode,
+// a set option wins in either mode, and a task's own policy wins over both.
+func TestElasticWorkerRestartPolicy(t *testing.T) {
+	const elasticV1 = `"elasticConfig":{"minReplicas":1,"maxReplicas":2,"nprocPerNode":4,"rdzvBackend":"c10d"}`
+	unset := `{"workerReplicas":{"common":{"replicas":2}},` + elasticV1 + `}`
+	onFailure := `{"workerReplicas":{"common":{"replicas":2,"restartPolicy":"RESTART_POLICY_ON_FAILURE"}},` + elasticV1 + `}`
+	never, exitCode := kubeflowv1.RestartPolicyNever, kubeflowv1.RestartPolicyExitCode
+	upstream := upstreamPlugin(t)
+	for _, tc := range []struct {
+		mode   elasticidl.RenderMode
+		option string
+		want   kubeflowv1.RestartPolicy // for a task that leaves the policy unset
+	}{
+		{mode: "", option: "", want: never},
+		{mode: elasticidl.ModeUpstream, option: "", want: never},
+		{mode: elasticidl.ModeUpstream, option: elasticidl.RestartPolicyExitCode, want: exitCode},
+		{mode: elasticidl.ModeUpstream, option: elasticidl.RestartPolicyNever, want: never},
+		{mode: elasticidl.ModeStrict, option: "", want: exitCode},
+		{mode: elasticidl.ModeStrict, option: elasticidl.RestartPolicyNever, want: never},
+		{mode: elasticidl.ModeStrict, option: elasticidl.RestartPolicyExitCode, want: exitCode},
+	} {
+		ours := Plugin{Options: kubeflow.Options{Mode: tc.mode, ElasticWorkerRestartPolicy: tc.option}}
+		t.Run(fmt.Sprintf("mode %q option %q", tc.mode, tc.option), func(t *testing.T) {
+			for _, task := range []struct {
+				custom string
+				want   kubeflowv1.RestartPolicy
+			}{{unset, tc.want}, {onFailure, kubeflowv1.RestartPolicyOnFailure}} {
+				tmpl := taskTemplate(t, "job", 1, task.custom)
+				res, err := build(t, ours, tmpl)
+				if err != nil {
+					t.Fatalf("%s: %v", task.custom, err)
+				}
+				job := res.(*kubeflowv1.PyTorchJob)
+				if got := job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker].RestartPolicy; got != task.want {
+					t.Errorf("%s: Worker restartPolicy %s, want %s", task.custom, got, task.want)
+				}
+				res, err = build(t, upstream, tmpl)
+				if err != nil {
+					t.Fatalf("flyteplugins' plugin: %v", err)
+				}
+				theirs := res.(*kubeflowv1.PyTorchJob)
+				diff := jobLevelDiff(job, theirs)
+				hasRestart := strings.Contains(fmt.Sprint(diff), "Worker.restartPolicy")
+				// flyteplugins writes the task's own policy, else Never: the Worker's
+				// restartPolicy differs from it exactly when ours is another.
+				if wantDiff := task.want != theirs.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker].RestartPolicy; hasRestart != wantDiff {
+					t.Errorf("%s: differs from flyteplugins' in %v; Worker.restartPolicy there: %v", task.custom, diff, wantDiff)
+				}
+			}
+		})
+	}
+	t.Run("an option the renderer does not know", func(t *testing.T) {
+		ours := Plugin{Options: kubeflow.Options{ElasticWorkerRestartPolicy: "Always"}}
+		_, err := build(t, ours, taskTemplate(t, "job", 1, unset))
+		if code, _ := stdErrors.GetErrorCode(err); code != flyteerr.BadTaskSpecification ||
+			!strings.Contains(err.Error(), "elastic_worker_restart_policy") {
+			t.Fatalf("BuildResource: %v; want a BadTaskSpecification naming elastic_worker_restart_policy", err)
 		}
 	})
 }

@@ -10,7 +10,8 @@ import (
 // Options are the options of Apply and Fields (Build takes the core's
 // RenderOptions, which carry the same two). The zero value renders as the core
 // renderer's default: strict mode, and ExitCode for an elastic Worker whose task
-// leaves its restart policy unset.
+// leaves its restart policy unset. (go/flyteplugin's Plugin reads its zero
+// Options as the upstream mode with Never, flyteplugins' rendering.)
 type Options struct {
 	// Mode is the render mode: elasticidl.ModeStrict ("" means it too) or
 	// elasticidl.ModeUpstream (Flyte 1.x's rendering where it is defensible;
@@ -38,9 +39,10 @@ func Build(task *elasticidl.Task, render elasticidl.RenderOptions, _ Options) (*
 type Replica struct {
 	// Replicas is the pod count (spec.pytorchReplicaSpecs.<type>.replicas).
 	Replicas int32
-	// RestartPolicy is the replica's restartPolicy: the task's, or ExitCode for an
-	// elastic Worker whose task leaves it unset (the operator then restarts a pod
-	// whose exit code says the failure is retryable).
+	// RestartPolicy is the replica's restartPolicy: the task's, or for an elastic
+	// Worker whose task leaves it unset Options.ElasticWorkerRestartPolicy: ExitCode
+	// by default (the operator then restarts a pod whose exit code says the
+	// failure is retryable), or Never.
 	RestartPolicy kubeflowv1.RestartPolicy
 }
 
