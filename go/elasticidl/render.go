@@ -685,7 +685,7 @@ func (t *Task) render(opts *jsonObject, warn *[]SkewWarning) (*PyTorchJob, error
 			}
 		}
 		if err == nil && elasticWorker && spec.RestartPolicy == elasticWorkerRestartPolicy {
-			spec.RestartPolicy = restart
+			spec.RestartPolicy = t.elasticWorkerDefault(restart)
 		}
 		return spec, err
 	}

@@ -64,13 +64,31 @@ func (t *Task) WorkerRestartPolicy(elasticDefault string) string {
 		restart = v.worker.restart
 	}
 	if v.elastic != nil && restart == 0 {
-		if elasticDefault == "" {
-			return RestartPolicyExitCode
-		}
-		return elasticDefault
+		return t.elasticWorkerDefault(elasticDefault)
 	}
 	policy, _ := enumTextOf(restartPolicies, restart)
 	return policy
+}
+
+// RestartPolicyOnFailure is what an elastic Worker that would get ExitCode gets when the
+// task states a budget (run_policy.backoff_limit): the operator counts no ExitCode
+// re-creation against backoffLimit (those pods run with the pod policy Never, so their
+// restart count stays 0); under OnFailure the kubelet restarts the container in place and
+// the operator fails the job once the restarts reach backoffLimit.
+const RestartPolicyOnFailure = "OnFailure"
+
+// elasticWorkerDefault is the policy an elastic Worker that leaves its own unset gets:
+// elasticDefault ("" is RestartPolicyExitCode), or RestartPolicyOnFailure when that is
+// ExitCode and the task states run_policy.backoff_limit (the reference's
+// elastic_worker_default).
+func (t *Task) elasticWorkerDefault(elasticDefault string) string {
+	if elasticDefault == "" {
+		elasticDefault = RestartPolicyExitCode
+	}
+	if elasticDefault == RestartPolicyExitCode && t.view().runPolicy.GetBackoffLimit() > 0 {
+		return RestartPolicyOnFailure
+	}
+	return elasticDefault
 }
 
 // CrashLoopBackoffS is the kubelet's back-off delays before the given number of in-place

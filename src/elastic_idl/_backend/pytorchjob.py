@@ -164,6 +164,12 @@ ELASTIC_WORKER_RESTART_POLICY = "ExitCode"
 #: What ``JobOptions.elastic_worker_restart_policy`` may be: ExitCode (the default, above) or Never
 #: (upstream's zero value, for whoever wants a pod loss to end the job).
 ELASTIC_WORKER_RESTART_POLICIES: tuple[str, ...] = (ELASTIC_WORKER_RESTART_POLICY, "Never")
+#: What an elastic Worker that would get ExitCode gets instead when the task states a budget
+#: (``run_policy.backoff_limit``): the operator counts no ExitCode re-creation against backoffLimit
+#: (its pods run with the pod policy Never, so their restart count stays 0), and the budget would be
+#: lost; under OnFailure the kubelet restarts the container in place and the operator fails the job
+#: once the restarts reach backoffLimit, whatever ended the container (issue 30 item 6).
+BUDGETED_ELASTIC_WORKER_RESTART_POLICY = "OnFailure"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -667,11 +673,21 @@ def _restart_policy(replica: Replica | None, elastic_worker: bool, elastic_resta
     return RESTART_POLICY.text[restart]
 
 
+def elastic_worker_default(task: TaskView, elastic_restart: str) -> str:
+    """The policy an elastic Worker that leaves its own unset gets: ``elastic_restart`` (the
+    `JobOptions.elastic_worker_restart_policy` in effect), or OnFailure when that is ExitCode and the
+    task states ``run_policy.backoff_limit`` (`BUDGETED_ELASTIC_WORKER_RESTART_POLICY`)."""
+    budget = task.run_policy.backoff_limit if task.run_policy is not None else 0
+    if elastic_restart == ELASTIC_WORKER_RESTART_POLICY and budget > 0:
+        return BUDGETED_ELASTIC_WORKER_RESTART_POLICY
+    return elastic_restart
+
+
 def worker_restart_policy(task: TaskView, elastic_restart: str = ELASTIC_WORKER_RESTART_POLICY) -> str:
     """The ``restartPolicy`` the renderer writes for the task's Worker replicas (``elastic_restart``: the
     `JobOptions.elastic_worker_restart_policy` in effect; the legacy shape has no replica settings)."""
     worker = task.worker if task.worker.spec_path else None
-    return _restart_policy(worker, task.elastic is not None, elastic_restart)
+    return _restart_policy(worker, task.elastic is not None, elastic_worker_default(task, elastic_restart))
 
 
 def _replica_spec(
@@ -751,7 +767,12 @@ def _job_spec(
         # The legacy shape has no per-replica settings (Replica with spec_path "").
         worker = t.worker if t.worker.spec_path else None
         replica_specs[WORKER] = _replica_spec(
-            c, counts[WORKER], worker, elastic_worker=t.elastic is not None, last=True, elastic_restart=restart
+            c,
+            counts[WORKER],
+            worker,
+            elastic_worker=t.elastic is not None,
+            last=True,
+            elastic_restart=elastic_worker_default(t, restart),
         )
     spec[K.REPLICA_SPECS] = replica_specs
     spec[K.RUN_POLICY] = _run_policy(t)
