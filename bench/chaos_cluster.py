@@ -1,4 +1,4 @@
-"""Chaos on the one-machine cluster: 14 fault classes against a rendered elastic job, in real pods.
+"""Chaos on the one-machine cluster: 15 fault classes against a rendered elastic job, in real pods.
 
 Each run renders a PyTorchJob (2 Worker pods, 1 worker process each, the renderer's default restart
 policy ``ExitCode``) for the training of ``chaos_train.py``, applies it to the cluster of
@@ -11,7 +11,7 @@ only does what a cluster's operator (a person) would: delete a pod, cordon Nodes
 
 Pass conditions (issue 21), each run:
 
-- the job's outcome is the class's (Succeeded; classes 7 and 14: Failed), within the 5-minute cap
+- the job's outcome is the class's (Succeeded; classes 7, 14 and 15: Failed), within the 5-minute cap
   (a capped run is a hang);
 - the committed state (the last commit) equals the fault-free run's for the seed;
 - every step is committed exactly once and in order: the commits form one chain (each names its
@@ -38,6 +38,10 @@ Pass conditions (issue 21), each run:
 - class 14: the pod the seed picks fails for good (even seeds worker-0, the rendezvous store
   host) and exits by itself below 128 (not retried); with ours its FailureReport's root cause is
   its own error;
+- class 15 (issue 30 item 6): the task states backoff_limit 2, so its Worker is rendered
+  OnFailure; worker-1's container is SIGKILLed at every start and the job fails by its backoff
+  limit with worker-1 started at most backoff_limit + 1 times (under ExitCode nothing counts the
+  re-creations);
 - a job that must fail has every pod stopped within STOP_BOUND_S of its failure; a job that
   succeeded, within SETTLE_S.
 
@@ -181,7 +185,6 @@ CLASSES: dict[int, FaultClass] = {
             "worker-1's worker process killed at every resume, past max_restarts: must fail",
             expect="Failed",
             rdzv=(("join_timeout", 60),),
-            backoff_limit=2,
         ),
         FaultClass(8, "partition", "one pod's network drops every packet for 20 s, then heals"),
         FaultClass(9, "node-lost", "a Node lost (no Lease, processes stopped, packets dropped)"),
@@ -200,6 +203,13 @@ CLASSES: dict[int, FaultClass] = {
             "fail-for-good",
             "a pod fails for good (non-retryable) while the other is in init_process_group or a collective",
             expect="Failed",
+        ),
+        FaultClass(
+            15,
+            "crash-at-start",
+            "worker-1's container SIGKILLed at every start, the task states backoff_limit 2: must fail",
+            expect="Failed",
+            backoff_limit=2,
         ),
     )
 }
@@ -762,6 +772,29 @@ class Run:
             else:
                 self.sleep(0.2)
 
+    def scenario_crash_at_start(self) -> None:
+        """SIGKILL worker-1's container (its PID 1) each time it starts, whatever restarts it: a pod
+        that dies by a signal at every start (OOM-killed, segfaulting). Only a budget that counts
+        every restart ends the job (issue 30 item 6)."""
+        killed: set[tuple[str, float]] = set()
+        while len(killed) < 10:
+            start = self.wait(
+                lambda: next(
+                    (
+                        r
+                        for r in list(self.lifecycle)
+                        if r["event"] == "start" and r["pod"] == self.pod(1) and (r["uid"], r["t"]) not in killed
+                    ),
+                    None,
+                )
+            )
+            self.sleep(1.0)  # its launcher has started (and may have joined the rendezvous)
+            try:
+                self.kill_container(1)
+            except ct.ClusterError:
+                pass  # it ended by itself meanwhile: the next start is the next victim
+            killed.add((start["uid"], start["t"]))
+
     def scenario_partition(self) -> None:
         victim = self.rng.randrange(2)
         self.at_step()
@@ -1037,6 +1070,22 @@ class Run:
             attempts = {s["restart"] for s in starts}
             if r.outcome == "Failed" and attempts != set(range(allowed)):
                 problems.append(f"attempts {sorted(attempts)}, expected 0..{MAX_RESTARTS}")
+        if cls.number == 15:
+            policy = self.job.get("spec", {}).get("pytorchReplicaSpecs", {}).get("Worker", {}).get("restartPolicy")
+            if policy != "OnFailure":
+                problems.append(
+                    f"the Worker's restartPolicy is {policy}, not OnFailure (the task states a backoff_limit)"
+                )
+            victim = [x for i in incs.values() if i["pod"] == self.pod(1) for x in i["starts"]]
+            budget = int(cls.backoff_limit or 0)
+            r.notes.append(f"worker-1 started {len(victim)} times (backoff_limit {budget})")
+            if r.outcome == "Failed" and len(victim) > budget + 1:
+                problems.append(f"worker-1 started {len(victim)} times, past the budget of {budget} restarts")
+            reason = " ".join(
+                c.get("message", "") for c in self.job.get("status", {}).get("conditions", []) if c["type"] == "Failed"
+            )
+            if r.outcome == "Failed" and "backoff limit" not in reason:
+                problems.append(f"the job failed, but not by its backoff limit: {reason!r}")
         if cls.number == 9:
             said = " ".join(w for _, w in r.faults)
             if OUT_OF_SERVICE not in said:
