@@ -26,7 +26,7 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 
 .PHONY: help test checks venv venv-dev venv-gen devtree gen check-gen lint fmt typecheck buf-lint buf-breaking \
 	pytest go-toolchain go-check baseline bench chaos demo wheel docs docs-serve venv-docs chromium clean \
-	cluster-build cluster-up cluster-down cluster-test
+	cluster-build cluster-up cluster-down cluster-test long-test
 
 ## make help          this list (also what a bare `make` prints)
 ## make test          set up whatever is missing, then run every check (CI runs this: .ci/run)
@@ -44,6 +44,7 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 ## make chaos         the fault matrix on the one-machine cluster; 190 of its 210 runs took 50.2 minutes at CHAOS_JOBS=4 (bench/README.md, "Chaos on the cluster")
 ## make cluster-up    a Kubernetes control plane on this machine (docs/guide/cluster.md); cluster-down stops it
 ## make cluster-test  every cluster test, the long ones too (make test runs the short ones)
+## make long-test     the local long tests (races repeated 20 times; make test runs 3 of each)
 ## make clean         remove build/, dist/ and the tool caches
 help:
 	@sed -n 's/^## //p' $(firstword $(MAKEFILE_LIST))
@@ -243,6 +244,10 @@ cluster-down: venv-dev
 # `make test` runs the short ones (docs/guide/cluster.md).
 cluster-test: devtree
 	$(PY) -m pytest -m cluster tests/test_cluster.py tests/test_cluster_flytekit.py
+
+# The local long tests (marker long): races repeated 20 times; `make test` runs 3 runs of each.
+long-test: devtree
+	$(PY) -m pytest -m long
 
 # The wheel users install (docs/guide/flytekit.md, "Install"): built by the backend pyproject.toml pins
 # (hatchling, in .venv from requirements/dev.txt), without build isolation, so no index is needed.

@@ -46,6 +46,7 @@ from elastic_idl import pod_env
 from elastic_idl.flytekit import render_pytorchjob_from_template
 from elastic_idl.flytekit._runtime import RDZV_ENDPOINT_OVERRIDE_ENV
 from elastic_idl.flytekit._template import TRAINING_CONTAINER
+from launcher_nodes import session_pids
 
 MODULE = "fk_pods_wf"
 #: The user's workflow module. Each rank writes what it saw into $FK_PODS_WORK (when set).
@@ -120,6 +121,47 @@ def train(x: int, fail: str) -> int:
     return int(value.item()) // world
 
 
+# flytekit's default: no restart. Rank 1 raises at step x while the other ranks wait in their all_reduce:
+# with 1 process per pod in the pod that does not host the store, with 2 in the one that does. With
+# fail="cleanup" the other ranks take 2 s to save what they can before their collective's error ends them.
+def _fail_at_step(x: int, fail: str) -> int:
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=15))
+    rank = dist.get_rank()
+    for step in range(x + 100):
+        if rank == 1 and step == x:
+            Path(os.environ["FK_PODS_WORK"], "raised-in").write_text(os.environ["_F_WN"])
+            raise ValueError(f"bad batch on rank {rank} at step {step}")
+        value = torch.tensor([1.0])
+        try:
+            dist.all_reduce(value)
+        except RuntimeError:
+            if fail == "cleanup":
+                time.sleep(2)
+            raise
+        time.sleep(0.02)
+    return 0
+
+
+NO_RESTART = {
+    "nnodes": 2,
+    "max_restarts": 0,
+    "rdzv_configs": {"join_timeout": 60, "keep_alive_interval": 1, "keep_alive_max_attempt": 3},
+}
+
+
+@task(task_config=ei.Elastic(nproc_per_node=1, **NO_RESTART))
+def fail_at_step(x: int, fail: str) -> int:
+    return _fail_at_step(x, fail)
+
+
+@task(task_config=ei.Elastic(nproc_per_node=2, **NO_RESTART))
+def fail_at_step_2procs(x: int, fail: str) -> int:
+    return _fail_at_step(x, fail)
+
+
 @workflow
 def wf(x: int, fail: str = "never") -> int:
     return train(x=x, fail=fail)
@@ -142,7 +184,7 @@ def code(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         sys.modules.pop(MODULE, None)
 
 
-def _template(code: Path, *, fast: str | None = None) -> Any:
+def _template(code: Path, *, fast: str | None = None, task: str = "train") -> Any:
     mod = importlib.import_module(MODULE)
     settings = SerializationSettings(image_config=ImageConfig(default_image=IMAGE))
     if fast is not None:
@@ -154,7 +196,7 @@ def _template(code: Path, *, fast: str | None = None) -> Any:
         )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return get_serializable(OrderedDict(), settings, mod.train).template.to_flyte_idl()
+        return get_serializable(OrderedDict(), settings, getattr(mod, task)).template.to_flyte_idl()
 
 
 def _inputs(path: Path, x: int, fail: str) -> None:
@@ -341,6 +383,52 @@ def test_a_permanent_failure_writes_flytekits_error_document_with_the_root_cause
     assert root.worker in ("fk-pods-worker-0", "fk-pods-worker-1")
     for other in errors:
         assert (root.timestamp.seconds, root.timestamp.nanos) <= (other.timestamp.seconds, other.timestamp.nanos)
+
+
+#: The rank-1 user error under max_restarts 0 is a race between the pods (issue 30, 3b: 4 of 13 runs
+#: ended in exit 200 before the fix): 3 runs in `make test`, 20 of each task under the ``long`` marker.
+#: "cleanup" decides the race: the pod that does not host the store ends 2 s after the host could have.
+RACE_RUNS = [
+    pytest.param("fail_at_step", "never", 0, id="1proc-run0"),
+    pytest.param("fail_at_step_2procs", "never", 0, id="2procs-run0"),
+    pytest.param("fail_at_step_2procs", "cleanup", 0, id="2procs-slow-cleanup"),
+    *(
+        pytest.param(task, "never", i, id=f"long-{n}-run{i}", marks=pytest.mark.long)
+        for task, n in (("fail_at_step", "1proc"), ("fail_at_step_2procs", "2procs"))
+        for i in range(20)
+    ),
+]
+
+
+@pytest.mark.parametrize(("task", "fail", "run"), RACE_RUNS)
+def test_a_rank_1_user_error_without_restarts_is_the_root_cause_and_no_pod_exits_200(
+    code: Path, pods: Pods, task: str, fail: str, run: int
+) -> None:
+    """Issue 30, 3b: rank 1 raises ValueError at step 3 while the other ranks wait in their all_reduce; no
+    restart. worker-0's pod hosts the rendezvous store and ends once its own workers failed. The pod whose
+    worker raised reports that error as the root cause (an error document; pyflyte-execute exits 0), never
+    "the rendezvous store is gone" (exit 200, which the operator retries for a permanent error); the other
+    pod, whose workers failed because of it, does not exit 200 either (a peer that finished is no lost store)."""
+    job = render_pytorchjob_from_template(_template(code, task=task), name="fk-pods")
+    pods.start(job, x=3, fail=fail, pythonpath=[str(code)])
+    codes = pods.wait()
+    assert 200 not in codes, pods.logs()
+    raised_in = (pods.root / "work" / "raised-in").read_text()
+    raiser = int(raised_in.rsplit("-", 1)[1])
+    assert codes[raiser] == 0, pods.logs()  # flytekit's pod command: exit 0 and an error document
+    assert "outputs.pb" not in _files(pods.output)
+    docs = {d.error.worker: d.error for d in pods.errors()}
+    assert raised_in in docs, f"no error document from {raised_in}: {_files(pods.output)}\n{pods.logs()}"
+    doc = docs[raised_in]
+    assert "root cause: rank 1 (local rank " in doc.message, doc.message
+    assert "ValueError: bad batch on rank 1 at step 3" in doc.message, doc.message
+    assert doc.kind == errors_pb2.ContainerError.NON_RECOVERABLE
+    assert doc.origin == execution_pb2.ExecutionError.USER
+    # Nothing of either pod is left (each ran in a session of its own): launcher, fork server, workers.
+    grace = time.monotonic() + 10
+    while any(session_pids(p.pid) for p in pods.procs) and time.monotonic() < grace:
+        time.sleep(0.1)
+    assert {p.pid: session_pids(p.pid) for p in pods.procs if session_pids(p.pid)} == {}
 
 
 def test_sigterm_stops_the_workers_and_the_pod_writes_nothing(code: Path, pods: Pods) -> None:
