@@ -777,7 +777,7 @@ class Run:
         that dies by a signal at every start (OOM-killed, segfaulting). Only a budget that counts
         every restart ends the job (issue 30 item 6)."""
         killed: set[tuple[str, float]] = set()
-        while len(killed) < 10:
+        while len(killed) < 10 and self.condition() is None:
             start = self.wait(
                 lambda: next(
                     (
@@ -789,6 +789,8 @@ class Run:
                 )
             )
             self.sleep(1.0)  # its launcher has started (and may have joined the rendezvous)
+            if self.condition() is not None:
+                return  # the budget ended the job: what follows is the operator's clean-up
             try:
                 self.kill_container(1)
             except ct.ClusterError:
@@ -1076,9 +1078,10 @@ class Run:
                 problems.append(
                     f"the Worker's restartPolicy is {policy}, not OnFailure (the task states a backoff_limit)"
                 )
-            victim = [x for i in incs.values() if i["pod"] == self.pod(1) for x in i["starts"]]
+            until = (self.condition() or ("", float("inf")))[1] + 1.0  # the condition's time is whole seconds
+            victim = [x for i in incs.values() if i["pod"] == self.pod(1) for x in i["starts"] if x["t"] < until]
             budget = int(cls.backoff_limit or 0)
-            r.notes.append(f"worker-1 started {len(victim)} times (backoff_limit {budget})")
+            r.notes.append(f"worker-1 started {len(victim)} times before the job failed (backoff_limit {budget})")
             if r.outcome == "Failed" and len(victim) > budget + 1:
                 problems.append(f"worker-1 started {len(victim)} times, past the budget of {budget} restarts")
             reason = " ".join(

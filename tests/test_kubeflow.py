@@ -291,7 +291,8 @@ def test_run_policy_absent_or_zero_values_left_out() -> None:
     assert render(t)["spec"]["runPolicy"] == {"cleanPodPolicy": "None"}
 
 
-@pytest.mark.parametrize(("clean", "expected"), [(0, "None"), (1, "Running"), (2, "All")])
+# The zero value (None) under a stated backoff_limit: Running (the Worker is OnFailure by its budget).
+@pytest.mark.parametrize(("clean", "expected"), [(0, "Running"), (1, "Running"), (2, "All")])
 def test_run_policy_every_field(clean: int, expected: str) -> None:
     t = kf()
     t.run_policy.clean_pod_policy = clean  # type: ignore[assignment]
@@ -304,6 +305,27 @@ def test_run_policy_every_field(clean: int, expected: str) -> None:
         "activeDeadlineSeconds": 7200,
         "backoffLimit": 4,
     }
+
+
+def test_a_stated_backoff_limit_selects_on_failure_and_cleans_running_pods() -> None:
+    # Issue 30 item 6: under ExitCode the operator counts no re-creation against backoffLimit.
+    t = kf()
+    assert render(t)["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
+    t.run_policy.backoff_limit = 2
+    spec = render(t)["spec"]
+    assert spec["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "OnFailure"
+    # A failed job's pods would be restarted forever under cleanPodPolicy None: Running deletes them.
+    assert spec["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 2}
+    t.run_policy.clean_pod_policy = 2  # type: ignore[assignment]  # the task's own wins
+    assert render(t)["spec"]["runPolicy"]["cleanPodPolicy"] == "All"
+    # Told to write Never for the zero value: Never stays, and so does the task's cleanPodPolicy.
+    t.run_policy.clean_pod_policy = 0  # type: ignore[assignment]
+    never = render(t, elastic_worker_restart_policy="Never")["spec"]
+    assert never["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "Never"
+    assert never["runPolicy"]["cleanPodPolicy"] == "None"
+    # The task's own OnFailure is the user's choice: its cleanPodPolicy is kept as given.
+    t.worker_replicas.restart_policy = 1  # type: ignore[assignment]  # (the shape's deprecated field: no common)
+    assert render(t)["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
 
 
 # --------------------------------------------------------------------------- non-elastic

@@ -713,6 +713,11 @@ func (t *Task) render(opts *jsonObject, warn *[]SkewWarning) (*PyTorchJob, error
 		spec.PyTorchReplicaSpecs[ReplicaWorker] = worker
 	}
 	spec.RunPolicy = runPolicyOf(v)
+	if w := spec.PyTorchReplicaSpecs[ReplicaWorker]; w != nil && v.elastic != nil && t.budgeted(restart, workerReplica) &&
+		v.runPolicy != nil && v.runPolicy.GetCleanPodPolicy() == 0 {
+		clean := budgetedCleanPodPolicy
+		spec.RunPolicy.CleanPodPolicy = &clean
+	}
 
 	return &PyTorchJob{
 		APIVersion: apiVersion,

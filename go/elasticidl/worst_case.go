@@ -77,6 +77,20 @@ func (t *Task) WorkerRestartPolicy(elasticDefault string) string {
 // the operator fails the job once the restarts reach backoffLimit.
 const RestartPolicyOnFailure = "OnFailure"
 
+// budgetedCleanPodPolicy is the cleanPodPolicy of a job whose Worker is OnFailure by its
+// budget when the task's is the enum's zero value (None): under None the operator leaves a
+// failed job's pods running and the kubelet would restart their containers forever;
+// Running deletes those still running when the job ends (the reference's
+// BUDGETED_CLEAN_POD_POLICY).
+const budgetedCleanPodPolicy = "Running"
+
+// budgeted says whether the Worker's OnFailure comes from the task's backoff_limit: an
+// elastic task whose Worker leaves its policy unset, under elasticDefault.
+func (t *Task) budgeted(elasticDefault string, worker *replicaView) bool {
+	unset := worker == nil || worker.restart == 0
+	return t.view().elastic != nil && unset && t.elasticWorkerDefault(elasticDefault) == RestartPolicyOnFailure
+}
+
 // elasticWorkerDefault is the policy an elastic Worker that leaves its own unset gets:
 // elasticDefault ("" is RestartPolicyExitCode), or RestartPolicyOnFailure when that is
 // ExitCode and the task states run_policy.backoff_limit (the reference's

@@ -53,8 +53,9 @@ func TestApplyElasticSetsJobLevelFieldsOnly(t *testing.T) {
 		t.Error("an elastic job keeps no Master replica")
 	}
 	w := spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker]
-	if *w.Replicas != 4 || w.RestartPolicy != kubeflowv1.RestartPolicyExitCode {
-		t.Errorf("Worker replicas %d restart %s, want 4 ExitCode", *w.Replicas, w.RestartPolicy)
+	// The task states backoffLimit 5: OnFailure, which the operator counts against it (ExitCode would not).
+	if *w.Replicas != 4 || w.RestartPolicy != kubeflowv1.RestartPolicyOnFailure {
+		t.Errorf("Worker replicas %d restart %s, want 4 OnFailure", *w.Replicas, w.RestartPolicy)
 	}
 	e := spec.ElasticPolicy
 	if e == nil || *e.MinReplicas != 2 || *e.MaxReplicas != 4 || *e.RDZVPort != 29400 || *e.MaxRestarts != 3 ||

@@ -647,13 +647,23 @@ def _elastic_policy(e: ElasticValues, mode: str) -> dict[str, Any]:
     return policy
 
 
-def _run_policy(t: TaskView) -> dict[str, Any]:
+#: The cleanPodPolicy of a job whose Worker is OnFailure by its budget (`elastic_worker_default`) when
+#: the task's is the enum's zero value (None, which the wire cannot tell from unset): under None the
+#: operator leaves a failed job's pods running, and the kubelet would restart their containers
+#: forever (OnFailure); Running deletes those still running when the job ends, and keeps the others.
+BUDGETED_CLEAN_POD_POLICY = "Running"
+
+
+def _run_policy(t: TaskView, budgeted: bool = False) -> dict[str, Any]:
     rp = t.run_policy
     if rp is None:
         # Upstream always sends a RunPolicy struct, empty when the task has none (the
         # operator then defaults cleanPodPolicy to None); the SDK models require the key.
         return {}
-    out: dict[str, Any] = {K.CLEAN_POD_POLICY: CLEAN_POD_POLICY.text[rp.clean_pod_policy]}
+    clean = CLEAN_POD_POLICY.text[rp.clean_pod_policy]
+    if budgeted and rp.clean_pod_policy == 0:
+        clean = BUDGETED_CLEAN_POD_POLICY
+    out: dict[str, Any] = {K.CLEAN_POD_POLICY: clean}
     # Zero means "unset" in the message (proto3), so it is left out like upstream's ParseRunPolicy.
     if rp.ttl_seconds_after_finished:
         out[K.TTL_SECONDS] = int(rp.ttl_seconds_after_finished)
@@ -681,6 +691,17 @@ def elastic_worker_default(task: TaskView, elastic_restart: str) -> str:
     if elastic_restart == ELASTIC_WORKER_RESTART_POLICY and budget > 0:
         return BUDGETED_ELASTIC_WORKER_RESTART_POLICY
     return elastic_restart
+
+
+def _budgeted(task: TaskView, elastic_restart: str) -> bool:
+    """Whether the Worker's OnFailure comes from the task's backoff_limit (`elastic_worker_default`)."""
+    worker = task.worker if task.worker.spec_path else None
+    unset = worker is None or worker.restart_policy == common_pb2.RESTART_POLICY_NEVER
+    return (
+        task.elastic is not None
+        and unset
+        and elastic_worker_default(task, elastic_restart) == BUDGETED_ELASTIC_WORKER_RESTART_POLICY
+    )
 
 
 def worker_restart_policy(task: TaskView, elastic_restart: str = ELASTIC_WORKER_RESTART_POLICY) -> str:
@@ -775,7 +796,7 @@ def _job_spec(
             elastic_restart=elastic_worker_default(t, restart),
         )
     spec[K.REPLICA_SPECS] = replica_specs
-    spec[K.RUN_POLICY] = _run_policy(t)
+    spec[K.RUN_POLICY] = _run_policy(t, budgeted=WORKER in counts and _budgeted(t, restart))
     return spec
 
 
