@@ -8,8 +8,9 @@ Three parts:
 - the checks of the cluster harness (``bench/chaos_cluster.py``): the commit chain refuses a forged
   or duplicate commit;
 - on the one-machine cluster (marker ``cluster``: ``make test``), one run each of classes 2
-  (worker-0 killed), 8 (a partition), 9 (a Node lost) and 14 (a pod failing for good while the
-  other is in a collective or init_process_group) with our pod entrypoint and the restart policy
+  (worker-0 killed), 8 (a partition), 9 (a Node lost), 14 (a pod failing for good while the
+  other is in a collective or init_process_group) and 15 (a container SIGKILLed at every start,
+  the task's backoff_limit the budget) with our pod entrypoint and the restart policy
   the renderer writes, at once on Nodes of their own (the full matrix is ``make chaos``). A failing
   run names its seed and the command that reruns it.
 """
@@ -291,7 +292,7 @@ def test_the_commit_chain_refuses_a_commit_its_ranks_did_not_all_make(tmp_path: 
 
 # --------------------------------------------------------------------------- on the cluster
 
-CLUSTER_CLASSES = (2, 8, 9, 14)
+CLUSTER_CLASSES = (2, 8, 9, 14, 15)
 #: Known failures, with the reason (strict: a pass fails the test, so the mark goes once fixed).
 CLUSTER_XFAIL: dict[int, str] = {}
 
