@@ -82,6 +82,21 @@ def test_at_the_same_time_a_hard_exit_comes_before_a_recorded_error(tmp_path: Pa
     assert describe_attempt(records).startswith("rank 1 (local rank 1, pid 11) in attempt 0, signal SIGKILL")
 
 
+def test_a_worker_stopped_while_writing_its_error_file_is_dated_by_that_file(tmp_path: Path) -> None:
+    """Issue 30, 3b (2 workers per node, rank 1 raised): torch's poll stopped rank 0 (SIGTERM) while rank 0
+    wrote the error of its broken collective. The empty file said nothing, and rank 0 was dated at the last
+    healthy poll, before rank 1's ValueError: "killed by SIGTERM" became the root cause in 1 run of 20."""
+    t = 1_700_000_000 * 10**9
+    log = FailureLog(run_id="r", role="default", node="n")
+    raised = _error_file(tmp_path / "1.json", "ValueError: bad batch", "Traceback...\nValueError: bad batch", t + 10**6)
+    torn = tmp_path / "0.json"
+    torn.write_text("")  # opened, not yet written
+    os.utime(torn, ns=(t + 2 * 10**6, t + 2 * 10**6))
+    log.add(0, [WorkerExit(1, 1, 11, 1, raised, t), WorkerExit(0, 0, 10, -15, str(torn), t)])
+    assert [(r.rank, r.message) for r in log.records] == [(1, "ValueError: bad batch"), (0, "killed by SIGTERM")]
+    assert log.records[1].time.ToNanoseconds() == t + 2 * 10**6
+
+
 def test_a_signal_without_error_file_says_which_signal(tmp_path: Path) -> None:
     log = FailureLog(run_id="r", role="default", node="n")
     (rec,) = log.add(0, [WorkerExit(0, 0, 5, -15, "", 1)])

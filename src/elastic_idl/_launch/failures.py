@@ -92,6 +92,16 @@ def _read_error_file(path: str) -> tuple[str, str, int] | None:
     return str(msg), "", mtime_ns
 
 
+def _file_time_ns(path: str) -> int | None:
+    """The mtime of a file, or None when there is none."""
+    if not path:
+        return None
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
 #: Linux's CLOCK_REALTIME_COARSE (CPython does not name it): the clock file times are stamped from.
 _CLOCK_REALTIME_COARSE = 5
 
@@ -142,6 +152,10 @@ class FailureLog:
             when = w.detected_ns
             if found is not None:
                 rec.message, rec.traceback, when = found[0], found[1], found[2]
+            elif (begun := _file_time_ns(w.error_file)) is not None:
+                # An error file that does not read: the worker was stopped while it wrote it (torch
+                # opens it, then writes), so it was failing then, not when it was last seen running.
+                when = max(when, begun)
             if not rec.message and w.note.startswith(STUCK_MARK):
                 rec.message = w.note  # the agent ended it for not progressing: say why, not how
             if w.exitcode is not None and w.exitcode < 0:
