@@ -420,8 +420,8 @@ def test_a_rank_1_user_error_without_restarts_is_the_root_cause_and_no_pod_exits
     docs = {d.error.worker: d.error for d in pods.errors()}
     assert raised_in in docs, f"no error document from {raised_in}: {_files(pods.output)}\n{pods.logs()}"
     doc = docs[raised_in]
-    assert "root cause: rank 1 (local rank " in doc.message, doc.message
-    assert "ValueError: bad batch on rank 1 at step 3" in doc.message, doc.message
+    assert "root cause: rank 1 (local rank " in doc.message, f"{doc.message}\n{pods.logs()}"
+    assert "ValueError: bad batch on rank 1 at step 3" in doc.message, f"{doc.message}\n{pods.logs()}"
     assert doc.kind == errors_pb2.ContainerError.NON_RECOVERABLE
     assert doc.origin == execution_pb2.ExecutionError.USER
     # Nothing of either pod is left (each ran in a session of its own): launcher, fork server, workers.
