@@ -70,7 +70,8 @@ def formula(terms: dict[str, Any], policy: str) -> tuple[float | None, float]:
         ka_i * (ka_n + 1) + mon,
         terms["read_timeout_s"] + ka_i * ka_n + 1 + mon,
     )
-    p = terms["rounds"] * (d + terms["stop_s"] + terms["rendezvous_s"])
+    assert terms["leave_s"] == pytest.approx(1.0 + terms["monitor_interval_s"] + terms["stop_s"], rel=1e-12)
+    p = terms["rounds"] * (d + terms["stop_s"] + terms["rendezvous_s"]) + terms["leave_s"]
     bl, deadline = terms["backoff_limit"] or 0, terms["active_deadline_s"] or 0
     t: float | None = None
     if policy == "Never":
@@ -135,17 +136,18 @@ def test_the_line_says_each_branch() -> None:
         return worst_case_line(worst_case(_task(v), v["restart_policy"]))
 
     assert line("defaults_never") == (
-        "worst case from a fault to the job's end: 20m 36s "
-        "(1 round x (detect 605.1 s + stop 30 s + rendezvous 600 s); restartPolicy Never)"
+        "worst case from a fault to the job's end: 21m 7s "
+        "(1 round x (detect 605.1 s + stop 30 s + rendezvous 600 s) + leave 31.1 s; restartPolicy Never)"
     )
     assert line("defaults_exit_code").startswith(
         "worst case from a fault to the job's end: unbounded (restartPolicy ExitCode re-creates a pod that exits "
-        ">= 128 without a count; per pod incarnation 20m 36s: 1 round x (detect 605.1 s"
+        ">= 128 without a count; per pod incarnation 21m 7s: 1 round x (detect 605.1 s"
     )
     assert "restarts a pod in place without a limit" in line("on_failure_no_backoff")
     assert line("on_failure_backoff_1") == (
-        "worst case from a fault to the job's end: 2h 3m 41s (2 pod incarnations x 3 rounds x (detect 605.1 s + "
-        "stop 30 s + rendezvous 600 s) + crash-loop back-off 10 s; restartPolicy OnFailure with backoff_limit 1)"
+        "worst case from a fault to the job's end: 2h 4m 43s (2 pod incarnations x (3 rounds x (detect 605.1 s + "
+        "stop 30 s + rendezvous 600 s) + leave 31.1 s) + crash-loop back-off 10 s; restartPolicy OnFailure with "
+        "backoff_limit 1)"
     )
     assert line("exit_code_deadline").startswith(
         "worst case from a fault to the job's end: 2h (run_policy.active_deadline_seconds; 4 rounds x"
@@ -197,9 +199,9 @@ def test_max_worst_case_refuses_above_the_ceiling(capsys: pytest.CaptureFixture[
         "worst_case.max: the worst case from a fault to the job's end is unbounded under restartPolicy ExitCode, "
         "above the ceiling 90m (5400 s, --max-worst-case)\n"
     )
-    bounded = _write(tmp_path, "on_failure_backoff_1")  # 7420.6 s
+    bounded = _write(tmp_path, "on_failure_backoff_1")  # 7482.8 s
     assert _main(capsys, "validate", str(bounded), "--max-worst-case", "2h")[0] == 1
-    code, out, _ = _main(capsys, "validate", str(bounded), "--max-worst-case", "7421s")
+    code, out, _ = _main(capsys, "validate", str(bounded), "--max-worst-case", "7483s")
     assert code == 0 and out.startswith("valid\n")
 
 
@@ -216,7 +218,7 @@ def test_render_prints_the_line_on_stderr_and_the_manifest_stays_yaml(
     code, out, err = _main(capsys, "render", str(path), "--name", "job", "--image", "img:1", "--", "train.py")
     assert code == 0
     assert yaml.safe_load(out)["kind"] == "PyTorchJob"
-    assert err.startswith("worst case from a fault to the job's end: 2h 3m 41s (2 pod incarnations")
+    assert err.startswith("worst case from a fault to the job's end: 2h 4m 43s (2 pod incarnations")
     assert err.count("\n") == 1
 
 

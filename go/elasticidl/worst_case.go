@@ -38,6 +38,7 @@ type WorstCaseTerms struct {
 	DetectStoreS        float64 `json:"detect_store_s"`
 	StopS               float64 `json:"stop_s"`       // S = shutdown_timeout
 	RendezvousS         float64 `json:"rendezvous_s"` // Z = join_timeout
+	LeaveS              float64 `json:"leave_s"`      // L = 1 s + monitor_interval + shutdown_timeout
 	CollectiveTimeoutS  float64 `json:"collective_timeout_s"`
 	MonitorIntervalS    float64 `json:"monitor_interval_s"`
 	KeepAliveIntervalS  float64 `json:"keep_alive_interval_s"`
@@ -189,13 +190,14 @@ func (t *Task) WorstCase(restartPolicy string) (*WorstCase, error) {
 		detect, by = store, "store"
 	}
 	rounds := int64(e.GetMaxRestarts()) + 1
-	per := float64(float64(rounds) * (detect + stop + join))
+	leave := stateCacheS + monitor + stop
+	per := float64(float64(rounds)*(detect+stop+join)) + leave
 
 	backoff, deadline := v.runPolicy.GetBackoffLimit(), v.runPolicy.GetActiveDeadlineSeconds()
 	terms := WorstCaseTerms{
 		Rounds: rounds, DetectS: detect, DetectedBy: by,
 		DetectStuckS: stuck, DetectPeerS: peer, DetectStoreS: store,
-		StopS: stop, RendezvousS: join, CollectiveTimeoutS: collective, MonitorIntervalS: monitor,
+		StopS: stop, RendezvousS: join, LeaveS: leave, CollectiveTimeoutS: collective, MonitorIntervalS: monitor,
 		KeepAliveIntervalS: interval, KeepAliveMaxAttempt: att, ReadTimeoutS: read, StuckMarginS: stuckMarginS,
 	}
 	var total *float64

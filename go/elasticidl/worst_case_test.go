@@ -99,7 +99,7 @@ func TestWorstCaseVectorsFollowTheFormula(t *testing.T) {
 		}
 		mon, kaI, kaN := num("monitor_interval_s"), num("keep_alive_interval_s"), num("keep_alive_max_attempt")
 		d := math.Max(math.Max(num("collective_timeout_s")+mon+5, kaI*(kaN+1)+mon), num("read_timeout_s")+kaI*kaN+1+mon)
-		p := num("rounds") * (d + num("stop_s") + num("rendezvous_s"))
+		p := num("rounds")*(d+num("stop_s")+num("rendezvous_s")) + num("leave_s")
 		bl, deadline := num("backoff_limit"), num("active_deadline_s")
 		var total *float64
 		switch policy := v.WorstCase["restart_policy"]; {
@@ -117,6 +117,9 @@ func TestWorstCaseVectorsFollowTheFormula(t *testing.T) {
 			total = &deadline
 		}
 		near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+		if l := num("monitor_interval_s") + num("stop_s") + 1; !near(num("leave_s"), l) {
+			t.Errorf("%s: leave_s %v, formula %v", v.Name, num("leave_s"), l)
+		}
 		if !near(v.WorstCase["per_incarnation_s"].(float64), p) {
 			t.Errorf("%s: per_incarnation_s %v, formula %v", v.Name, v.WorstCase["per_incarnation_s"], p)
 		}

@@ -13,7 +13,10 @@ order in both languages, so both give the same number.
   (the rendezvous store's host lost).
 - S = shutdown_timeout (the workers stop: SIGTERM, SIGKILL after it).
 - Z = join_timeout (the next round forms, or fails after it).
-- P = R x (D + S + Z), one pod incarnation.
+- L = 1 s + monitor_interval + shutdown_timeout, the leave: a node that ends with an error waits
+  until the other nodes of its round have decided (they see the closed rendezvous within 1 s +
+  monitor_interval and stop their workers), so that none takes a finished store host for a lost one.
+- P = R x (D + S + Z) + L, one pod incarnation.
 - T by the Worker's restartPolicy: Never P; OnFailure or Always (backoff_limit + 1) x P + the
   kubelet's crash-loop back-off delays when run_policy.backoff_limit is set, else unbounded;
   ExitCode unbounded (the operator re-creates a pod that exits >= 128 without counting it);
@@ -93,7 +96,7 @@ class WorstCase:
 
     Attributes:
         seconds: The bound, None when unbounded.
-        per_incarnation_s: P, the bound within one pod incarnation: R x (D + S + Z).
+        per_incarnation_s: P, the bound within one pod incarnation: R x (D + S + Z) + L.
         restart_policy: The Worker's restartPolicy it was computed for.
         terms: The inputs and the intermediate terms, by name (seconds unless the name says).
     """
@@ -180,7 +183,8 @@ def worst_case(task: TaskView, restart_policy: str) -> WorstCase | None:
     detect = max(stuck, peer, store)
     detected_by = "stuck" if detect == stuck else "peer" if detect == peer else "store"
     rounds = int(e.max_restarts) + 1
-    per = float(rounds) * (detect + stop + join)
+    leave = STATE_CACHE_S + monitor + stop
+    per = float(rounds) * (detect + stop + join) + leave
 
     rp = task.run_policy
     backoff = int(rp.backoff_limit) if rp is not None else 0  # 0 is unset (proto3): not rendered
@@ -207,6 +211,7 @@ def worst_case(task: TaskView, restart_policy: str) -> WorstCase | None:
         "detect_store_s": store,
         "stop_s": stop,
         "rendezvous_s": join,
+        "leave_s": leave,
         "collective_timeout_s": collective,
         "monitor_interval_s": monitor,
         "keep_alive_interval_s": interval,
@@ -247,7 +252,7 @@ def worst_case_line(w: WorstCase | Violation | None) -> str:
     t = w.terms
     per = (
         f"{t['rounds']} round{'s' if t['rounds'] != 1 else ''} x (detect {_s(t['detect_s'])} s + "
-        f"stop {_s(t['stop_s'])} s + rendezvous {_s(t['rendezvous_s'])} s)"
+        f"stop {_s(t['stop_s'])} s + rendezvous {_s(t['rendezvous_s'])} s) + leave {_s(t['leave_s'])} s"
     )
     policy = f"restartPolicy {w.restart_policy}"
     if t["capped_by_deadline"]:
@@ -265,7 +270,7 @@ def worst_case_line(w: WorstCase | Violation | None) -> str:
     if t["pod_incarnations"] == 1:
         return f"{head} {format_seconds(w.seconds)} ({per}; {policy})"
     return (
-        f"{head} {format_seconds(w.seconds)} ({t['pod_incarnations']} pod incarnations x {per} "
+        f"{head} {format_seconds(w.seconds)} ({t['pod_incarnations']} pod incarnations x ({per}) "
         f"+ crash-loop back-off {t['crash_loop_backoff_s']} s; {policy} with backoff_limit {t['backoff_limit']})"
     )
 

@@ -81,6 +81,11 @@ So is every store call of the rendezvous itself (`_bound_rendezvous_store_calls`
 keep-alive, the close), connecting to the store and the rank assignment (two such deadlines
 each): a host frozen mid-rendezvous ends the launch with a ``RendezvousStoreLostError``.
 
+Leaving. A node that ends with an error counts itself out of its last round's store and
+waits, ``1 s + monitor_interval + shutdown_timeout`` at most, until every node of the round
+has (`_RoundWatch.leave`): a node whose workers failed asks the store whether its host is lost,
+and a store host that simply ended first (its own workers failed for good) must not look lost.
+
 Workers alive but stuck. A worker that stops progressing (stopped by a signal or a debugger,
 blocked in I/O, asleep outside a collective its peers wait in) is alive to torch and to the
 keep-alive. Its peers' collective times out after the task's ``collective_timeout``, which the
