@@ -12,6 +12,7 @@ the cap.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -187,6 +188,16 @@ def test_elastic_idl_run_ends_a_stuck_rank_and_stock_torchrun_still_waits(tmp_pa
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        # torchrun starts each worker in a session of its own: the group kill misses them, and a
+        # stopped or sleeping one would outlive the test. Each wrote its pid.
+        for path in theirs_dir.glob("pid-*"):
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(path.read_text()), signal.SIGKILL)
+    workers = [int(path.read_text()) for path in theirs_dir.glob("pid-*")]
+    deadline = time.monotonic() + 10
+    while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_running(pid) for pid in workers), "a stock torchrun worker outlived the test"
 
 
 def test_the_drop_in_takes_the_collective_timeout_and_ends_a_stopped_rank(tmp_path: Path) -> None:
