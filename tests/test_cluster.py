@@ -487,10 +487,21 @@ def test_two_node_job_trains_over_pod_addresses_to_succeeded(train_ns: Kube) -> 
     result = json.loads((run.out / "result.json").read_text())
     # The run id: the operator sets no PET_RDZV_ID and there is no Flyte execution id, so torch's default.
     assert result["rank"] == 0 and result["run_id"] == "none"
+    # An elastic job is Succeeded once its first pod exits 0 (the operator's rule): the other may
+    # still be ending. Each must end Succeeded, within seconds.
+    deadline = time.monotonic() + 30
     pods = run.pods()
+    while not all(p["status"]["phase"] == "Succeeded" for p in pods.values()):
+        if time.monotonic() > deadline or any(p["status"]["phase"] == "Failed" for p in pods.values()):
+            break
+        time.sleep(0.2)
+        pods = run.pods()
     names = {f"e2e-two-worker-{i}" for i in range(2)}
     assert set(pods) == names
-    assert all(p["status"]["phase"] == "Succeeded" for p in pods.values())
+    assert all(p["status"]["phase"] == "Succeeded" for p in pods.values()), (
+        {n: (p["status"]["phase"], p["status"].get("containerStatuses")) for n, p in pods.items()},
+        run.logs(),
+    )
     seen = {s["hostname"]: s for s in run.seen()}
     # Each pod: its own hostname (the pod name), its own address (the one the API server reports),
     # the container's command as PID 1; the store host is a pod name, resolved by cluster DNS.

@@ -145,55 +145,49 @@ def _cli(tmp_path: Path, how: str) -> tuple[subprocess.CompletedProcess[str], fl
 
 
 @pytest.mark.parametrize("how", ["sigstop", "sleep"])
-def test_elastic_idl_run_ends_a_stuck_rank_and_stock_torchrun_still_waits(tmp_path: Path, how: str) -> None:
-    # Stock torchrun, same script, run alongside: gloo's default timeout is 30 minutes.
-    theirs_dir = tmp_path / "torchrun"
-    theirs_dir.mkdir()
-    started = time.monotonic()
+def test_elastic_idl_run_ends_a_stuck_rank_within_the_bound_from_the_fault(tmp_path: Path, how: str) -> None:
+    out, took = _cli(tmp_path, how)
+    ended = time.time()
+    assert out.returncode == EXIT_JOB_FAILED, out.stderr[-3000:]
+    after_fault = ended - float((tmp_path / "fault").read_text())
+    print(f"\nelastic-idl run, rank 1 {how}: ended {after_fault:.1f} s after the fault ({took:.1f} s in all)")
+    assert after_fault < TIMEOUT_S + MONITOR_S + STUCK_MARGIN_S, f"{after_fault:.1f} s from the fault to the end"
+    assert took < BOUND_S + 30, f"elastic-idl run took {took:.1f} s"  # start-up included: loose on a busy machine
+    report = json.loads((tmp_path / "failure.json").read_text())
+    root = report["failures"][0]
+    assert root["rank"] == 1 and root["message"].startswith(STUCK_MARK), report
+    pids = [int((tmp_path / f"pid-{r}").read_text()) for r in (0, 1)]
+    assert not any(_running(p) for p in pids), "a worker process is left"
+
+
+def test_stock_torchrun_still_waits_for_a_stopped_rank(tmp_path: Path) -> None:
+    """The same script under stock torchrun (after ours, not beside it: both on 2 cores would slow
+    ours): gloo's default timeout is 30 minutes, so it is still waiting after step 4 at the cap, 20 s
+    after its rank 1 stopped."""
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node=2",
-            str(SCRIPT),
-            how,
-            str(theirs_dir),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(SCRIPT), "sigstop",
+         str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
     try:
-        ours_dir = tmp_path / "ours"
-        ours_dir.mkdir()
-        ours, took = _cli(ours_dir, how)
-        ended = time.time()
-        assert ours.returncode == EXIT_JOB_FAILED, ours.stderr[-3000:]
-        assert took < BOUND_S + 5, f"elastic-idl run took {took:.1f} s"
-        after_fault = ended - float((ours_dir / "fault").read_text())
-        assert after_fault < TIMEOUT_S + MONITOR_S + STUCK_MARGIN_S, f"{after_fault:.1f} s from the fault to the end"
-        report = json.loads((ours_dir / "failure.json").read_text())
-        root = report["failures"][0]
-        assert root["rank"] == 1 and root["message"].startswith(STUCK_MARK), report
-        pids = [int((ours_dir / f"pid-{r}").read_text()) for r in (0, 1)]
-        assert not any(_running(p) for p in pids), "a worker process is left"
-        # torchrun capped at twice ours (at least 20 s): still waiting after step 4.
-        deadline = started + max(2 * took, 20.0)
-        while time.monotonic() < deadline and proc.poll() is None:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "fault").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "fault").exists(), f"torchrun's rank 1 never reached step 5 (exit {proc.poll()})"
+        cap = time.monotonic() + 20.0
+        while time.monotonic() < cap and proc.poll() is None:
             time.sleep(0.2)
         assert proc.poll() is None, f"stock torchrun ended (exit {proc.returncode})"
-        assert (theirs_dir / "step-0").read_text() == "4", "torchrun's rank 0 is not waiting after step 4"
+        assert (tmp_path / "step-0").read_text() == "4", "torchrun's rank 0 is not waiting after step 4"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         # torchrun starts each worker in a session of its own: the group kill misses them, and a
-        # stopped or sleeping one would outlive the test. Each wrote its pid.
-        for path in theirs_dir.glob("pid-*"):
+        # stopped one would outlive the test. Each wrote its pid.
+        for path in tmp_path.glob("pid-*"):
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(path.read_text()), signal.SIGKILL)
-    workers = [int(path.read_text()) for path in theirs_dir.glob("pid-*")]
+    workers = [int(path.read_text()) for path in tmp_path.glob("pid-*")]
     deadline = time.monotonic() + 10
     while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -225,7 +219,7 @@ def test_the_drop_in_takes_the_collective_timeout_and_ends_a_stopped_rank(tmp_pa
     )
     took, ended = time.monotonic() - start, time.time()
     assert out.returncode == EXIT_JOB_FAILED, out.stderr[-3000:]
-    assert took < BOUND_S + 5, f"the drop-in took {took:.1f} s"
+    assert took < BOUND_S + 30, f"the drop-in took {took:.1f} s"  # start-up included: loose on a busy machine
     after_fault = ended - float((tmp_path / "fault").read_text())
     assert after_fault < TIMEOUT_S + MONITOR_S + STUCK_MARGIN_S, f"{after_fault:.1f} s from the fault to the end"
     root = json.loads(report.read_text())["failures"][0]
