@@ -1130,9 +1130,7 @@ class _Agent(LocalElasticAgent):
             return
         handler = self._worker_group.spec.rdzv_handler
         # One store call may take read_timeout; one that takes longer waits on a lost host (see _within).
-        per_call = store_call_deadline(
-            handler._read_timeout_s if isinstance(handler, FreshStoreHandler) else DEFAULT_READ_TIMEOUT_S
-        )
+        per_call = store_call_deadline(_read_timeout_of(handler))
         self._in_exit_barrier = True
         try:
             key = _within(
@@ -1165,10 +1163,10 @@ class _Agent(LocalElasticAgent):
         answer) two of them: a store host that froze after the round formed is noticed
         after that, not never.
         """
-        handler = spec.rdzv_handler
-        read_timeout = handler._read_timeout_s if isinstance(handler, FreshStoreHandler) else DEFAULT_READ_TIMEOUT_S
         assign = functools.partial(super()._assign_worker_ranks, store, group_rank, group_world_size, spec)
-        return _within(assign, 2 * store_call_deadline(read_timeout), "the worker rank assignment")
+        return _within(
+            assign, 2 * store_call_deadline(_read_timeout_of(spec.rdzv_handler)), "the worker rank assignment"
+        )
 
     def _stop_workers(self, worker_group: WorkerGroup) -> None:
         self._shutdown(timeout=self._shutdown_timeout)
@@ -1228,13 +1226,13 @@ class _Agent(LocalElasticAgent):
         # Which workers had ended before torch looks: torch names one failed worker and then
         # stops the others, so afterwards a worker killed by SIGKILL (the OOM killer) cannot
         # be told from one torch stopped.
-        self._end_stopped_workers()
+        # Each running worker's /proc state, read once a poll: for the stopped-worker check, and
+        # because torch's poll stops the other workers as soon as one failed, so what each was
+        # doing must be read before it (`_not_progressing`).
+        states = {lr: _process_state(p.pid) for lr, p in enumerate(self._processes()) if p.exitcode is None}
+        self._end_stopped_workers(states)
         ended = self._ended_workers()
-        # torch's poll stops the other workers as soon as one failed: what each was doing
-        # must be read before it (`_not_progressing`).
-        self._running_before = {
-            lr: _process_state(p.pid) or "?" for lr, p in enumerate(self._processes()) if lr not in ended
-        }
+        self._running_before = {lr: state or "?" for lr, state in states.items() if lr not in ended}
         result: RunResult = super()._monitor_workers(worker_group)
         if result.state == WorkerState.HEALTHY:
             self._last_healthy_ns = polled_ns
@@ -1253,8 +1251,10 @@ class _Agent(LocalElasticAgent):
             self._capture(worker_group, result, ended)
         return result
 
-    def _end_stopped_workers(self) -> None:
+    def _end_stopped_workers(self, states: Mapping[int, str | None]) -> None:
         """SIGKILL each worker that has been stopped for ``stuck_after_s`` (collective_timeout).
+
+        ``states``: the /proc state of each running worker, by local rank.
 
         A stopped process (SIGSTOP, SIGTSTP, a debugger's stop) is alive to torch and to
         every peer's launcher, and makes no progress: its peers wait in their collective
@@ -1266,7 +1266,7 @@ class _Agent(LocalElasticAgent):
             return
         now = time.monotonic()
         for lr, proc in enumerate(self._processes()):
-            state = _process_state(proc.pid) if proc.exitcode is None else None
+            state = states.get(lr)
             if state not in _STOPPED_STATES:
                 self._stopped_since.pop(lr, None)
                 continue
@@ -1479,6 +1479,11 @@ def _plain_tracebacks() -> Iterator[None]:
             lg.removeFilter(flt)
 
 
+def _read_timeout_of(handler: RendezvousHandler) -> float:
+    """The read_timeout of the rendezvous store behind ``handler`` (torch's default when it is not ours)."""
+    return handler._read_timeout_s if isinstance(handler, FreshStoreHandler) else DEFAULT_READ_TIMEOUT_S
+
+
 #: /proc states of a stopped process: stopped by a signal, stopped by a tracer.
 _STOPPED_STATES = ("T", "t")
 
@@ -1494,17 +1499,16 @@ def _process_state(pid: int) -> str | None:
 
 def _pid_running(pid: int) -> bool:
     """Whether ``pid`` is a live process (zombies count as gone)."""
+    state = _process_state(pid)
+    if state is not None:
+        return state not in ("Z", "X")
     try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # pragma: no cover
-            return True
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover
         return True
+    return True
 
 
 @contextlib.contextmanager
