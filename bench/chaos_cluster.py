@@ -219,6 +219,64 @@ DNS_GAP_S = 10.0
 DEGRADE = {"loss": 0.05, "delay_ms": 50}
 
 
+@dataclass(frozen=True)
+class Defaults:
+    """A configuration users get when they state nothing but the node count (issue 30 item 8): who
+    launches the workers in the pod, the restarts torch allows, and the Worker's restartPolicy.
+    The defaults table runs every fault class under each and records what a user gets (recovered,
+    failed and how fast, hung) instead of a pass against the matrix's expectation."""
+
+    name: str
+    title: str
+    side: str  # the pod command: "ours" (our pod entrypoint) or "torchrun" (torch's own agent)
+    max_restarts: int
+    monitor_interval: float | None  # None: the launcher's default
+    restart_policy: str  # the Worker's restartPolicy (JobOptions.elastic_worker_restart_policy)
+
+
+DEFAULTS: dict[str, Defaults] = {
+    d.name: d
+    for d in (
+        Defaults(
+            "flytekit",
+            "flytekit 1.x `Elastic(nnodes=2)` on upstream propeller: torch's agent, max_restarts 0, "
+            "monitor_interval 5, Worker `Never`",
+            "torchrun",
+            0,
+            5.0,
+            "Never",
+        ),
+        Defaults(
+            "flyte2",
+            "Flyte 2 `flyteplugins.pytorch.Elastic(nnodes=2)`: torch's agent, max_restarts 3, "
+            "monitor_interval 3, Worker `Never`",
+            "torchrun",
+            3,
+            3.0,
+            "Never",
+        ),
+        Defaults(
+            "ours",
+            "elastic-idl `Elastic(nnodes=2)` with our renderer: our pod entrypoint, max_restarts 0, Worker `ExitCode`",
+            "ours",
+            0,
+            None,
+            "ExitCode",
+        ),
+    )
+}
+DEFAULTS_RESULTS = BENCH / "results" / "chaos-defaults.json"
+DEFAULTS_RUNS = 5
+
+
+def find_defaults(text: str) -> list[Defaults]:
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in DEFAULTS]
+    if unknown or not names:
+        raise SystemExit(f"unknown defaults {', '.join(unknown) or repr(text)}: some of {', '.join(DEFAULTS)}")
+    return [DEFAULTS[n] for n in names]
+
+
 def find_class(text: str) -> FaultClass:
     if text.isdigit() and int(text) in CLASSES:
         return CLASSES[int(text)]
@@ -345,9 +403,16 @@ class Result:
     capped: bool = False
     lost_node: str | None = None
     scenario: dict[str, Any] = field(default_factory=dict)
+    #: The defaults run with (`DEFAULTS`), "" for the matrix's settings; with defaults, the time
+    #: from the (first) fault to the job's Failed condition when it failed.
+    defaults: str = ""
+    fault_to_failed_s: float | None = None
 
     def rerun(self) -> str:
-        return f".venv/bin/python bench/chaos_cluster.py --one {self.number} --seed {self.seed} --side {self.side}"
+        base = f".venv/bin/python bench/chaos_cluster.py --one {self.number} --seed {self.seed}"
+        if self.defaults:
+            return f"{base} --defaults {self.defaults} --results {RESULTS_DIR}/{DEFAULTS_RESULTS.name}"
+        return f"{base} --side {self.side}"
 
 
 def _tail(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
@@ -373,13 +438,27 @@ def _rfc3339(text: str) -> float:
 class Run:
     """One job of one fault class on one lane: apply, inject, watch, judge."""
 
-    def __init__(self, kube: Kube | None, cls: FaultClass, side: str, seed: int, lane: int, root: Path) -> None:
+    def __init__(
+        self, kube: Kube | None, cls: FaultClass, side: str, seed: int, lane: int, root: Path,
+        defaults: Defaults | None = None,
+    ) -> None:  # fmt: skip
+        if defaults is not None:
+            side = defaults.side
         self._kube, self.cls, self.side, self.seed, self.lane = kube, cls, side, seed, lane
+        self.defaults = defaults
         self.rng = random.Random(f"{cls.number}:{side}:{seed}")
-        self.ns = f"chaos-{cls.number:02d}-{side}-{seed}"
+        self.ns = f"chaos-{cls.number:02d}-{defaults.name if defaults else side}-{seed}"
         self.dir = root / self.ns
         self.shared = self.dir / "shared"
-        self.result = Result(cls.number, cls.name, side, seed, lane=lane, folder=str(self.dir))
+        self.result = Result(
+            cls.number,
+            cls.name,
+            side,
+            seed,
+            lane=lane,
+            folder=str(self.dir),
+            defaults=defaults.name if defaults else "",
+        )
         self.lock = threading.Lock()
         self.events: list[dict[str, Any]] = []
         self.lifecycle: list[dict[str, Any]] = []
@@ -396,6 +475,15 @@ class Run:
         self.lane_nodes = [n for i, n in enumerate(kube.nodes if kube else []) if i // NODES_PER_LANE == lane]
 
     @property
+    def expect(self) -> str | None:
+        """The outcome the run must have: the class's, or None with defaults (what it gets is the figure)."""
+        return None if self.defaults is not None else self.cls.expect
+
+    @property
+    def max_restarts(self) -> int:
+        return self.defaults.max_restarts if self.defaults is not None else MAX_RESTARTS
+
+    @property
     def kube(self) -> Kube:
         if self._kube is None:
             raise RuntimeError(f"{self.ns} was read from its record: it has no cluster")
@@ -409,7 +497,8 @@ class Run:
         saved = json.loads((rec / "result.json").read_text())
         known = {f.name for f in fields(Result)}
         result = Result(**{k: v for k, v in saved.items() if k in known})
-        run = cls(None, CLASSES[result.number], result.side, result.seed, result.lane, folder.parent)
+        defaults = DEFAULTS[result.defaults] if result.defaults else None
+        run = cls(None, CLASSES[result.number], result.side, result.seed, result.lane, folder.parent, defaults)
         run.dir, run.shared, run.result = folder, folder / "shared", result
         run.t0, run.lost_node = result.t0, result.lost_node
         run.events, _ = _tail(run.shared / "events.jsonl", 0)
@@ -488,11 +577,13 @@ class Run:
         cls = self.cls
         rdzv: dict[str, Any] = dict(RDZV) | dict(cls.rdzv)
         rdzv["timeout"] = rdzv["join_timeout"]  # flytekit's legacy key must agree with join_timeout
+        budget = cls.backoff_limit if self.defaults is None else None  # the defaults state no budget
         cfg = ei.Elastic(
             nnodes=cls.nnodes,
-            max_restarts=MAX_RESTARTS,
+            max_restarts=self.max_restarts,
+            monitor_interval=self.defaults.monitor_interval if self.defaults is not None else None,
             rdzv_configs=rdzv,
-            run_policy={"backoff_limit": cls.backoff_limit} if cls.backoff_limit else None,
+            run_policy={"backoff_limit": budget} if budget else None,
         )
         custom, _, version = cfg.to_template()
         train = [
@@ -505,6 +596,8 @@ class Run:
             f"--poison={self.shared / 'poison.json'}",
         ]
         common: dict[str, Any] = {"name": JOB, "image": "chaos:local", "namespace": self.ns}
+        if self.defaults is not None:
+            common["elastic_worker_restart_policy"] = self.defaults.restart_policy
         if self.side == "ours":
             options = ei.JobOptions(
                 **common,
@@ -777,7 +870,10 @@ class Run:
         that dies by a signal at every start (OOM-killed, segfaulting). Only a budget that counts
         every restart ends the job (issue 30 item 6)."""
         killed: set[tuple[str, float]] = set()
-        while len(killed) < 10 and self.condition() is None:
+        # With defaults (no budget stated), for as long as the run lasts: what a pod that crashes at
+        # every start gets is the figure; the matrix stops after 10 kills.
+        most = 10 if self.defaults is None else 10**6
+        while len(killed) < most and self.condition() is None:
             start = self.wait(
                 lambda: next(
                     (
@@ -926,8 +1022,8 @@ class Run:
         if capped:
             problems.append(f"hang: no verdict within {CAP_S:.0f} s (job {r.outcome or 'running'}, pods running: "
                             f"{', '.join(self.running_pods()) or 'none'})")  # fmt: skip
-        elif r.outcome != cls.expect:
-            problems.append(f"job {r.outcome}, expected {cls.expect}{self._why_failed(incs)}")
+        elif self.expect is not None and r.outcome != self.expect:
+            problems.append(f"job {r.outcome}, expected {self.expect}{self._why_failed(incs)}")
         if cls.number not in (0, 10) and not r.faults:
             problems.append("the fault never fired")
         problems += [f"scenario: {n}" for n in r.notes]
@@ -952,7 +1048,7 @@ class Run:
                                 f"(min_replicas {cls.min_world}): torch formed a world it must not")  # fmt: skip
                 break
             parent, prev = c["id"], c["step"]
-        if cls.expect == "Succeeded" and r.outcome == "Succeeded":
+        if self.expect in ("Succeeded", None) and r.outcome == "Succeeded":
             ref = chaos_train.reference(self.seed, cls.steps, BATCH)
             last = commits[-1] if commits else {}
             if {k: last.get(k) for k in ("step", "acc", "applied")} != ref:
@@ -989,7 +1085,10 @@ class Run:
 
         # Time from the fault to training resumed (class 5: from the late pod's start to a step in
         # the world of 2; must-fail classes: from the last fault to the Failed condition).
-        if cls.expect == "Failed":
+        if self.defaults is not None and r.outcome == "Failed" and cond is not None and faults_t:
+            # From the first fault, as a user sees it (+- 0.5 s: the condition's time is whole seconds).
+            r.fault_to_failed_s = max(0.0, round(cond[1] + 0.5 - faults_t[0], 1))
+        if self.expect == "Failed":
             if cond is not None and r.outcome == "Failed" and faults_t:
                 r.fault_to_resumed_s = round(cond[1] + 0.5 - faults_t[-1], 1)  # the condition's time is whole seconds
         elif cls.number == 10:
@@ -1012,7 +1111,7 @@ class Run:
             left = self.running_pods()
             if left:
                 bound = SETTLE_S if cond[0] == "Succeeded" else STOP_BOUND_S
-                problems.append(f"pods still running {bound:.0f} s after the job {cond[0]}: {', '.join(left)}")
+                problems.append(f"{LEFT_RUNNING}{bound:.0f} s after the job {cond[0]}: {', '.join(left)}")
         r.passed = not problems
         r.reason = "; ".join(problems) or "ok"
 
@@ -1066,13 +1165,16 @@ class Run:
             problems.append("the second fault never fired")
         if cls.number == 7:
             kills = [f for f in r.faults if "worker process" in f[1]]
-            allowed = MAX_RESTARTS + 1
+            allowed = self.max_restarts + 1
             if r.outcome == "Failed" and len(kills) != allowed:
                 problems.append(f"failed after {len(kills)} worker failures, not max_restarts + 1 = {allowed}")
             attempts = {s["restart"] for s in starts}
             if r.outcome == "Failed" and attempts != set(range(allowed)):
-                problems.append(f"attempts {sorted(attempts)}, expected 0..{MAX_RESTARTS}")
-        if cls.number == 15:
+                problems.append(f"attempts {sorted(attempts)}, expected 0..{self.max_restarts}")
+        if cls.number == 15 and self.defaults is not None:
+            victim = [x for i in incs.values() if i["pod"] == self.pod(1) for x in i["starts"]]
+            r.notes.append(f"worker-1 started {len(victim)} times (no budget stated)")
+        if cls.number == 15 and self.defaults is None:
             policy = self.job.get("spec", {}).get("pytorchReplicaSpecs", {}).get("Worker", {}).get("restartPolicy")
             if policy != "OnFailure":
                 problems.append(
@@ -1202,14 +1304,21 @@ class Run:
             if not rep.summary:
                 return [f"{path.name}: no summary"]
         problems = []
-        used: set[Path] = set()
+        # A report is its incarnation's: the one of its pod started last before the report's name
+        # stamp (the entrypoint's start; a replacement can start within a second of the old one's end).
+        theirs: dict[str, list[Path]] = {}
+        for pod, found in reports.items():
+            started = sorted(
+                ((i["starts"][0]["t"], i["uid"]) for i in incs.values() if i["pod"] == pod and i["starts"]),
+                reverse=True,
+            )
+            for t, path in found:
+                owner = next((uid for begin, uid in started if begin <= t + 0.5), None)
+                theirs.setdefault(str(owner), []).append(path)
         for inc in sorted(incs.values(), key=lambda i: i["starts"][0]["t"] if i["starts"] else 0):
             if not inc["starts"]:
                 continue
-            begin = inc["starts"][0]["t"] - 1
-            end = inc["exits"][-1]["t"] + 1 if inc["exits"] else float("inf")
-            mine = [p for t, p in reports.get(inc["pod"], []) if begin <= t <= end and p not in used]
-            used.update(mine)
+            mine = theirs.get(inc["uid"], [])
             if not inc["exits"]:
                 continue
             x = inc["exits"][-1]
@@ -1228,7 +1337,7 @@ class Run:
         the job could turn Succeeded (Flyte reads it then): before the first pod exited 0, which
         is what makes an elastic job Succeeded (else, before the condition's whole second)."""
         path = self.shared / "result.json"
-        if self.cls.expect == "Failed":
+        if self.expect == "Failed" or (self.expect is None and self.result.outcome == "Failed"):
             return [f"the task's output exists though the job must fail: {path.name}"] if path.exists() else []
         if self.result.outcome != "Succeeded":
             return []
@@ -1270,15 +1379,19 @@ class Results:
     their place: every run counts. A run that did not pass keeps its folder, compressed, in
     LOGS beside the file (its record names it)."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, about: dict[str, Any] | None = None) -> None:
         self.path = path
+        self.about = about or SETTINGS
         self.lock = threading.Lock()
         self.records: list[dict[str, Any]] = []
         if path is not None and path.exists():
             self.records = json.loads(path.read_text())["runs"]
 
-    def done(self, number: int, side: str, seed: int) -> bool:
-        return any((r["class"], r["side"], r["seed"]) == (number, side, seed) for r in self.records)
+    def done(self, number: int, side: str, seed: int, defaults: str = "") -> bool:
+        return any(
+            (r["class"], r["side"], r["seed"], r.get("defaults", "")) == (number, side, seed, defaults)
+            for r in self.records
+        )
 
     def keep_logs(self, r: Result, folder: Path) -> str | None:
         """The run's folder (its record, the training's shared files, the job) as a .tar.xz in
@@ -1286,13 +1399,14 @@ class Results:
         if self.path is None or not folder.is_dir():
             return None
         stamp = r.date.replace("-", "").replace(":", "") or "undated"
-        name = f"{r.number:02d}-{r.name}-{r.side}-{r.seed}-{stamp}.tar.xz"
+        who = r.defaults or r.side
+        name = f"{r.number:02d}-{r.name}-{who}-{r.seed}-{stamp}.tar.xz"
         archive = self.path.parent / LOGS / name
         archive.parent.mkdir(parents=True, exist_ok=True)
         n = 1
         while archive.exists():  # two runs of a seed within one second: neither replaces the other
             n += 1
-            name = f"{r.number:02d}-{r.name}-{r.side}-{r.seed}-{stamp}-{n}.tar.xz"
+            name = f"{r.number:02d}-{r.name}-{who}-{r.seed}-{stamp}-{n}.tar.xz"
             archive = archive.with_name(name)
         tmp = archive.with_name(f".{name}.tmp")
         with tarfile.open(tmp, "w:xz") as tar:
@@ -1319,6 +1433,9 @@ class Results:
             "date": r.date,
             "source": SOURCE,
         }
+        if r.defaults:
+            record["defaults"] = r.defaults
+            record["fault_to_failed_s"] = r.fault_to_failed_s
         if logs is not None:
             record["logs"] = logs
         with self.lock:
@@ -1326,12 +1443,13 @@ class Results:
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = self.path.with_suffix(".tmp")
-                body = {
-                    "about": SETTINGS,
-                    "runs": sorted(self.records, key=lambda x: (x["class"], x["side"], x["seed"], x.get("date", ""))),
-                }
+                body = {"about": self.about, "runs": sorted(self.records, key=_record_order)}
                 tmp.write_text(json.dumps(body, indent=1) + "\n")
                 os.replace(tmp, self.path)
+
+
+def _record_order(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (r["class"], r.get("defaults", ""), r["side"], r["seed"], r.get("date", ""))
 
 
 SOURCE = ""  # source_state(), set by main()
@@ -1344,6 +1462,12 @@ SETTINGS = {
     "cap_s": CAP_S,
     "node_monitor_grace_s": ct.NODE_MONITOR_GRACE_S,
     "toleration_s": ct.TOLERATION_S,
+}
+DEFAULTS_SETTINGS = {
+    **SETTINGS,
+    "job": f"2 Worker pods x 1 process, {STEPS} steps of {STEP_TIME_S} s, commit every {CHECKPOINT_EVERY}, "
+    f"rdzv {RDZV}; max_restarts, monitor_interval and restartPolicy from the defaults, no backoff_limit",
+    "defaults": {d.name: d.title for d in DEFAULTS.values()},
 }
 
 
@@ -1457,6 +1581,74 @@ def side_by_side(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+#: What a run with defaults got (`outcome_of`), in the order the table gives them.
+OUTCOMES = ("recovered", "failed", "failed, a pod left running", "hang", "wrong")
+LEFT_RUNNING = "pods still running "
+
+
+def outcome_of(r: dict[str, Any]) -> str:
+    """What a user got from a run with defaults: "recovered" (the job Succeeded with the right state),
+    "failed" (the job Failed, every check of the run met), "failed, a pod left running" (Failed, and
+    a pod still ran STOP_BOUND_S after it: nothing else broken), "hang" (no verdict within the cap)
+    or "wrong" (a check broken: a wrong state, a missing report...; the reason says which)."""
+    if r["passed"]:
+        return "recovered" if r["outcome"] == "Succeeded" else "failed"
+    reasons = str(r["reason"]).split("; ")
+    if reasons[0].startswith("hang"):
+        return "hang"
+    if r["outcome"] == "Failed" and all(x.startswith(LEFT_RUNNING) for x in reasons):
+        return OUTCOMES[2]
+    return "wrong"
+
+
+def _defaults_cell(rs: list[dict[str, Any]]) -> str:
+    parts = []
+    for kind in OUTCOMES:
+        got = [r for r in rs if outcome_of(r) == kind]
+        if not got:
+            continue
+        times = [
+            t for r in got if (t := r["fault_to_resumed_s"] if kind == "recovered" else r.get("fault_to_failed_s"))
+            is not None
+        ]  # fmt: skip
+        when = ""
+        if times and kind != "hang":
+            when = f" in {_fmt(statistics.median(times))} s" + (
+                f" (worst {_fmt(max(times))})" if len(times) > 1 else ""
+            )
+        parts.append(f"{kind} {len(got)}/{len(rs)}{when}")
+    return "; ".join(parts) or "not run"
+
+
+def defaults_table(records: list[dict[str, Any]]) -> str:
+    """The defaults table (docs/guide/when-pods-die.md): per class, per defaults, what the runs got,
+    with the median (and worst) time from the fault to training again (recovered) or to the job's
+    Failed condition (failed)."""
+    names = [n for n in DEFAULTS if any(r.get("defaults") == n for r in records)]
+    lines = [
+        "| # | fault | " + " | ".join(DEFAULT_LABELS[n] for n in names) + " |",
+        "| ---: | --- |" + " --- |" * len(names),
+    ]
+    for number in sorted({r["class"] for r in records}):
+        cells = [_defaults_cell([r for r in records if (r["class"], r.get("defaults")) == (number, n)]) for n in names]
+        lines.append(f"| {number} | {CLASSES[number].title} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def defaults_reasons(records: list[dict[str, Any]]) -> str:
+    """Every run of the defaults table that hung or broke a check, with its reason and seed."""
+    out = []
+    for r in sorted(records, key=_record_order):
+        kind = outcome_of(r)
+        if kind not in ("recovered", "failed"):
+            out.append(f"- {r['class']} {r['name']}, {DEFAULT_LABELS[r['defaults']]}, seed {r['seed']}: {kind}: "
+                       f"{str(r['reason'])[:300]}")  # fmt: skip
+    return "\n".join(out) or "- none"
+
+
+DEFAULT_LABELS = {"flytekit": "flytekit defaults", "flyte2": "Flyte 2 defaults", "ours": "elastic-idl defaults"}
+
+
 def label_lanes(kube: Kube, lanes: int) -> None:
     need = lanes * NODES_PER_LANE
     if len(kube.nodes) < need:
@@ -1487,11 +1679,15 @@ def cluster(reuse: bool, nodes: int) -> Iterator[Kube]:
             subprocess.run([*cmd, "down"], env=env, check=False, stdout=subprocess.DEVNULL)
 
 
+#: One run to make: the class, the side, the seed and the defaults (None: the matrix's settings).
+Planned = tuple[FaultClass, str, int, Defaults | None]
+
+
 def run_plan(
-    kube: Kube, plan: list[tuple[FaultClass, str, int]], lanes: int, results: Results, keep: bool,
+    kube: Kube, plan: list[Planned], lanes: int, results: Results, keep: bool,
     say: Callable[[Result], None],
 ) -> list[Result]:  # fmt: skip
-    work: queue.Queue[tuple[FaultClass, str, int]] = queue.Queue()
+    work: queue.Queue[Planned] = queue.Queue()
     for item in plan:
         work.put(item)
     out: list[Result] = []
@@ -1500,10 +1696,10 @@ def run_plan(
     def lane(index: int) -> None:
         while True:
             try:
-                cls, side, seed = work.get_nowait()
+                cls, side, seed, defaults = work.get_nowait()
             except queue.Empty:
                 return
-            run = Run(kube, cls, side, seed, index, root)
+            run = Run(kube, cls, side, seed, index, root, defaults)
             try:
                 r = run.go()
             except Exception as e:
@@ -1537,9 +1733,11 @@ def run_plan(
 
 
 def say(r: Result) -> None:
+    verdict = ("ok  " if r.passed else "FAIL") if not r.defaults else f"{r.outcome or 'none':9s}"
+    failed = f" failed {_fmt(r.fault_to_failed_s)}s" if r.defaults else ""
     print(
-        f"{r.number:2d} {r.name:14s} {r.side:8s} seed {r.seed:5d} {'ok  ' if r.passed else 'FAIL'} {r.wall_s:6.1f}s "
-        f"resumed {_fmt(r.fault_to_resumed_s):>5s}s lost {r.lost_steps} {r.reason}",
+        f"{r.number:2d} {r.name:14s} {r.defaults or r.side:8s} seed {r.seed:5d} {verdict} {r.wall_s:6.1f}s "
+        f"resumed {_fmt(r.fault_to_resumed_s):>5s}s{failed} lost {r.lost_steps} {r.reason}",
         flush=True,
     )
     if not r.passed:
@@ -1551,7 +1749,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--classes", default=",".join(str(n) for n in CLASSES if n), help="numbers or names, comma-separated"
     )
-    ap.add_argument("--runs", type=int, default=10, help="runs per class with our pod entrypoint")
+    ap.add_argument(
+        "--runs", type=int, help="runs per class with our pod entrypoint (default 10), or per defaults (default 5)"
+    )
     ap.add_argument(
         "--torchrun-runs", type=int, default=5, help="runs per class with stock torchrun as the pod command"
     )
@@ -1560,8 +1760,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one", help="one run of one class (with --seed, --side)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--side", choices=SIDES, default="ours")
+    ap.add_argument(
+        "--defaults",
+        metavar="NAMES",
+        help=f"the defaults table: run each class under these defaults ({','.join(DEFAULTS)}), recording what "
+        f"each got (results in {RESULTS_DIR}/{DEFAULTS_RESULTS.name} unless --results); with --summary/--docs, "
+        "print that file's table",
+    )
     ap.add_argument("--reuse", action="store_true", help="use the cluster of CLUSTER_DIR, which is up")
-    ap.add_argument("--results", default=str(RESULTS), help="the results file ('' for none); resumed from")
+    ap.add_argument(
+        "--results", help=f"the results file ('' for none; default {RESULTS_DIR}/{RESULTS.name}); resumed from"
+    )
     ap.add_argument("--redo", action="store_true", help="rerun runs the results file has already")
     ap.add_argument("--keep", action="store_true", help="keep every run's folder, passed or not")
     ap.add_argument("--summary", action="store_true", help="print the table of the results file and stop")
@@ -1582,30 +1791,44 @@ def main(argv: list[str] | None = None) -> int:
         again.judge(again.result.capped)
         say(again.result)
         return 0 if again.result.passed else 1
-    results = Results(Path(args.results) if args.results else None)
+    profiles = find_defaults(args.defaults) if args.defaults is not None else []
+    if args.results is None:
+        args.results = str(DEFAULTS_RESULTS if profiles else RESULTS)
+    results = Results(Path(args.results) if args.results else None, DEFAULTS_SETTINGS if profiles else SETTINGS)
     if args.summary or args.docs:
         lost = untraceable(results.records)
         if lost:
             print(f"{len(lost)} of {len(results.records)} records name no commit of main's history", file=sys.stderr)
-        print(side_by_side(results.records) if args.docs else table(results.records))
+        if profiles:
+            print(defaults_table(results.records) + ("" if args.docs else "\n\n" + defaults_reasons(results.records)))
+        else:
+            print(side_by_side(results.records) if args.docs else table(results.records))
         return 0
+    plan: list[Planned]
     if args.one:
-        plan = [(find_class(args.one), args.side, args.seed)]
+        if len(profiles) > 1:
+            raise SystemExit("--one runs under one defaults at most")
+        plan = [(find_class(args.one), args.side, args.seed, profiles[0] if profiles else None)]
         lanes = 1
     else:
         classes = [find_class(c) for c in args.classes.split(",") if c]
-        # Stock torchrun's runs first (the long ones: its survivors hang until the cap), then ours.
-        plan = [
-            (cls, side, args.seed0 + i)
-            for side, n in (("torchrun", args.torchrun_runs), ("ours", args.runs))
-            for cls in sorted(classes, key=lambda c: -_expected_seconds(c, side))
-            for i in range(n)
-        ]
-        plan = [p for p in plan if args.redo or not results.done(p[0].number, p[1], p[2])]
+        if profiles:
+            n = DEFAULTS_RUNS if args.runs is None else args.runs
+            plan = [(cls, d.side, args.seed0 + i, d) for d in profiles for cls in classes for i in range(n)]
+            plan.sort(key=lambda p: -_expected_seconds(p[0], p[1]))
+        else:
+            # Stock torchrun's runs first (the long ones: its survivors hang until the cap), then ours.
+            plan = [
+                (cls, side, args.seed0 + i, None)
+                for side, n in (("torchrun", args.torchrun_runs), ("ours", 10 if args.runs is None else args.runs))
+                for cls in sorted(classes, key=lambda c: -_expected_seconds(c, side))
+                for i in range(n)
+            ]
+        plan = [p for p in plan if args.redo or not results.done(p[0].number, p[1], p[2], p[3].name if p[3] else "")]
         lanes = max(1, min(args.jobs, len(plan)))
     if not plan:
         print("nothing to run: the results file has every run (--redo reruns them)")
-        print(table(results.records))
+        print(defaults_table(results.records) if profiles else table(results.records))
         return 0
     global SOURCE
     if args.results:
@@ -1621,6 +1844,9 @@ def main(argv: list[str] | None = None) -> int:
         done = run_plan(kube, plan, lanes, results, args.keep or bool(args.one), say)
     wall = time.time() - t0
     print(f"\nwall time: {wall / 60:.1f} min ({len(done)} runs, {lanes} at a time)\n")
+    if profiles:
+        print(defaults_table(results.records) + "\n\n" + defaults_reasons(results.records))
+        return 0
     text = table(results.records)
     print(text)
     if args.results and not args.one:

@@ -250,6 +250,7 @@ def _chain(n: int, world: int = 2, seed: int = 3) -> list[dict[str, Any]]:
 def _judge_chain(tmp_path: Path, commits: list[dict[str, Any]]) -> str:
     run = chaos_cluster.Run.__new__(chaos_cluster.Run)
     run.cls, run.seed, run.side = chaos_cluster.CLASSES[0], 3, "torchrun"
+    run.defaults = None
     run.result = chaos_cluster.Result(0, "none", "torchrun", 3)
     run.shared, run.dir = tmp_path / "shared", tmp_path
     run.shared.mkdir(exist_ok=True)

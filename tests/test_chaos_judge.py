@@ -41,16 +41,18 @@ def _stamp(t: float) -> str:
 class Story:
     """A run of one fault class told event by event, written as the run's folder."""
 
-    def __init__(self, tmp: Path, number: int, *, seed: int = 3, side: str = "ours") -> None:
+    def __init__(self, tmp: Path, number: int, *, seed: int = 3, side: str = "ours", defaults: str = "") -> None:
         self.cls = cc.CLASSES[number]
         self.seed, self.side = seed, side
-        self.folder = tmp / f"chaos-{number:02d}-{side}-{seed}"
+        self.folder = tmp / f"chaos-{number:02d}-{defaults or side}-{seed}"
         self.t = T0 + 1.0
         self.events: list[dict[str, Any]] = []
         self.commits: list[dict[str, Any]] = []
         self.lifecycle: list[dict[str, Any]] = []
         self.reports: list[tuple[str, float, dict[str, Any]]] = []
-        self.result = cc.Result(number, self.cls.name, side, seed, t0=T0, date="2027-01-15T08:00:00Z")
+        self.result = cc.Result(
+            number, self.cls.name, side, seed, t0=T0, date="2027-01-15T08:00:00Z", defaults=defaults
+        )
         self.uids: dict[str, str] = {}
         self.nodes = {cc.JOB + "-worker-0": "node-a", cc.JOB + "-worker-1": "node-b"}
         self.condition: tuple[str, float] | None = None
@@ -390,6 +392,111 @@ def test_class_14_where_the_store_host_fails_for_good_and_ends_the_job_passes(tm
     passes(_fails_for_good(tmp_path, 4, 0, 3, POISON_0))
 
 
+# --------------------------------------------------------------------------- item 8: the defaults table
+
+
+def _pod_lost_then_failed(tmp_path: Path, defaults: str) -> Story:
+    """Class 1 under the defaults' max_restarts 0: worker-1's container killed, its replacement
+    started 0.06 s later finds the job over (exit 3, a report), worker-0's round failed (exit 3, a
+    report); the job Failed."""
+    s = Story(tmp_path, 1, defaults=defaults, side=cc.DEFAULTS[defaults].side)
+    s.train(2, 23)
+    s.fault("SIGKILL worker-1's container")
+    s.exit_pod(s.pod(1), 137, killed_by="fault")
+    s.start_pod(s.pod(1))
+    s.exit_pod(s.pod(1), 3, report="rendezvous is closed: the job already ended on another node")
+    s.exit_pod(s.pod(0), 3, report="RuntimeError: Connection reset by peer")
+    s.fail()
+    return s
+
+
+def test_with_defaults_a_failed_job_is_what_the_user_gets_and_is_timed_from_the_fault(tmp_path: Path) -> None:
+    s = _pod_lost_then_failed(tmp_path, "ours")
+    s.tick(2.0)
+    s.fail()  # two seconds later: the condition's time is whole seconds, the figure is +- 0.5 s
+    r = verdict(s.write())
+    assert r.passed and r.outcome == "Failed", r.reason
+    fault, failed = T0 + r.faults[0][0], s.condition[1] if s.condition else 0.0
+    assert r.fault_to_failed_s is not None and abs(r.fault_to_failed_s - (int(failed) + 0.5 - fault)) < 0.051
+    assert cc.outcome_of({"passed": r.passed, "outcome": r.outcome, "reason": r.reason}) == "failed"
+
+
+def test_the_matrix_expects_the_class_outcome_where_defaults_do_not(tmp_path: Path) -> None:
+    r = verdict(_pod_lost_then_failed(tmp_path, "ours").write())
+    assert r.passed
+    matrix = Story(tmp_path / "m", 1)
+    matrix.train(2, 23)
+    matrix.fault("SIGKILL worker-1's container")
+    matrix.exit_pod(matrix.pod(1), 3, report="x")
+    matrix.exit_pod(matrix.pod(0), 3, report="y")
+    matrix.fail()
+    fails(matrix, "job Failed, expected Succeeded")
+
+
+def test_a_report_belongs_to_the_replacement_started_within_a_second_of_the_old_pods_end(tmp_path: Path) -> None:
+    """The old judge gave the replacement's report to the killed pod (its window ran to its exit +
+    1 s) and then found the replacement, which ended by itself, without one."""
+    s = _pod_lost_then_failed(tmp_path, "ours")
+    s.reports = [x for x in s.reports if x[0] != s.pod(1)]
+    fails(s, "chaos-worker-1 (chaos-wo) ended by itself (exit 3) with 0 FailureReport(s), not 1")
+    passes(_pod_lost_then_failed(tmp_path / "again", "ours"))
+
+
+def test_class_15_with_defaults_states_no_budget_and_counts_the_starts(tmp_path: Path) -> None:
+    s = Story(tmp_path, 15, defaults="ours")
+    job = cc.Run(None, cc.CLASSES[15], "ours", 3, 0, tmp_path, cc.DEFAULTS["ours"]).render()
+    assert "backoffLimit" not in job["spec"].get("runPolicy", {})
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
+    s.train(2, 10)
+    for _ in range(3):
+        s.fault("SIGKILL worker-1's container")
+        s.exit_pod(s.pod(1), 137, killed_by="fault")
+        s.start_pod(s.pod(1))
+    s.train(2, s.cls.steps)
+    s.succeed()
+    r = verdict(s.write())
+    assert r.passed, r.reason
+    assert "worker-1 started 4 times (no budget stated)" in r.notes
+
+
+def test_each_defaults_renders_its_max_restarts_and_restart_policy(tmp_path: Path) -> None:
+    for d in cc.DEFAULTS.values():
+        job = cc.Run(None, cc.CLASSES[1], "ours", 3, 0, tmp_path, d).render()
+        worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+        assert job["spec"]["elasticPolicy"]["maxRestarts"] == d.max_restarts, d.name
+        assert worker["restartPolicy"] == d.restart_policy, d.name
+        command = worker["template"]["spec"]["containers"][0].get("command", [])
+        assert (command == ["torchrun"]) == (d.side == "torchrun"), (d.name, command)
+
+
+def test_the_defaults_table_sorts_runs_into_what_users_get() -> None:
+    def rec(defaults: str, passed: bool, outcome: str | None, reason: str = "ok", **t: float) -> dict[str, Any]:
+        return {"class": 1, "name": "kill-nonhost", "side": cc.DEFAULTS[defaults].side, "seed": 1000,
+                "defaults": defaults, "passed": passed, "outcome": outcome, "reason": reason,
+                "fault_to_resumed_s": t.get("resumed"), "fault_to_failed_s": t.get("failed")}  # fmt: skip
+
+    records = [
+        rec("ours", True, "Succeeded", resumed=10.0),
+        rec("ours", True, "Succeeded", resumed=20.0),
+        rec("ours", True, "Failed", failed=2.0),
+        rec("flytekit", False, "Failed", "pods still running 90 s after the job Failed: chaos-worker-0", failed=0.5),
+        rec("flytekit", False, None, "hang: no verdict within 300 s (job running, pods running: none)"),
+        rec("flyte2", False, "Succeeded", "committed state differs from the fault-free run's: step 95"),
+    ]
+    assert [cc.outcome_of(r) for r in records] == [
+        "recovered", "recovered", "failed", "failed, a pod left running", "hang", "wrong"
+    ]  # fmt: skip
+    table = cc.defaults_table(records).splitlines()
+    assert table[0] == "| # | fault | flytekit defaults | Flyte 2 defaults | elastic-idl defaults |"
+    assert table[2] == (
+        "| 1 | SIGKILL of worker-1's container | failed, a pod left running 1/2 in 0.5 s; hang 1/2 | wrong 1/1 | "
+        "recovered 2/3 in 15.0 s (worst 20.0); failed 1/3 in 2.0 s |"
+    )
+    reasons = cc.defaults_reasons(records)
+    assert "seed 1000: hang: hang: no verdict" in reasons and "committed state differs" in reasons
+    assert "elastic-idl" not in reasons
+
+
 # --------------------------------------------------------------------------- item 10: a commit of main's history
 
 
@@ -470,13 +577,17 @@ class FakeRun:
     plan: ClassVar[list[bool]] = []
     made: ClassVar[int] = 0
 
-    def __init__(self, kube: FakeKube, cls: cc.FaultClass, side: str, seed: int, lane: int, root: Path) -> None:
-        self.ns = f"chaos-{cls.number:02d}-{side}-{seed}"
+    def __init__(
+        self, kube: FakeKube, cls: cc.FaultClass, side: str, seed: int, lane: int, root: Path,
+        defaults: cc.Defaults | None = None,
+    ) -> None:  # fmt: skip
+        self.ns = f"chaos-{cls.number:02d}-{defaults.name if defaults else side}-{seed}"
         self.dir = root / self.ns
         passed = FakeRun.plan.pop(0)
         FakeRun.made += 1
         self.result = cc.Result(cls.number, cls.name, side, seed, passed=passed, reason="ok" if passed else "hang",
-                                date=f"2027-01-15T08:00:{FakeRun.made:02d}Z", folder=str(self.dir))  # fmt: skip
+                                date=f"2027-01-15T08:00:{FakeRun.made:02d}Z", folder=str(self.dir),
+                                defaults=defaults.name if defaults else "", outcome="Failed")  # fmt: skip
 
     def go(self) -> cc.Result:
         (self.dir / "record").mkdir(parents=True, exist_ok=True)
@@ -553,3 +664,20 @@ def test_a_kept_failed_run_is_judged_again_from_its_archive(tmp_path: Path, repo
     (unpacked,) = (tmp_path / "unpacked").iterdir()
     assert cc.main(["--rejudge", str(unpacked)]) == 1
     assert verdict(unpacked).reason == r.reason
+
+
+def test_the_defaults_runs_go_to_their_own_file_once_per_seed_and_defaults(fake_cluster: Path) -> None:
+    defaults = fake_cluster.with_name("chaos-defaults.json")
+    args = ["--classes", "8", "--runs", "1", "--seed0", "7", "--defaults", "flytekit,ours", "--results", str(defaults)]
+    FakeRun.plan = [True, True]
+    assert cc.main(args) == 0
+    runs = _runs(defaults)
+    assert sorted((r["defaults"], r["side"], r["seed"]) for r in runs) == [
+        ("flytekit", "torchrun", 7),
+        ("ours", "ours", 7),
+    ]
+    assert json.loads(defaults.read_text())["about"]["defaults"].keys() == cc.DEFAULTS.keys()
+    assert cc.main(args) == 0 and len(_runs(defaults)) == 2  # nothing to run: both are there
+    assert _runs(fake_cluster) == []  # the matrix's file is untouched
+    with pytest.raises(SystemExit, match="unknown defaults nope"):
+        cc.main(["--defaults", "nope", "--results", ""])
