@@ -25,7 +25,7 @@ GEN_STAMP := $(GEN_VENV)/.stamp-gen-$(call hash,requirements/gen.txt)
 DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 
 .PHONY: help test checks venv venv-dev venv-gen devtree gen check-gen lint fmt typecheck buf-lint buf-breaking \
-	pytest go-toolchain go-check baseline bench chaos demo wheel docs docs-serve venv-docs chromium clean \
+	pytest go-toolchain go-check baseline bench chaos chaos-defaults demo wheel docs docs-serve venv-docs chromium clean \
 	cluster-build cluster-up cluster-down cluster-test long-test
 
 ## make help          this list (also what a bare `make` prints)
@@ -42,6 +42,7 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 ## make go-check      gofmt -l, go mod verify, go vet, staticcheck, go test -race of go/
 ## make bench         the benchmarks, shortened (bench/README.md has the full-length commands)
 ## make chaos         the fault matrix on the one-machine cluster; 190 of its 210 runs took 50.2 minutes at CHAOS_JOBS=4 (bench/README.md, "Chaos on the cluster")
+## make chaos-defaults the fault classes under flytekit's, Flyte 2's and our defaults, 5 runs each; 225 runs at CHAOS_JOBS=4 (docs/guide/when-pods-die.md, "What the defaults give")
 ## make cluster-up    a Kubernetes control plane on this machine (docs/guide/cluster.md); cluster-down stops it
 ## make cluster-test  every cluster test, the long ones too (make test runs the short ones)
 ## make long-test     the local long tests (races repeated 20 times; make test runs 3 of each)
@@ -221,6 +222,12 @@ CHAOS_JOBS ?= 4
 CLUSTER_LOCK ?= /var/lock/elastic-idl-cluster.lock
 chaos: devtree
 	flock $(CLUSTER_LOCK) $(PY) bench/chaos_cluster.py --runs 10 --torchrun-runs 5 --jobs $(CHAOS_JOBS)
+
+# The defaults table (issue 30 item 8): every fault class under the defaults a user gets when stating
+# only nnodes (flytekit's and Flyte 2's, torch's agent under upstream's Never; ours), 5 runs each,
+# recording what each got into bench/results/chaos-defaults.json (resumable like `make chaos`).
+chaos-defaults: devtree
+	flock $(CLUSTER_LOCK) $(PY) bench/chaos_cluster.py --defaults flytekit,flyte2,ours --runs 5 --jobs $(CHAOS_JOBS)
 
 demo: venv devtree
 	@if [ -x scripts/demo.sh ]; then scripts/demo.sh $(ARGS); \

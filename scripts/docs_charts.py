@@ -246,6 +246,71 @@ def _chaos_caption(
     )
 
 
+#: The defaults of the defaults table (bench/chaos_cluster.py DEFAULTS), their labels and colours.
+DEFAULTS_SERIES = (
+    ("flytekit", "flytekit defaults", THEIRS),
+    ("flyte2", "Flyte 2 defaults", "#8250df"),
+    ("ours", "elastic-idl defaults", OURS),
+)
+
+
+def _chaos_defaults(data: dict[str, Any]) -> Drawn:
+    """The defaults table's chart: per fault class and defaults, the runs whose job recovered (ended
+    Succeeded with every check met); the table beside it has every outcome."""
+    runs: dict[tuple[int, str], dict[str, list[dict[str, Any]]]] = {}
+    for run in data["runs"]:
+        runs.setdefault((int(run["class"]), str(run["name"])), {}).setdefault(str(run["defaults"]), []).append(run)
+    keys = sorted(runs)
+    present = [d for d in DEFAULTS_SERIES if any(d[0] in runs[k] for k in keys)]
+
+    def recovered(rs: list[dict[str, Any]]) -> int:
+        return sum(bool(r["passed"]) and r["outcome"] == "Succeeded" for r in rs)
+
+    def failed(rs: list[dict[str, Any]]) -> int:
+        return sum(r["outcome"] == "Failed" for r in rs)
+
+    series = []
+    for name, label, color in present:
+        got = [runs[k].get(name, []) for k in keys]
+        series.append(
+            Series(
+                label,
+                color,
+                [100.0 * recovered(rs) / len(rs) if rs else None for rs in got],
+                [f"{recovered(rs)} / {len(rs)}" if rs else "not run" for rs in got],
+            )
+        )
+    svg = grouped_bars(
+        "What the defaults give: jobs that recovered",
+        [f"{k[0]} {k[1]}" for k in keys],
+        series,
+        "% of runs whose job recovered (Succeeded, right state)",
+        100.0,
+    )
+    table = [
+        "| # | fault | " + " | ".join(f"{label}: recovered / failed / runs" for _, label, _ in present) + " |",
+        "| ---: | --- |" + " ---: |" * len(present),
+    ]
+    for k in keys:
+        cells = []
+        for name, _, _ in present:
+            rs = runs[k].get(name, [])
+            cells.append(f"{recovered(rs)} / {failed(rs)} / {len(rs)}" if rs else "not run")
+        table.append(f"| {k[0]} | {k[1]} | " + " | ".join(cells) + " |")
+    about = data.get("about", {})
+    dates = sorted({str(r["date"])[:10] for r in data["runs"] if r.get("date")})
+    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}" if dates else "dates not recorded"
+    sources = sorted({str(r.get("source", "not recorded"))[:12] for r in data["runs"]})
+    titles = "; ".join(f"{label}: {about.get('defaults', {}).get(name, name)}" for name, label, _ in present)
+    caption = (
+        f"{len(keys)} fault classes on the one-machine cluster ({about.get('cluster', 'not recorded')}), each run one "
+        f"job: {about.get('job', 'not recorded')}. The defaults: {titles}. A job recovered when it ended Succeeded "
+        f"with the fault-free run's state; failed when it ended Failed. Run on {when}, from the source "
+        f"{', '.join(f'`{s}`' for s in sources)}."
+    )
+    return Drawn(svg, "\n".join(table), caption)
+
+
 def _plugin(data: dict[str, Any]) -> Drawn:
     rows = data["templates"]
     names = [r["template"] for r in rows]
@@ -360,6 +425,13 @@ CHARTS = (
         "Chaos matrix: ours vs stock torchrun",
         _chaos,
         'make chaos   # the matrix on the one-machine cluster (bench/README.md, "Chaos")',
+    ),
+    Chart(
+        "chaos-defaults.json",
+        "chaos-defaults.svg",
+        "What the defaults give: flytekit, Flyte 2, elastic-idl",
+        _chaos_defaults,
+        "make chaos-defaults   # the fault classes under each defaults on the one-machine cluster, 5 runs each",
     ),
     Chart(
         "plugin_buildresource.json",

@@ -442,6 +442,24 @@ def test_a_report_belongs_to_the_replacement_started_within_a_second_of_the_old_
     passes(_pod_lost_then_failed(tmp_path / "again", "ours"))
 
 
+@pytest.mark.parametrize("defaults", ["", "flytekit"])
+def test_a_job_that_failed_before_the_second_fault_is_cut_short_only_with_defaults(
+    tmp_path: Path, defaults: str
+) -> None:
+    """Class 4 under Never: the first kill fails the job, so the second fault has no moment to come."""
+    s = Story(tmp_path, 4, defaults=defaults, side="torchrun")
+    s.train(2, 23)
+    s.fault("SIGKILL worker-0's container")
+    s.exit_pod(s.pod(0), 137, killed_by="fault")
+    s.exit_pod(s.pod(1), 1)
+    s.result.notes.append("the scenario timed out waiting for its moment")
+    s.fail()
+    if defaults:
+        passes(s)
+    else:
+        fails(s, "the second fault never fired")
+
+
 def test_class_15_with_defaults_states_no_budget_and_counts_the_starts(tmp_path: Path) -> None:
     s = Story(tmp_path, 15, defaults="ours")
     job = cc.Run(None, cc.CLASSES[15], "ours", 3, 0, tmp_path, cc.DEFAULTS["ours"]).render()
