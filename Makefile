@@ -42,7 +42,7 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 ## make go-check      gofmt -l, go mod verify, go vet, staticcheck, go test -race of go/
 ## make bench         the benchmarks, shortened (bench/README.md has the full-length commands)
 ## make chaos         the fault matrix on the one-machine cluster; 190 of its 210 runs took 50.2 minutes at CHAOS_JOBS=4 (bench/README.md, "Chaos on the cluster")
-## make chaos-defaults the fault classes under flytekit's, Flyte 2's and our defaults, 5 runs each; 225 runs at CHAOS_JOBS=4 (docs/guide/when-pods-die.md, "What the defaults give")
+## make chaos-defaults  what users get by default: the fault classes under flytekit's, Flyte 2's and our defaults, 5 runs each (docs/guide/when-pods-die.md, "What the defaults give")
 ## make cluster-up    a Kubernetes control plane on this machine (docs/guide/cluster.md); cluster-down stops it
 ## make cluster-test  every cluster test, the long ones too (make test runs the short ones)
 ## make long-test     the local long tests (races repeated 20 times; make test runs 3 of each)

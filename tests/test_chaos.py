@@ -313,6 +313,20 @@ def test_the_pages_show_the_committed_chaos_matrix() -> None:
     assert chaos_cluster.table(records) in chaos_cluster.SUMMARY.read_text()
 
 
+def test_the_page_shows_the_committed_defaults_table() -> None:
+    """Issue 30 item 8: every fault class under each defaults users have, on the cluster, 5 runs or
+    more each, from a commit of main's history; docs/guide/when-pods-die.md shows that table."""
+    records = json.loads(chaos_cluster.DEFAULTS_RESULTS.read_text())["runs"]
+    for name, d in chaos_cluster.DEFAULTS.items():
+        for number in range(1, 16):
+            runs = [r for r in records if (r["class"], r.get("defaults")) == (number, name)]
+            assert len(runs) >= 5, (number, name, len(runs))
+            assert {r["side"] for r in runs} == {d.side}, (number, name)
+    assert chaos_cluster.untraceable(records) == []
+    page = (BENCH.parent / "docs" / "guide" / "when-pods-die.md").read_text()
+    assert chaos_cluster.defaults_table(records) in page
+
+
 @pytest.fixture(scope="module")
 def cluster_runs() -> Iterator[dict[int, chaos_cluster.Result]]:
     """One run of each of CLUSTER_CLASSES with our entrypoint, at once, on a cluster of this module."""
