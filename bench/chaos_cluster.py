@@ -1647,9 +1647,10 @@ def defaults_reasons(records: list[dict[str, Any]]) -> str:
     out = []
     for r in sorted(records, key=_record_order):
         kind = outcome_of(r)
-        if kind not in ("recovered", "failed"):
-            out.append(f"- {r['class']} {r['name']}, {DEFAULT_LABELS[r['defaults']]}, seed {r['seed']}: {kind}: "
-                       f"{str(r['reason'])[:300]}")  # fmt: skip
+        if kind in ("hang", "wrong"):
+            reason = str(r["reason"])
+            said = reason if reason.startswith(kind) else f"{kind}: {reason}"
+            out.append(f"- {r['class']} {r['name']}, {DEFAULT_LABELS[r['defaults']]}, seed {r['seed']}: {said[:300]}")
     return "\n".join(out) or "- none"
 
 

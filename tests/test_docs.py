@@ -379,6 +379,37 @@ def test_the_chaos_chart_counts_runs_per_class_and_side() -> None:
     assert "not run" in svg
 
 
+def test_the_defaults_chart_counts_recovered_and_failed_runs_per_class_and_defaults() -> None:
+    charts = _script("docs_charts")
+
+    def run(c: int, name: str, defaults: str, passed: bool, outcome: str | None) -> dict[str, object]:
+        return {"class": c, "name": name, "defaults": defaults, "passed": passed, "outcome": outcome,
+                "date": "2026-12-05T03:00:00Z", "source": "abcdef1234"}  # fmt: skip
+
+    runs = [
+        run(2, "kill-host", "ours", True, "Succeeded"),
+        run(2, "kill-host", "ours", False, "Succeeded"),  # a wrong state: not recovered
+        run(2, "kill-host", "flytekit", True, "Failed"),
+        run(1, "kill-nonhost", "flyte2", False, "Failed"),  # failed, a pod left running
+        run(1, "kill-nonhost", "ours", False, None),  # a hang
+    ]
+    about = {"defaults": {"flytekit": "flytekit 1.x X", "ours": "elastic-idl Y"}, "cluster": "K", "job": "J"}
+    drawn = charts._chaos_defaults({"about": about, "runs": runs})
+    assert drawn.table.splitlines()[0].count("recovered / failed / runs") == 3
+    assert drawn.table.splitlines()[2:] == [
+        "| 1 | kill-nonhost | not run | 0 / 1 / 1 | 0 / 0 / 1 |",
+        "| 2 | kill-host | 0 / 1 / 1 | not run | 1 / 0 / 2 |",
+    ]
+    assert drawn.svg == charts._chaos_defaults({"about": about, "runs": runs[::-1]}).svg
+    for fact in (
+        "flytekit defaults: flytekit 1.x X",
+        "elastic-idl defaults: elastic-idl Y",
+        "2026-12-05",
+        "`abcdef1234`",
+    ):
+        assert fact in drawn.caption, (fact, drawn.caption)
+
+
 def test_a_chart_says_what_ran_where_and_when() -> None:
     """Issue 29: the chaos chart had no caption; "(7, 14: must fail)" and "10 runs against 5" were explained
     on another page. The caption comes from the data file: cluster, job, dates, commits, runs per side."""
