@@ -1732,7 +1732,10 @@ def run_plan(
                         break
                 time.sleep(1)
 
-    threads = [threading.Thread(target=lane, args=(i,), name=f"lane-{i}") for i in range(lanes)]
+    # Daemon lanes: when the harness is stopped (SIGTERM, Ctrl-C) the main thread tears the cluster
+    # down and exits; a lane's run in progress goes unrecorded instead of keeping the process alive
+    # against a cluster that is gone (a second `make chaos` runs what is missing).
+    threads = [threading.Thread(target=lane, args=(i,), name=f"lane-{i}", daemon=True) for i in range(lanes)]
     for t in threads:
         t.start()
     for t in threads:
