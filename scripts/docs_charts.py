@@ -206,8 +206,8 @@ def _chaos(data: dict[str, Any]) -> Drawn:
 
 
 #: Fault classes whose run passes when the job fails as it must (bench/chaos_cluster.py: more restarts
-#: than max_restarts, a worker that always fails).
-MUST_FAIL = ("exceed", "fail-for-good")
+#: than max_restarts, a worker that always fails, a pod that dies at every start past its backoff_limit).
+MUST_FAIL = ("exceed", "fail-for-good", "crash-at-start")
 
 
 def _runs_per_class(runs: list[dict[str, Any]], side: str) -> str:
@@ -236,7 +236,8 @@ def _chaos_caption(
         source = str(r.get("source", "not recorded"))
         sources[source] = sources.get(source, 0) + 1
     commits = ", ".join(f"`{s}` ({n} runs)" for s, n in sorted(sources.items(), key=lambda kv: -kv[1]))
-    classes = " and ".join(f"{k[0]} ({k[1]})" for k in must_fail)
+    named = [f"{k[0]} ({k[1]})" for k in must_fail]
+    classes = ", ".join(named[:-1]) + (" and " if len(named) > 1 else "") + named[-1] if named else "none"
     return (
         f"{len(counts)} fault classes on the one-machine cluster ({about.get('cluster', 'not recorded')}); each run "
         f"is one job: {about.get('job', 'not recorded')}. Per class, {_runs_per_class(runs, 'ours')} runs with "

@@ -303,11 +303,12 @@ def test_the_pages_show_the_committed_chaos_matrix() -> None:
     records = json.loads(chaos_cluster.RESULTS.read_text())["runs"]
     sides = {side for r in records for side in [r["side"]]}
     assert sides == set(chaos_cluster.SIDES)
-    assert {r["class"] for r in records} == set(range(1, 15)), "every fault class of issue 21"
+    assert {r["class"] for r in records} == set(range(1, 16)), "every fault class (issues 21 and 30)"
     for side, least in (("ours", 10), ("torchrun", 5)):
-        for number in range(1, 15):
+        for number in range(1, 16):
             runs = [r for r in records if (r["class"], r["side"]) == (number, side)]
             assert len(runs) >= least, (number, side, len(runs))
+    assert chaos_cluster.untraceable(records) == [], "every record names a commit of main's history (issue 30)"
     assert chaos_cluster.side_by_side(records) in (BENCH.parent / "docs" / "guide" / "when-pods-die.md").read_text()
     assert chaos_cluster.table(records) in (BENCH / "README.md").read_text()
     assert chaos_cluster.table(records) in chaos_cluster.SUMMARY.read_text()
