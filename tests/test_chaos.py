@@ -345,7 +345,7 @@ def cluster_runs() -> Iterator[dict[int, chaos_cluster.Result]]:
             pytest.fail(f"cluster up failed: {up.stderr.strip()}\n{up.stdout[-2000:]}")
         kube = chaos_cluster.Kube(state)
         chaos_cluster.label_lanes(kube, lanes)
-        plan = [(chaos_cluster.CLASSES[n], "ours", seed) for n in CLUSTER_CLASSES]
+        plan = [(chaos_cluster.CLASSES[n], "ours", seed, None) for n in CLUSTER_CLASSES]
         done = chaos_cluster.run_plan(kube, plan, lanes, chaos_cluster.Results(None), False, chaos_cluster.say)
         kube.close()
         yield {r.number: r for r in done}
