@@ -227,6 +227,7 @@ class Defaults:
     failed and how fast, hung) instead of a pass against the matrix's expectation."""
 
     name: str
+    label: str  # its column in the defaults table
     title: str
     side: str  # the pod command: "ours" (our pod entrypoint) or "torchrun" (torch's own agent)
     max_restarts: int
@@ -239,6 +240,7 @@ DEFAULTS: dict[str, Defaults] = {
     for d in (
         Defaults(
             "flytekit",
+            "flytekit defaults",
             "flytekit 1.x `Elastic(nnodes=2)` on upstream propeller: torch's agent, max_restarts 0, "
             "monitor_interval 5, Worker `Never`",
             "torchrun",
@@ -248,6 +250,7 @@ DEFAULTS: dict[str, Defaults] = {
         ),
         Defaults(
             "flyte2",
+            "Flyte 2 defaults",
             "Flyte 2 `flyteplugins.pytorch.Elastic(nnodes=2)`: torch's agent, max_restarts 3, "
             "monitor_interval 3, Worker `Never`",
             "torchrun",
@@ -257,6 +260,7 @@ DEFAULTS: dict[str, Defaults] = {
         ),
         Defaults(
             "ours",
+            "elastic-idl defaults",
             "elastic-idl `Elastic(nnodes=2)` with our renderer: our pod entrypoint, max_restarts 0, Worker `ExitCode`",
             "ours",
             0,
@@ -1633,7 +1637,7 @@ def defaults_table(records: list[dict[str, Any]]) -> str:
     Failed condition (failed)."""
     names = [n for n in DEFAULTS if any(r.get("defaults") == n for r in records)]
     lines = [
-        "| # | fault | " + " | ".join(DEFAULT_LABELS[n] for n in names) + " |",
+        "| # | fault | " + " | ".join(DEFAULTS[n].label for n in names) + " |",
         "| ---: | --- |" + " --- |" * len(names),
     ]
     for number in sorted({r["class"] for r in records}):
@@ -1650,11 +1654,8 @@ def defaults_reasons(records: list[dict[str, Any]]) -> str:
         if kind in ("hang", "wrong"):
             reason = str(r["reason"])
             said = reason if reason.startswith(kind) else f"{kind}: {reason}"
-            out.append(f"- {r['class']} {r['name']}, {DEFAULT_LABELS[r['defaults']]}, seed {r['seed']}: {said[:300]}")
+            out.append(f"- {r['class']} {r['name']}, {DEFAULTS[r['defaults']].label}, seed {r['seed']}: {said[:300]}")
     return "\n".join(out) or "- none"
-
-
-DEFAULT_LABELS = {"flytekit": "flytekit defaults", "flyte2": "Flyte 2 defaults", "ours": "elastic-idl defaults"}
 
 
 def label_lanes(kube: Kube, lanes: int) -> None:
