@@ -153,7 +153,7 @@ AUDIT_POLICY = {
 
 
 class ClusterError(Exception):
-    """Why the cluster did not come up; one line."""
+    """Why the cluster did not come up: one line, then maybe the end of a component's log."""
 
 
 def timeout_scale() -> float:
@@ -285,11 +285,43 @@ def write_kubeconfig(path: Path, server: str, ca: Path, crt: Path, key: Path) ->
 # ---------------------------------------------------------------- processes
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def ephemeral_ports() -> range:
+    """The ports the kernel hands to outgoing connections (net.ipv4.ip_local_port_range)."""
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    return range(low, high + 1)
+
+
+def free_ports(names: Sequence[str]) -> dict[str, int]:
+    """A free loopback port for each name, all different, none of them ephemeral.
+
+    A port the kernel picked (bind to port 0) is an ephemeral one: between choosing it and the
+    component binding it, any outgoing connection (every kubectl call is one) may take it, and
+    the component then exits with "address already in use". Ports below the ephemeral range are
+    never handed out that way, so only a listener could take them, and each is checked free."""
+    eph = ephemeral_ports()
+    low, high = max(1024, eph.start - 12000), eph.start  # [20768, 32768) with Linux's defaults
+    if high - low < 2 * len(names):
+        low, high = eph.stop, 65536  # a range that starts low: take the ports above it
+    chosen: dict[str, int] = {}
+    rng = secrets.SystemRandom()
+    for name in names:
+        for _ in range(200):
+            port = rng.randrange(low, high)
+            if port in chosen.values():
+                continue
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            chosen[name] = port
+            break
+        else:
+            raise ClusterError(f"no free loopback port in [{low}, {high}) for {name}")
+    return chosen
 
 
 def _start_time(pid: int) -> str | None:
@@ -314,6 +346,7 @@ class Cluster:
         self.started = time.monotonic()
         self.timings: dict[str, float] = {}
         self.began = False  # set once `up` starts changing anything; a failure before that stops nothing
+        self.log_of: dict[int, str] = {}  # pid -> the component whose log it writes (`spawn`)
 
     def nodes(self) -> list[str]:
         """The Nodes this cluster serves (`up` records them)."""
@@ -341,6 +374,7 @@ class Cluster:
                 env={**(os.environ if inherit_env else {}), **(env or {})},
             )
         (self.pids / f"{name}.pid").write_text(f"{proc.pid} {_start_time(proc.pid)}\n")
+        self.log_of[proc.pid] = name
         return proc
 
     def wait(self, name: str, proc: subprocess.Popen[bytes] | None, ready: Callable[[], bool], seconds: float) -> None:
@@ -348,7 +382,11 @@ class Cluster:
         t0 = time.monotonic()
         while True:
             if proc is not None and proc.poll() is not None:
-                raise ClusterError(f"{name} exited with code {proc.returncode}: {self.last_log_line(name)}")
+                component = self.log_of.get(proc.pid, name)
+                raise ClusterError(
+                    f"{name}: {component} exited with code {proc.returncode}; the end of its log:\n"
+                    + self.log_tail(component)
+                )
             try:
                 if ready():
                     break
@@ -362,10 +400,35 @@ class Cluster:
         self.timings[name] = round(time.monotonic() - t0, 1)
         print(f"== {name} up ({self.timings[name]}s)", flush=True)
 
-    def last_log_line(self, name: str) -> str:
+    def start_until_up(
+        self,
+        start: Callable[[], subprocess.Popen[bytes]],
+        waits: Sequence[tuple[str, Callable[[], bool], float]],
+        starts: int,
+    ) -> int:
+        """Start a component and wait for each of its readiness checks in turn; when it exits
+        before all pass, start it again (as its pod would restart), `starts` times at most, each
+        exit printed with the end of its log. Returns the starts it took."""
+        if starts < 1:
+            raise ValueError(f"starts must be at least 1, not {starts}")
+        for attempt in range(1, starts + 1):
+            proc = start()
+            try:
+                for name, ready, seconds in waits:
+                    self.wait(name, proc, ready, seconds)
+                return attempt
+            except ClusterError as e:
+                if proc.poll() is None or attempt == starts:
+                    raise
+                print(f"== start {attempt} of {starts}: {e}\n== starting it again", flush=True)
+        raise AssertionError("unreachable: the last start returns or raises")  # pragma: no cover
+
+    def log_tail(self, name: str, lines: int = 8) -> str:
+        """The last lines of a component's log (each cut to 300 characters), then the log's path."""
         log = self.logs / f"{name}.log"
-        lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
-        return lines[-1][:300] if lines else f"no output (log: {log})"
+        text = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+        tail = [f"  {line[:300]}" for line in text[-lines:]] or ["  (no output)"]
+        return "\n".join([*tail, f"(log: {log})"])
 
     def running(self) -> list[str]:
         """The components of this folder's pid files that still run (a pid file whose process is
@@ -666,11 +729,8 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
     check_port_free(str(BRIDGE_IP), 53, "CoreDNS")
     check_port_free(str(BRIDGE_IP), OBJECTSTORE_PORT, "the object store")
 
-    ports = {
-        name: free_port()
-        for name in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "op-metrics", "op-probe", "op-webhook")
-    }
-    ports |= {"dns-health": free_port(), "dns-ready": free_port()}
+    components = ["etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "op-metrics", "op-probe", "op-webhook"]
+    ports = free_ports([*components, "dns-health", "dns-ready"])
     c.state["ports"] = ports
     c.save()
 
@@ -885,15 +945,26 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
         f"--webhook-server-port={ports['op-webhook']}",
         f"--kubeconfig={kubeconfigs['training-operator']}",
     ]
-    proc = c.spawn(
-        "training-operator",
-        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-         'mount --bind "$1" /tmp && shift && exec "$@"', "sh", str(op_tmp), *op],
-        env={"MY_POD_NAMESPACE": OPERATOR_NAMESPACE, "MY_POD_NAME": "training-operator-host"},
-    )  # fmt: skip
-    c.wait("training-operator certificate", proc, lambda: sync_operator_certs(c, op_tmp), 60)
-    c.wait("training-operator", proc, lambda: http_ok(f"http://127.0.0.1:{ports['op-probe']}/readyz"), 120)
-    c.wait("training-operator webhook", proc, lambda: webhook_answers(c), 60)
+
+    def start_operator() -> subprocess.Popen[bytes]:
+        return c.spawn(
+            "training-operator",
+            ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+             'mount --bind "$1" /tmp && shift && exec "$@"', "sh", str(op_tmp), *op],
+            env={"MY_POD_NAMESPACE": OPERATOR_NAMESPACE, "MY_POD_NAME": "training-operator-host"},
+        )  # fmt: skip
+
+    # Its Deployment's pod restarts (restartPolicy Always) when the operator exits, and its setup
+    # exits on errors a second start gets past: so does `up`.
+    c.state["operator_starts"] = c.start_until_up(
+        start_operator,
+        [
+            ("training-operator certificate", lambda: sync_operator_certs(c, op_tmp), 60),
+            ("training-operator", lambda: http_ok(f"http://127.0.0.1:{ports['op-probe']}/readyz"), 120),
+            ("training-operator webhook", lambda: webhook_answers(c), 60),
+        ],
+        OPERATOR_STARTS,
+    )
 
     # CoreDNS
     zones = f"{CLUSTER_DOMAIN} {reverse_zone()}"
@@ -965,6 +1036,8 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
 #: The operator's webhook certificate: its Secret (the cert rotator writes it) and the folder
 #: under its /tmp where its Deployment mounts that Secret.
 OPERATOR_CERT_SECRET = "training-operator-webhook-cert"
+#: How many times `up` starts the training operator when it exits before it is up.
+OPERATOR_STARTS = 3
 OPERATOR_CERT_DIR = "k8s-webhook-server/serving-certs"
 
 

@@ -268,6 +268,56 @@ def test_a_bridge_left_by_a_killed_cluster_is_removed_and_a_running_ones_is_refu
             subprocess.run(["ip", "link", "del", dev], capture_output=True, check=False)
 
 
+def test_the_ports_up_picks_are_free_distinct_and_never_ephemeral() -> None:
+    """A port the kernel hands out (bind to 0) is ephemeral: any outgoing connection may take it
+    before its component binds it. `up` picks below that range, each port checked free."""
+    names = [f"c{i}" for i in range(40)]
+    ports = ct.free_ports(names)
+    assert list(ports) == names
+    assert len(set(ports.values())) == len(names)
+    eph = ct.ephemeral_ports()
+    assert all(1024 <= p < 65536 and p not in eph for p in ports.values()), (ports, eph)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", ports["c0"]))  # free: nothing else holds it
+
+
+def test_a_component_that_exits_is_reported_with_its_own_log_and_started_again(tmp_path: Path) -> None:
+    """`up` reports a component's exit with the end of the component's own log (not the log of
+    the wait's name), and starts a component that exits before it is up again, as its pod would
+    restart, a bounded number of times."""
+    c = ct.Cluster(tmp_path)
+    marker = tmp_path / "started-once"
+    # Exits 1 on its first start (saying why), stays up on the second.
+    script = (
+        "import pathlib, sys, time\n"
+        f"m = pathlib.Path({str(marker)!r})\n"
+        "if not m.exists():\n"
+        "    m.touch(); print('listen tcp 127.0.0.1:1: bind: address already in use', flush=True); sys.exit(1)\n"
+        "print('serving', flush=True); time.sleep(30)\n"
+    )
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        started.append(c.spawn("comp", [sys.executable, "-c", script]))
+        return started[-1]
+
+    try:
+        assert c.start_until_up(start, [("comp ready", lambda: marker.exists() and len(started) == 2, 10)], 3) == 2
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()
+    # One start only: the exit is the error, naming the wait, the component and its log's end.
+    marker.unlink()
+    with pytest.raises(ct.ClusterError) as err:
+        c.start_until_up(start, [("comp certificate", lambda: False, 10)], 1)
+    text = str(err.value)
+    assert text.startswith("comp certificate: comp exited with code 1; the end of its log:\n"), text
+    assert "bind: address already in use" in text and str(tmp_path / "logs" / "comp.log") in text
+    with pytest.raises(ValueError, match="starts must be at least 1"):
+        c.start_until_up(start, [], 0)
+
+
 def test_up_reports_versions_and_the_operator_crd(cluster: Kube) -> None:
     version = json.loads(cluster.run("version", "-o", "json").stdout)
     assert version["serverVersion"]["gitVersion"] == "v1.36.3"
