@@ -1,0 +1,461 @@
+# ruff: noqa: T201  (a command-line script: it prints on purpose, as cluster/ does)
+"""Flyte 1.16's propeller on the one-machine cluster (issue 31; test equipment, not product).
+
+    python flyte/flyte.py up      the cluster (cluster/cluster.py up), then propeller, built by
+                                  flyte/build.sh; returns once propeller watches FlyteWorkflows.
+                                  The last two lines are `export KUBECTL=...` / `export KUBECONFIG=...`
+    python flyte/flyte.py down    stop propeller, then the cluster (cluster/cluster.py down)
+    python flyte/flyte.py run FILE WORKFLOW [--inputs JSON]
+                                  package FILE with pyflyte, compile WORKFLOW with propeller's
+                                  kubectl-flyte, create the FlyteWorkflow, wait for it; the last
+                                  line is the workflow's outputs as one JSON object
+
+`make flyte-up` / `make flyte-down` / `make flyte-run` run these. State lives in CLUSTER_DIR
+(default build/flyte-cluster): the cluster's own, plus `flyte/` (propeller's configuration, its
+pid, the event file, each run's package and compiled workflow) and `logs/flytepropeller.log`.
+
+What propeller gets (flyte/propeller.yaml in CLUSTER_DIR): the cluster's admin kubeconfig; the
+object store as its blob store (storage type `minio`: S3 with an endpoint and access keys, the
+bucket of objectstore.json); events written to a file (event sink `file`: there is no flyteadmin;
+flyteadmin v1.16.8 is not served by the Go module proxy); the FlyteWorkflow CRD created at start
+(`create-flyteworkflow-crd`); both pytorch plugins enabled, task type `pytorch` routed to ours
+(`default-for-task-types: {pytorch: elastic-idl-pytorch}`; FLYTE_PYTORCH_PLUGIN=pytorch routes it
+to flyteplugins' own); and every pod's env carries the store's FLYTE_AWS_* variables
+(`plugins.k8s.default-env-vars`), as a deployment configures them. Propeller's admin client points
+at a loopback port nothing listens on: nothing in a workflow without launch plans calls it.
+Failure: one line `flyte <command>: <what>` on stderr, exit 1; a failed `up` stops what it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "cluster"))
+
+import cluster as kc  # noqa: E402  (cluster/cluster.py: the cluster's own helpers)
+
+CLUSTER_PY = REPO / "cluster" / "cluster.py"
+BUILD_SH = HERE / "build.sh"
+#: The plugin that runs task type `pytorch` unless FLYTE_PYTORCH_PLUGIN says otherwise.
+PYTORCH_PLUGIN = "elastic-idl-pytorch"
+#: Plugins enabled: the pod plugins, the array plugin and both pytorch plugins.
+ENABLED_PLUGINS = ["container", "sidecar", "k8s-array", "pytorch", "elastic-idl-pytorch"]
+#: Where a FlyteWorkflow is created: the namespace Flyte's default template gives the project and
+#: domain pyflyte package writes (`{{ project }}-{{ domain }}`).
+NAMESPACE_TEMPLATE = "{project}-{domain}"
+#: The "image" written into each task: nothing pulls it (the node agent runs the host's .venv).
+IMAGE = "localhost/elastic-idl-flyte:dev"
+#: Where pyflyte-fast-execute unpacks the code in a pod (its /tmp is the pod's own).
+DEST_DIR = "/tmp/flyte-code"
+#: propeller's log line once its informer caches are synced and its workers run.
+WATCHING = "Started workers"
+
+
+class FlyteError(Exception):
+    """Why a command failed: one line, maybe followed by the end of a log."""
+
+
+def state_dir() -> Path:
+    if "CLUSTER_DIR" not in os.environ:
+        os.environ["CLUSTER_DIR"] = str(kc.default_state_dir("flyte-cluster"))
+    return kc.cluster_dir()
+
+
+def flyte_dir(cluster: Path) -> Path:
+    return cluster / "flyte"
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+# ---------------------------------------------------------------- up / down
+
+
+def propeller_config(cluster: Path, kubeconfig: Path, store: dict[str, Any], ports: dict[str, int]) -> dict[str, Any]:
+    """Propeller's configuration (flytestdlib config sections, by their keys at v1.16.8)."""
+    return {
+        "propeller": {
+            "kube-config": str(kubeconfig),
+            "create-flyteworkflow-crd": True,
+            "workers": 4,
+            "workflow-reeval-duration": "10s",
+            "downstream-eval-duration": "5s",
+            "limit-namespace": "all",
+            "prof-port": ports["propeller-profiler"],
+            "metadata-prefix": "metadata/propeller",
+            "rawoutput-prefix": f"s3://{store['bucket']}/raw",
+            "enable-admin-launcher": False,
+            "leader-election": {"enabled": False},
+            "kube-client-config": {"qps": 100, "burst": 50, "timeout": "30s"},
+        },
+        "storage": {
+            "type": "minio",
+            "container": store["bucket"],
+            "connection": {
+                "endpoint": store["endpoint"],
+                "auth-type": "accesskey",
+                "access-key": store["access_key_id"],
+                "secret-key": store["secret_access_key"],
+                "region": store["region"],
+                "disable-ssl": True,
+            },
+        },
+        "event": {"type": "file", "file-path": str(flyte_dir(cluster) / "events.txt"), "rate": 500, "capacity": 1000},
+        # No flyteadmin: the admin client is made at start (grpc dials lazily) and never called.
+        "admin": {"endpoint": f"dns:///127.0.0.1:{ports['admin-unused']}", "insecure": True},
+        "tasks": {
+            "task-plugins": {
+                "enabled-plugins": ENABLED_PLUGINS,
+                "default-for-task-types": {
+                    "container": "container",
+                    "sidecar": "sidecar",
+                    "container_array": "k8s-array",
+                    "pytorch": os.environ.get("FLYTE_PYTORCH_PLUGIN", PYTORCH_PLUGIN),
+                },
+            }
+        },
+        "plugins": {"k8s": {"default-env-vars": dict(store["env"]), "inject-finalizer": True}},
+        "logger": {"level": 4, "show-source": True},
+    }
+
+
+def run_cluster(command: str) -> list[str]:
+    """cluster/cluster.py <command>, its output passed on to stderr; its stdout lines."""
+    r = subprocess.run(
+        [sys.executable, str(CLUSTER_PY), command], stdout=subprocess.PIPE, stderr=None, text=True, check=False
+    )
+    sys.stderr.write(r.stdout)
+    if r.returncode != 0:
+        raise FlyteError(f"cluster {command} failed (exit {r.returncode})")
+    return r.stdout.splitlines()
+
+
+def build() -> Path:
+    r = subprocess.run([str(BUILD_SH)], stdout=subprocess.PIPE, text=True, check=False)
+    if r.returncode != 0:
+        raise FlyteError(f"flyte/build.sh failed (exit {r.returncode})")
+    return Path(r.stdout.strip().splitlines()[-1])
+
+
+def exports(lines: Sequence[str]) -> dict[str, str]:
+    found = {}
+    for line in lines:
+        if line.startswith("export ") and "=" in line:
+            name, value = line[len("export ") :].split("=", 1)
+            found[name] = value
+    if not {"KUBECTL", "KUBECONFIG"} <= found.keys():
+        raise FlyteError("cluster up printed no KUBECTL / KUBECONFIG exports")
+    return found
+
+
+def kubectl(env: dict[str, str], *args: str, check: bool = True, input: str | None = None) -> str:
+    r = subprocess.run(
+        [env["KUBECTL"], "--kubeconfig", env["KUBECONFIG"], *args],
+        capture_output=True,
+        text=True,
+        input=input,
+        check=False,
+        timeout=60,
+    )
+    if check and r.returncode != 0:
+        raise FlyteError(f"kubectl {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def propeller_watching(log: Path) -> bool:
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        try:
+            if json.loads(line).get("msg") == WATCHING:
+                return True
+        except (ValueError, AttributeError):
+            continue
+    return False
+
+
+def up() -> None:
+    cluster = state_dir()
+    env = exports(run_cluster("up"))
+    fd = flyte_dir(cluster)
+    try:
+        fd.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        bin_dir = build()
+        build_s = time.monotonic() - t0
+        store = json.loads((cluster / "objectstore.json").read_text())
+        ports = kc.free_ports(["propeller-profiler", "admin-unused"])
+        config = fd / "propeller.yaml"
+        config.write_text(yaml.safe_dump(propeller_config(cluster, Path(env["KUBECONFIG"]), store, ports)))
+        config.chmod(0o600)  # it holds the store's keys
+        (fd / "env.json").write_text(json.dumps(env))
+        log = cluster / "logs" / "flytepropeller.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        with open(log, "wb") as out:
+            p = subprocess.Popen(
+                [str(bin_dir / "flytepropeller"), "--config", str(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=fd,
+                start_new_session=True,
+            )
+        (fd / "propeller.json").write_text(
+            json.dumps({"pid": p.pid, "start": kc._start_time(p.pid), "bin": str(bin_dir), "ports": ports})
+        )
+        deadline = started + 120 * kc.timeout_scale()
+        while not propeller_watching(log):
+            if p.poll() is not None:
+                raise FlyteError(f"flytepropeller exited ({p.returncode}) before it watched:\n{log_tail(log)}")
+            if time.monotonic() > deadline:
+                raise FlyteError(f"flytepropeller did not watch within 120 s:\n{log_tail(log)}")
+            time.sleep(0.2)
+        watching_s = time.monotonic() - started
+        kubectl(env, "get", "crd", "flyteworkflows.flyteworkflow.flyte.org")
+        print(
+            f"== flytepropeller watches (pid {p.pid}; build check {build_s:.1f} s, start -> watching "
+            f"{watching_s:.1f} s); log {log}; events {fd / 'events.txt'}",
+            file=sys.stderr,
+        )
+    except BaseException:
+        stop_propeller(cluster)
+        run_cluster("down")
+        raise
+    print(f"export KUBECTL={env['KUBECTL']}")
+    print(f"export KUBECONFIG={env['KUBECONFIG']}")
+
+
+def stop_propeller(cluster: Path) -> list[str]:
+    state = flyte_dir(cluster) / "propeller.json"
+    if not state.exists():
+        return []
+    s = json.loads(state.read_text())
+    done = []
+    if s.get("start") and kc._start_time(int(s["pid"])) == s["start"]:
+        kc._terminate(int(s["pid"]))
+        done.append(f"stopped flytepropeller (pid {s['pid']})")
+    state.unlink()
+    return done
+
+
+def down() -> None:
+    cluster = state_dir()
+    for line in stop_propeller(cluster):
+        print(f"== {line}")
+    for line in run_cluster("down"):
+        print(line)
+
+
+# ---------------------------------------------------------------- run
+
+
+def package(file: Path, out: Path) -> Path:
+    """pyflyte package of FILE's module, the code as a fast-registration tarball (--copy all)."""
+    pyflyte = Path(sys.executable).parent / "pyflyte"
+    tgz = out / "package.tgz"
+    r = subprocess.run(
+        [str(pyflyte), "--pkgs", file.stem, "package", "--image", IMAGE, "--copy", "all",
+         "--in-container-source-path", DEST_DIR, "--output", str(tgz), "--force"],
+        cwd=file.parent, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    if r.returncode != 0:
+        raise FlyteError(f"pyflyte package failed:\n{r.stdout}{r.stderr}")
+    return tgz
+
+
+def s3_client(store: dict[str, Any]) -> Any:
+    import botocore.config
+    import botocore.session
+
+    return botocore.session.get_session().create_client(
+        "s3",
+        endpoint_url=store["endpoint"],
+        region_name=store["region"],
+        aws_access_key_id=store["access_key_id"],
+        aws_secret_access_key=store["secret_access_key"],
+        config=botocore.config.Config(s3={"addressing_style": "path"}, retries={"max_attempts": 2}),
+    )
+
+
+def read_package(tgz: Path) -> tuple[dict[str, Any], dict[str, Any], tuple[str, bytes] | None]:
+    """The package's task templates and workflow templates by name, and the code tarball."""
+    from flyteidl.admin import task_pb2, workflow_pb2
+
+    tasks: dict[str, Any] = {}
+    workflows: dict[str, Any] = {}
+    tarball = None
+    with tarfile.open(tgz) as tar:
+        for member in tar.getmembers():
+            data = tar.extractfile(member)
+            if data is None:
+                continue
+            raw = data.read()
+            if member.name.endswith(".tar.gz"):
+                tarball = (Path(member.name).name, raw)
+            elif member.name.endswith("_1.pb"):  # <n>_<name>_<resource type>.pb: 1 task, 2 workflow, 3 launch plan
+                t = task_pb2.TaskSpec()
+                t.ParseFromString(raw)
+                tasks[t.template.id.name] = t.template
+            elif member.name.endswith("_2.pb"):
+                w = workflow_pb2.WorkflowSpec()
+                w.ParseFromString(raw)
+                workflows[w.template.id.name] = w
+    return tasks, workflows, tarball
+
+
+def load_workflow(file: Path, name: str) -> Any:
+    import importlib
+
+    sys.path.insert(0, str(file.parent))
+    module = importlib.import_module(file.stem)
+    return getattr(module, name)
+
+
+def run(file: Path, workflow: str, inputs: dict[str, Any], timeout: float) -> int:
+    from flyteidl.core import workflow_closure_pb2
+    from flytekit.core.context_manager import FlyteContextManager
+    from flytekit.core.type_engine import TypeEngine
+
+    cluster = state_dir()
+    fd = flyte_dir(cluster)
+    if not (fd / "propeller.json").exists():
+        raise FlyteError(f"no propeller runs for {cluster}: make flyte-up first")
+    env = json.loads((fd / "env.json").read_text())
+    info = json.loads((fd / "propeller.json").read_text())
+    store = json.loads((cluster / "objectstore.json").read_text())
+    file = file.resolve()
+    name = f"f{dt.datetime.now(dt.UTC).strftime('%H%M%S')}{os.urandom(2).hex()}"
+    work = fd / "runs" / name
+    work.mkdir(parents=True)
+    t0 = time.monotonic()
+    tasks, workflows, tarball = read_package(package(file, work))
+    full = f"{file.stem}.{workflow}"
+    if full not in workflows:
+        raise FlyteError(f"no workflow {full} in the package (it has {sorted(workflows)})")
+    wf_spec = workflows[full]
+    # What `flytectl register files` does with a fast-registration package: upload the code
+    # tarball and write its address into each task's `{{ .remote_package_path }}`.
+    if tarball is not None:
+        key = f"fast/{name}/{tarball[0]}"
+        s3 = s3_client(store)
+        try:
+            s3.put_object(Bucket=store["bucket"], Key=key, Body=tarball[1])
+        finally:
+            s3.close()
+        for t in tasks.values():
+            args = [a.replace("{{ .remote_package_path }}", f"s3://{store['bucket']}/{key}") for a in t.container.args]
+            del t.container.args[:]
+            t.container.args.extend(args)
+    closure = workflow_closure_pb2.WorkflowClosure(workflow=wf_spec.template, tasks=list(tasks.values()))
+    (work / "workflow.pb").write_bytes(closure.SerializeToString())
+    wf = load_workflow(file, workflow)
+    ctx = FlyteContextManager.current_context()
+    literals = TypeEngine.dict_to_literal_map(ctx, inputs, wf.python_interface.inputs)
+    (work / "inputs.pb").write_bytes(literals.to_flyte_idl().SerializeToString())
+    project, domain = wf_spec.template.id.project, wf_spec.template.id.domain
+    namespace = NAMESPACE_TEMPLATE.format(project=project, domain=domain)
+    if kubectl(env, "get", "namespace", namespace, check=False) == "":
+        kubectl(env, "create", "namespace", namespace)
+    r = subprocess.run(
+        [str(Path(info["bin"]) / "kubectl-flyte"), "--kubeconfig", env["KUBECONFIG"], "--namespace", namespace,
+         "create", "--proto-path", str(work / "workflow.pb"), "--input-path", str(work / "inputs.pb"),
+         "--execution-id", name],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    (work / "kubectl-flyte.log").write_text(r.stdout + r.stderr)
+    if r.returncode != 0:
+        raise FlyteError(f"kubectl-flyte create failed:\n{r.stdout}{r.stderr}")
+    print(f"== FlyteWorkflow {namespace}/{name} created ({time.monotonic() - t0:.1f} s)", file=sys.stderr)
+    created = time.monotonic()
+    deadline = created + timeout
+    # v1alpha1.WorkflowPhase, by number.
+    phase_names = ["Ready", "Running", "Succeeding", "Success", "Failing", "Failed", "Aborted", "HandlingFailureNode"]
+    phase = 0
+    obj: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        obj = json.loads(kubectl(env, "get", "flyteworkflow", name, "-n", namespace, "-o", "json"))
+        phase = obj.get("status", {}).get("phase", 0)
+        if phase in (3, 5, 6):
+            break
+        time.sleep(1)
+    else:
+        raise FlyteError(f"{namespace}/{name} not done within {timeout:.0f} s (phase {phase_names[phase]})")
+    status = obj["status"]
+    print(
+        f"== {namespace}/{name}: {phase_names[status['phase']]} {time.monotonic() - created:.1f} s after create",
+        file=sys.stderr,
+    )
+    if status["phase"] != 3:
+        print(json.dumps(status.get("error", status.get("message", "")), indent=1), file=sys.stderr)
+        for node, ns in status.get("nodeStatus", {}).items():
+            if ns.get("error"):
+                print(f"node {node}: {json.dumps(ns['error'])}", file=sys.stderr)
+        return 1
+    outputs: dict[str, Any] = {}
+    ref = status.get("outputRef")
+    if ref:
+        from flyteidl.core import literals_pb2
+        from flytekit.models.literals import LiteralMap
+
+        bucket, key = ref.removeprefix("s3://").split("/", 1)
+        s3 = s3_client(store)
+        try:
+            raw = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        finally:
+            s3.close()
+        lm = literals_pb2.LiteralMap()
+        lm.ParseFromString(raw)
+        outputs = TypeEngine.literal_map_to_kwargs(
+            ctx, LiteralMap.from_flyte_idl(lm), python_types=wf.python_interface.outputs
+        )
+    print(json.dumps(outputs, default=str))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up")
+    sub.add_parser("down")
+    r = sub.add_parser("run")
+    r.add_argument("file", type=Path)
+    r.add_argument("workflow")
+    r.add_argument("--inputs", default="{}", help="the workflow's inputs, one JSON object")
+    r.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            up()
+        elif args.command == "down":
+            down()
+        else:
+            return run(args.file, args.workflow, json.loads(args.inputs), args.timeout)
+    except (FlyteError, kc.ClusterError, KeyboardInterrupt) as e:
+        print(f"flyte {args.command}: {e or 'interrupted'}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
