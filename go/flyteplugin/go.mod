@@ -151,6 +151,4 @@ replace (
 	github.com/flyteorg/flyte/flyteidl => github.com/flyteorg/flyte/flyteidl v1.16.8
 	github.com/flyteorg/flyte/flytepropeller => github.com/flyteorg/flyte/flytepropeller v1.16.8
 	github.com/flyteorg/flyte/flytestdlib => github.com/flyteorg/flyte/flytestdlib v1.16.8
-	github.com/robfig/cron/v3 => github.com/unionai/cron/v3 v3.0.2-0.20220915080349-5790c370e63a
-	k8s.io/klog/v2 => k8s.io/klog/v2 v2.60.1
 )

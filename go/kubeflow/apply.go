@@ -8,7 +8,7 @@ import (
 )
 
 // Options are the options of Apply and Fields (Build takes the core's
-// RenderOptions, which carry the same two). The zero value renders as the core
+// RenderOptions, which carry the same two and the rest of a render). The zero value renders as the core
 // renderer's default: strict mode, and ExitCode for an elastic Worker whose task
 // leaves its restart policy unset. (go/flyteplugin's Plugin reads its zero
 // Options as the upstream mode with Never, flyteplugins' rendering.)
@@ -27,7 +27,7 @@ type Options struct {
 // it in the operator's types: the job the Python renderer renders for the same
 // task and options. Errors are the core's (*elasticidl.ValidationError,
 // *elasticidl.RenderError naming the option or task field at fault).
-func Build(task *elasticidl.Task, render elasticidl.RenderOptions, _ Options) (*kubeflowv1.PyTorchJob, error) {
+func Build(task *elasticidl.Task, render elasticidl.RenderOptions) (*kubeflowv1.PyTorchJob, error) {
 	job, err := task.RenderPyTorchJob(render)
 	if err != nil {
 		return nil, err
@@ -75,15 +75,20 @@ var fieldsRender = elasticidl.RenderOptions{
 func Fields(task *elasticidl.Task, o Options) (*JobFields, error) {
 	render := fieldsRender
 	render.Mode, render.ElasticWorkerRestartPolicy = o.Mode, o.ElasticWorkerRestartPolicy
-	job, err := Build(task, render, o)
+	job, err := Build(task, render)
 	if err != nil {
 		return nil, err
 	}
 	return FieldsOf(job)
 }
 
-// FieldsOf reads the job-level fields of a job Build rendered.
+// FieldsOf reads the job-level fields of a job Build rendered. A job that Build
+// would not render (nil, a replica type without a spec, a replica count or a
+// "pytorch" container port missing) is an *elasticidl.RenderError naming the field.
 func FieldsOf(job *kubeflowv1.PyTorchJob) (*JobFields, error) {
+	if job == nil {
+		return nil, &elasticidl.RenderError{Field: "job", Reason: "no PyTorchJob (nil)"}
+	}
 	f := &JobFields{
 		ElasticPolicy: job.Spec.ElasticPolicy,
 		NprocPerNode:  job.Spec.NprocPerNode,
@@ -91,11 +96,18 @@ func FieldsOf(job *kubeflowv1.PyTorchJob) (*JobFields, error) {
 		Replicas:      map[kubeflowv1.ReplicaType]Replica{},
 	}
 	for rt, r := range job.Spec.PyTorchReplicaSpecs {
+		field := "pytorchReplicaSpecs." + string(rt)
+		if r == nil {
+			return nil, &elasticidl.RenderError{Field: field, Reason: "the replica type has no spec (nil)"}
+		}
+		if r.Replicas == nil {
+			return nil, &elasticidl.RenderError{Field: field + ".replicas", Reason: "no replica count (Build always sets one)"}
+		}
 		f.Replicas[rt] = Replica{Replicas: *r.Replicas, RestartPolicy: r.RestartPolicy}
 		port, ok := pytorchPort(&r.Template.Spec)
 		if !ok {
 			return nil, &elasticidl.RenderError{
-				Field:  "pytorchReplicaSpecs." + string(rt),
+				Field:  field,
 				Reason: "the rendered template has no " + elasticidl.ContainerName + " container port " + elasticidl.PortName,
 			}
 		}

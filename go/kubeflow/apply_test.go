@@ -135,7 +135,7 @@ func TestApplyRefusesMissingTemplates(t *testing.T) {
 // Apply on Build's own pod templates with other job-level values gives Build's job back.
 func TestApplyRestoresBuild(t *testing.T) {
 	task := decode(t, `{"workerReplicas":{"replicas":2},"elasticConfig":{"minReplicas":1,"maxReplicas":2,"nprocPerNode":2,"rdzvBackend":"etcd"}}`)
-	job, err := Build(task, fieldsRender, Options{})
+	job, err := Build(task, fieldsRender)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,5 +159,43 @@ func TestFieldsInvalidTask(t *testing.T) {
 	var verr *elasticidl.ValidationError
 	if err := Apply(task, spec, Options{}); !errors.As(err, &verr) {
 		t.Fatalf("Apply: %v; want a *elasticidl.ValidationError", err)
+	}
+}
+
+// What Build never renders is a *RenderError naming the field, never a panic or a nil job.
+func TestNilsAreRenderErrors(t *testing.T) {
+	task := decode(t, `{"workerReplicas":{"replicas":2}}`)
+	job, err := Build(task, fieldsRender)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCount := job.DeepCopy()
+	noCount.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker].Replicas = nil
+	noSpec := job.DeepCopy()
+	noSpec.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeMaster] = nil
+	for name, tc := range map[string]struct {
+		call  func() (any, error)
+		field string
+	}{
+		"FieldsOf(nil)":      {func() (any, error) { return FieldsOf(nil) }, "job"},
+		"FieldsOf(no count)": {func() (any, error) { return FieldsOf(noCount) }, "pytorchReplicaSpecs.Worker.replicas"},
+		"FieldsOf(no spec)":  {func() (any, error) { return FieldsOf(noSpec) }, "pytorchReplicaSpecs.Master"},
+		"FromCore(nil)":      {func() (any, error) { return FromCore(nil) }, "job"},
+		"FromCore(nil replica)": {func() (any, error) {
+			core, err := task.RenderPyTorchJob(fieldsRender)
+			if err != nil {
+				t.Fatal(err)
+			}
+			core.Spec.PyTorchReplicaSpecs["Worker"] = nil
+			return FromCore(core)
+		}, "pytorchReplicaSpecs.Worker"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := tc.call()
+			var rerr *elasticidl.RenderError
+			if !errors.As(err, &rerr) || rerr.Field != tc.field {
+				t.Fatalf("%s: %v, %v; want a *RenderError for %s", name, got, err, tc.field)
+			}
+		})
 	}
 }

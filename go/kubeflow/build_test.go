@@ -135,7 +135,7 @@ func TestBuildEqualsPythonRenderer(t *testing.T) {
 				}
 				return // a custom dict with no task of this version: nothing to render
 			}
-			got, err := Build(task, c.renderOptions(t), Options{})
+			got, err := Build(task, c.renderOptions(t))
 			if want.Error != nil {
 				if err == nil {
 					t.Fatalf("Build rendered a job; the reference refuses it with %s", want.Error.Type)
@@ -179,7 +179,7 @@ func TestBuildQuantitiesSemantic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := Build(task, o, Options{})
+	job, err := Build(task, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestBuildInvalidTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Build(task, fieldsRender, Options{})
+	_, err = Build(task, fieldsRender)
 	var verr *elasticidl.ValidationError
 	if !errors.As(err, &verr) {
 		t.Fatalf("Build: %v; want a *elasticidl.ValidationError", err)

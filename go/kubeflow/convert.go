@@ -13,11 +13,12 @@ import (
 )
 
 // FromCore converts the core renderer's PyTorchJob into the training operator's
-// type, field by field. It fails only on a resource quantity that apimachinery
-// cannot parse, which the core's rule resources.quantity already refuses.
+// type, field by field. It fails on a nil job, a nil replica spec, and on a
+// resource quantity that apimachinery cannot parse (which the core's rule
+// resources.quantity already refuses), each an *elasticidl.RenderError.
 func FromCore(job *elasticidl.PyTorchJob) (*kubeflowv1.PyTorchJob, error) {
 	if job == nil {
-		return nil, nil
+		return nil, &elasticidl.RenderError{Field: "job", Reason: "no PyTorchJob (nil)"}
 	}
 	specs := make(map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec, len(job.Spec.PyTorchReplicaSpecs))
 	for name, r := range job.Spec.PyTorchReplicaSpecs {
@@ -86,6 +87,9 @@ func ContainerPortOf(p elasticidl.ContainerPort) corev1.ContainerPort {
 }
 
 func replicaSpecOf(name string, r *elasticidl.ReplicaSpec) (*kubeflowv1.ReplicaSpec, error) {
+	if r == nil {
+		return nil, &elasticidl.RenderError{Field: "pytorchReplicaSpecs." + name, Reason: "the replica type has no spec (nil)"}
+	}
 	replicas := r.Replicas
 	out := &kubeflowv1.ReplicaSpec{
 		Replicas:      &replicas,
