@@ -16,6 +16,7 @@ package flyteplugin
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
@@ -26,6 +27,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
 	kfplugins "github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/plugins/kubeflow"
 	flyteerr "github.com/flyteorg/flyte/flyteplugins/go/tasks/errors"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery"
@@ -48,13 +50,16 @@ const PluginID = "elastic-idl-pytorch"
 // TaskType is the task type the plugin handles (flytekit's PyTorch and Elastic tasks).
 const TaskType = common.PytorchTaskType
 
-// Plugin is the k8s.Plugin. The zero value is the plugin that init registers.
+// Plugin is the k8s.Plugin. The zero value is the plugin that init registers:
+// it renders with the options of its section of propeller's configuration
+// (Config, under plugins.elastic-idl-pytorch).
 type Plugin struct {
-	// Options are kubeflow.Apply's options, except for their zero values: an
-	// unset Mode is elasticidl.ModeUpstream here, and in that mode an unset
-	// ElasticWorkerRestartPolicy is elasticidl.RestartPolicyNever (upstream's),
-	// so a propeller that swaps this plugin in for flyteplugins' keeps rendering
-	// every task it renders today, with the same restart policy
+	// Options, when not the zero value, are used instead of the configuration
+	// (a program that builds the plugin itself). Their zero values are filled in
+	// as the configuration's: an unset Mode is elasticidl.ModeUpstream, and in
+	// that mode an unset ElasticWorkerRestartPolicy is elasticidl.RestartPolicyNever
+	// (upstream's), so a propeller that swaps this plugin in for flyteplugins'
+	// keeps rendering every task it renders today, with the same restart policy
 	// (docs/guide/propeller.md). Set elasticidl.ModeStrict to refuse what the
 	// strict rules refuse; an unset ElasticWorkerRestartPolicy is then
 	// elasticidl.RestartPolicyExitCode, the renderer's default. A set
@@ -108,7 +113,10 @@ func (p Plugin) BuildResource(ctx context.Context, taskCtx pluginsCore.TaskExecu
 	if err != nil {
 		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "invalid task custom: %v", err)
 	}
-	opts := p.effectiveOptions()
+	opts, err := p.effectiveOptions()
+	if err != nil {
+		return nil, flyteerr.Errorf(flyteerr.RuntimeFailure, "%s configuration: %v", PluginID, err)
+	}
 	dropped := droppedFields(tmpl)
 	if opts.Mode == elasticidl.ModeStrict && len(dropped) > 0 {
 		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "%v", dropped[0])
@@ -127,9 +135,8 @@ func (p Plugin) BuildResource(ctx context.Context, taskCtx pluginsCore.TaskExecu
 		}
 		dropped = append(dropped, *problem)
 	}
-	for _, problem := range dropped {
-		warnf(ctx, "%s: task template field dropped as flyteplugins drops it (the strict mode refuses it): %v",
-			PluginID, problem)
+	for _, w := range warnings(fields, dropped) {
+		warnf(ctx, "%s: %s", PluginID, w)
 	}
 	spec := kubeflowv1.PyTorchJobSpec{PyTorchReplicaSpecs: specs}
 	if err := fields.ApplyTo(&spec); err != nil {
@@ -138,18 +145,40 @@ func (p Plugin) BuildResource(ctx context.Context, taskCtx pluginsCore.TaskExecu
 	return &kubeflowv1.PyTorchJob{TypeMeta: typeMeta(), Spec: spec}, nil
 }
 
-// effectiveOptions are the plugin's Options with their zero values filled in:
-// the upstream mode, and in it upstream's Never for an elastic Worker whose task
-// leaves its restart policy unset.
-func (p Plugin) effectiveOptions() kubeflow.Options {
+// effectiveOptions are the plugin's Options, or when they are the zero value
+// the configuration's, with their zero values filled in: the upstream mode, and
+// in it upstream's Never for an elastic Worker whose task leaves its restart
+// policy unset. An invalid configuration is an error naming its key.
+func (p Plugin) effectiveOptions() (kubeflow.Options, error) {
 	opts := p.Options
+	if opts == (kubeflow.Options{}) {
+		var err error
+		if opts, err = GetConfig().Options(); err != nil {
+			return opts, err
+		}
+	}
 	if opts.Mode == "" {
 		opts.Mode = elasticidl.ModeUpstream
 	}
 	if opts.Mode == elasticidl.ModeUpstream && opts.ElasticWorkerRestartPolicy == "" {
 		opts.ElasticWorkerRestartPolicy = elasticidl.RestartPolicyNever
 	}
-	return opts
+	return opts, nil
+}
+
+// warnings are what a user should hear about a task the plugin renders: each
+// field of the custom this version does not know (a newer SDK's) and each task
+// resource the render dropped, then each task template field flyteplugins' pod
+// machinery drops (the strict mode refuses those).
+func warnings(fields *kubeflow.JobFields, dropped []fieldProblem) []string {
+	var out []string
+	for _, w := range fields.Warnings {
+		out = append(out, "task custom field not used: "+w.String())
+	}
+	for _, problem := range dropped {
+		out = append(out, "task template field dropped as flyteplugins drops it (the strict mode refuses it): "+problem.String())
+	}
+	return out
 }
 
 // podTemplates builds one ReplicaSpec per replica type of the job with
@@ -217,7 +246,7 @@ func (p Plugin) workerEnv(c *corev1.Container) {
 // the job's condition only: a failed pod that the operator recreates (an
 // elastic Worker under the ExitCode restart policy: the strict mode's default,
 // or the upstream mode's when its options say so) does not fail the task.
-func (Plugin) GetTaskPhase(ctx context.Context, pluginContext k8s.PluginContext, resource client.Object) (pluginsCore.PhaseInfo, error) {
+func (p Plugin) GetTaskPhase(ctx context.Context, pluginContext k8s.PluginContext, resource client.Object) (pluginsCore.PhaseInfo, error) {
 	job, ok := resource.(*kubeflowv1.PyTorchJob)
 	if !ok {
 		return pluginsCore.PhaseInfoUndefined, fmt.Errorf("expected a *kubeflowv1.PyTorchJob, got %T", resource)
@@ -246,10 +275,68 @@ func (Plugin) GetTaskPhase(ctx context.Context, pluginContext k8s.PluginContext,
 	now := time.Now()
 	status, _ := utils.MarshalObjToStruct(job.Status)
 	phase, err := common.GetPhaseInfo(condition, now, pluginsCore.TaskInfo{Logs: logs, OccurredAt: &now, CustomInfo: status})
+	if err == nil {
+		phase = p.withWarnings(ctx, pluginContext, tmpl, job, phase)
+	}
 	if verr := k8s.MaybeUpdatePhaseVersionFromPluginContext(&phase, &pluginContext); verr != nil {
 		return phase, verr
 	}
 	return phase, err
+}
+
+// withWarnings gives the user the task's warnings (see warnings) in the task
+// events flyteadmin shows, until the job runs: while the job is queued they
+// follow the phase's reason ("JobCreated; warnings: ..."); the first phase past
+// that (the task was never seen queued) carries them as additional reasons,
+// timed at the job's creation. Later phases carry none, so each warning reaches
+// the user once or twice, not with every event.
+func (p Plugin) withWarnings(ctx context.Context, pluginContext k8s.PluginContext, tmpl *core.TaskTemplate,
+	job *kubeflowv1.PyTorchJob, phase pluginsCore.PhaseInfo,
+) pluginsCore.PhaseInfo {
+	prev := k8s.PluginState{}
+	if _, err := pluginContext.PluginStateReader().Get(&prev); err != nil || prev.Phase >= pluginsCore.PhaseRunning {
+		return phase
+	}
+	ws, err := p.taskWarnings(tmpl, job)
+	if err != nil {
+		warnf(ctx, "%s: the task's warnings could not be computed: %v", PluginID, err)
+		return phase
+	}
+	if len(ws) == 0 {
+		return phase
+	}
+	text := "warnings: " + strings.Join(ws, "; ")
+	if phase.Phase() == pluginsCore.PhaseQueued {
+		return pluginsCore.PhaseInfoQueuedWithTaskInfo(phase.Version(), phase.Reason()+"; "+text, phase.Info())
+	}
+	if info := phase.Info(); info != nil && !strings.Contains(prev.Reason, text) {
+		at := job.CreationTimestamp.Time
+		for _, w := range ws {
+			info.AdditionalReasons = append(info.AdditionalReasons, pluginsCore.ReasonInfo{Reason: PluginID + ": " + w, OccurredAt: &at})
+		}
+	}
+	return phase
+}
+
+// taskWarnings are the warnings of the task as BuildResource rendered it into job.
+func (p Plugin) taskWarnings(tmpl *core.TaskTemplate, job *kubeflowv1.PyTorchJob) ([]string, error) {
+	opts, err := p.effectiveOptions()
+	if err != nil {
+		return nil, err
+	}
+	task, err := elasticidl.FromStruct(tmpl.GetCustom(), tmpl.GetTaskTypeVersion())
+	if err != nil {
+		return nil, err
+	}
+	fields, err := kubeflow.Fields(task, opts)
+	if err != nil {
+		return nil, err
+	}
+	dropped := droppedFields(tmpl)
+	if problem := acceleratorDropped(tmpl, job.Spec.PyTorchReplicaSpecs); problem != nil {
+		dropped = append(dropped, *problem)
+	}
+	return warnings(fields, dropped), nil
 }
 
 // warnf logs a warning in propeller's log (a variable: the tests read what it says).

@@ -62,6 +62,11 @@ type JobFields struct {
 	// ContainerPort is the port of the "pytorch" container that the operator
 	// reads (the rendezvous port of an elastic task that sets one, else 23456).
 	ContainerPort corev1.ContainerPort
+	// Warnings name what of the task the job does not carry: each field this
+	// version does not know (a newer SDK's, Task.UnknownFields) and each task
+	// resource dropped (Task.RenderJob's warnings). Fields sets them; FieldsOf,
+	// which reads a job, cannot know them and leaves them nil.
+	Warnings []elasticidl.SkewWarning
 }
 
 // fieldsRender are render options that every valid task renders with: Fields
@@ -70,16 +75,26 @@ var fieldsRender = elasticidl.RenderOptions{
 	Name: "job", Image: "elastic-idl.invalid/fields:0", Entrypoint: []string{"fields"},
 }
 
-// Fields are the job-level fields of the task's PyTorchJob. Errors are Build's:
-// a task that breaks a rule is an *elasticidl.ValidationError.
+// Fields are the job-level fields of the task's PyTorchJob, with the render's
+// warnings. Errors are Build's: a task that breaks a rule is an
+// *elasticidl.ValidationError.
 func Fields(task *elasticidl.Task, o Options) (*JobFields, error) {
 	render := fieldsRender
 	render.Mode, render.ElasticWorkerRestartPolicy = o.Mode, o.ElasticWorkerRestartPolicy
-	job, err := Build(task, render)
+	core, warnings, err := task.RenderJob(render)
 	if err != nil {
 		return nil, err
 	}
-	return FieldsOf(job)
+	job, err := FromCore(core)
+	if err != nil {
+		return nil, err
+	}
+	f, err := FieldsOf(job)
+	if err != nil {
+		return nil, err
+	}
+	f.Warnings = warnings
+	return f, nil
 }
 
 // FieldsOf reads the job-level fields of a job Build rendered. A job that Build

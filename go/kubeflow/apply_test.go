@@ -199,3 +199,25 @@ func TestNilsAreRenderErrors(t *testing.T) {
 		})
 	}
 }
+
+// Fields keeps the render's warnings: a newer SDK's key is named, not dropped silently.
+func TestFieldsCarryTheRendersWarnings(t *testing.T) {
+	task, err := elasticidl.DecodeTolerant([]byte(`{"workerReplicas":{"replicas":2},"futureKnob":1}`), elasticidl.FormatJSON, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Fields(task, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Warnings) != 1 || f.Warnings[0].Field != "futureKnob" {
+		t.Fatalf("Warnings = %v; want one naming futureKnob", f.Warnings)
+	}
+	clean, err := Fields(decode(t, `{"workerReplicas":{"replicas":2}}`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clean.Warnings != nil {
+		t.Fatalf("Warnings of a task this version knows = %v; want none", clean.Warnings)
+	}
+}
