@@ -45,6 +45,8 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 ## make chaos-defaults  what users get by default: the fault classes under flytekit's, Flyte 2's and our defaults, 5 runs each (docs/guide/when-pods-die.md, "What the defaults give")
 ## make cluster-up    a Kubernetes control plane on this machine (docs/guide/cluster.md); cluster-down stops it
 ## make cluster-test  every cluster test, the long ones too (make test runs the short ones)
+## make flyte-up / flyte-down  the cluster plus Flyte 1.16's propeller with both pytorch plugins (docs/guide/flyte.md) / stop both
+## make flyte-run     package, compile and run FILE's WORKFLOW with INPUTS='{...}' on it; prints the outputs as JSON last
 ## make long-test     the local long tests (races repeated 20 times; make test runs 3 of each)
 ## make clean         remove build/, dist/ and the tool caches
 help:
@@ -251,6 +253,28 @@ cluster-down: venv-dev
 # `make test` runs the short ones (docs/guide/cluster.md).
 cluster-test: devtree
 	$(PY) -m pytest -m cluster tests/test_cluster.py tests/test_cluster_flytekit.py
+
+# ---------------------------------------------------------------- Flyte on the cluster
+
+# Flyte 1.16's propeller (flyte/go.mod: v1.16.8, upstream's plugins and ours), built once per
+# version into ~/.cache/elastic-idl/flyte (flyte/build.sh), run on the host against the cluster;
+# state in CLUSTER_DIR (build/flyte-cluster). `flyte-up` ends with the cluster's two exports.
+# One cluster per machine: hold /var/lock/elastic-idl-cluster.lock around up ... down.
+.PHONY: flyte-build flyte-up flyte-down flyte-run
+flyte-build:
+	flyte/build.sh >/dev/null
+
+flyte-up: devtree
+	$(PY) flyte/flyte.py up
+
+flyte-down: venv-dev
+	$(PY) flyte/flyte.py down
+
+FILE ?= flyte/examples/hello.py
+WORKFLOW ?= wf
+INPUTS ?= {}
+flyte-run: devtree
+	$(PY) flyte/flyte.py run $(FILE) $(WORKFLOW) --inputs '$(INPUTS)'
 
 # The local long tests (marker long): races repeated 20 times; `make test` runs 3 runs of each.
 long-test: devtree

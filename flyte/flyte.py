@@ -59,8 +59,9 @@ ENABLED_PLUGINS = ["container", "sidecar", "k8s-array", "pytorch", "elastic-idl-
 NAMESPACE_TEMPLATE = "{project}-{domain}"
 #: The "image" written into each task: nothing pulls it (the node agent runs the host's .venv).
 IMAGE = "localhost/elastic-idl-flyte:dev"
-#: Where pyflyte-fast-execute unpacks the code in a pod (its /tmp is the pod's own).
-DEST_DIR = "/tmp/flyte-code"
+#: Where pyflyte-fast-execute unpacks the code in a pod: a folder that exists in the "image" (as
+#: /root does in flytekit's default image); here each pod's own /tmp.
+DEST_DIR = "/tmp"
 #: propeller's log line once its informer caches are synced and its workers run.
 WATCHING = "Started workers"
 
@@ -132,7 +133,9 @@ def propeller_config(cluster: Path, kubeconfig: Path, store: dict[str, Any], por
                 },
             }
         },
-        "plugins": {"k8s": {"default-env-vars": dict(store["env"]), "inject-finalizer": True}},
+        # A list of one-key maps, as Flyte's own charts write it: viper lowercases the keys of a
+        # map it reads (the pods got `flyte_aws_endpoint`), not those inside a list.
+        "plugins": {"k8s": {"default-env-vars": [{k: v} for k, v in store["env"].items()], "inject-finalizer": True}},
         "logger": {"level": 4, "show-source": True},
     }
 
@@ -232,7 +235,7 @@ def up() -> None:
                 raise FlyteError(f"flytepropeller did not watch within 120 s:\n{log_tail(log)}")
             time.sleep(0.2)
         watching_s = time.monotonic() - started
-        kubectl(env, "get", "crd", "flyteworkflows.flyteworkflow.flyte.org")
+        kubectl(env, "get", "crd", "flyteworkflows.flyte.lyft.com")
         print(
             f"== flytepropeller watches (pid {p.pid}; build check {build_s:.1f} s, start -> watching "
             f"{watching_s:.1f} s); log {log}; events {fd / 'events.txt'}",
@@ -324,6 +327,29 @@ def read_package(tgz: Path) -> tuple[dict[str, Any], dict[str, Any], tuple[str, 
     return tasks, workflows, tarball
 
 
+def hydrate(message: Any, project: str, domain: str, version: str) -> None:
+    """What `flytectl register` does to a package's ids: every flyteidl.core.Identifier in the
+    message (the entity's own and each node's reference) gets the project, domain and version
+    where pyflyte package left them empty."""
+    if message.DESCRIPTOR.full_name == "flyteidl.core.Identifier":
+        message.project = message.project or project
+        message.domain = message.domain or domain
+        message.version = message.version or version
+        return
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            items = value.values() if field.message_type.fields_by_name["value"].message_type else []
+            for item in items:
+                hydrate(item, project, domain, version)
+        elif field.is_repeated:
+            for item in value:
+                hydrate(item, project, domain, version)
+        else:
+            hydrate(value, project, domain, version)
+
+
 def load_workflow(file: Path, name: str) -> Any:
     import importlib
 
@@ -332,7 +358,7 @@ def load_workflow(file: Path, name: str) -> Any:
     return getattr(module, name)
 
 
-def run(file: Path, workflow: str, inputs: dict[str, Any], timeout: float) -> int:
+def run(file: Path, workflow: str, inputs: dict[str, Any], timeout: float, project: str, domain: str) -> int:
     from flyteidl.core import workflow_closure_pb2
     from flytekit.core.context_manager import FlyteContextManager
     from flytekit.core.type_engine import TypeEngine
@@ -368,15 +394,20 @@ def run(file: Path, workflow: str, inputs: dict[str, Any], timeout: float) -> in
             del t.container.args[:]
             t.container.args.extend(args)
     closure = workflow_closure_pb2.WorkflowClosure(workflow=wf_spec.template, tasks=list(tasks.values()))
+    hydrate(closure, project, domain, name)
     (work / "workflow.pb").write_bytes(closure.SerializeToString())
     wf = load_workflow(file, workflow)
     ctx = FlyteContextManager.current_context()
     literals = TypeEngine.dict_to_literal_map(ctx, inputs, wf.python_interface.inputs)
     (work / "inputs.pb").write_bytes(literals.to_flyte_idl().SerializeToString())
-    project, domain = wf_spec.template.id.project, wf_spec.template.id.domain
     namespace = NAMESPACE_TEMPLATE.format(project=project, domain=domain)
     if kubectl(env, "get", "namespace", namespace, check=False) == "":
         kubectl(env, "create", "namespace", namespace)
+    wait_until = time.monotonic() + 60 * kc.timeout_scale()  # a namespace takes pods once its ServiceAccount exists
+    while kubectl(env, "get", "serviceaccount", "default", "-n", namespace, check=False) == "":
+        if time.monotonic() > wait_until:
+            raise FlyteError(f"no ServiceAccount default in {namespace} after 60 s")
+        time.sleep(0.5)
     r = subprocess.run(
         [str(Path(info["bin"]) / "kubectl-flyte"), "--kubeconfig", env["KUBECONFIG"], "--namespace", namespace,
          "create", "--proto-path", str(work / "workflow.pb"), "--input-path", str(work / "inputs.pb"),
@@ -443,6 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("workflow")
     r.add_argument("--inputs", default="{}", help="the workflow's inputs, one JSON object")
     r.add_argument("--timeout", type=float, default=600.0)
+    r.add_argument("--project", default="flytesnacks", help="the execution's project (default: Flyte's sandbox one)")
+    r.add_argument("--domain", default="development")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -450,7 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "down":
             down()
         else:
-            return run(args.file, args.workflow, json.loads(args.inputs), args.timeout)
+            return run(args.file, args.workflow, json.loads(args.inputs), args.timeout, args.project, args.domain)
     except (FlyteError, kc.ClusterError, KeyboardInterrupt) as e:
         print(f"flyte {args.command}: {e or 'interrupted'}", file=sys.stderr)
         return 1
