@@ -350,6 +350,27 @@ def hydrate(message: Any, project: str, domain: str, version: str) -> None:
             hydrate(value, project, domain, version)
 
 
+def set_package_path(template: Any, path: str) -> None:
+    """`{{ .remote_package_path }}` in the task's container args (a container task) or in each
+    container's args of its pod spec (a k8s_pod task, as an Elastic task is) becomes `path`."""
+
+    def sub(args: Sequence[str]) -> list[str]:
+        return [a.replace("{{ .remote_package_path }}", path) for a in args]
+
+    target = template.WhichOneof("target")
+    if target == "container":
+        args = sub(template.container.args)
+        del template.container.args[:]
+        template.container.args.extend(args)
+    elif target == "k8s_pod":
+        for container in template.k8s_pod.pod_spec.fields["containers"].list_value.values:
+            fields = container.struct_value.fields
+            if "args" in fields:
+                args = sub([v.string_value for v in fields["args"].list_value.values])
+                fields["args"].list_value.Clear()
+                fields["args"].list_value.extend(args)
+
+
 def load_workflow(file: Path, name: str) -> Any:
     import importlib
 
@@ -390,9 +411,7 @@ def run(file: Path, workflow: str, inputs: dict[str, Any], timeout: float, proje
         finally:
             s3.close()
         for t in tasks.values():
-            args = [a.replace("{{ .remote_package_path }}", f"s3://{store['bucket']}/{key}") for a in t.container.args]
-            del t.container.args[:]
-            t.container.args.extend(args)
+            set_package_path(t, f"s3://{store['bucket']}/{key}")
     closure = workflow_closure_pb2.WorkflowClosure(workflow=wf_spec.template, tasks=list(tasks.values()))
     hydrate(closure, project, domain, name)
     (work / "workflow.pb").write_bytes(closure.SerializeToString())
