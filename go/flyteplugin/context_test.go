@@ -26,21 +26,26 @@ import (
 
 // The test fixtures of flyteplugins v1.16.8's pytorch plugin tests
 // (go/tasks/plugins/k8s/kfoperators/pytorch/pytorch_test.go), rebuilt here:
-// that file's package cannot be imported. Values mirror its constants (lines
-// 37-70: the container image, args, env, annotations, labels, the override
-// resources, the service account); the TaskExecutionContext answers what its
-// dummyPytorchTaskContext (lines 129-197) answers, through flyteplugins'
-// exported mocks.
+// that file's package cannot be imported. The values are its constants (lines
+// 36-71: the container images, args, env, annotations, labels, the override
+// resources, the service account, the job's name and namespace); the
+// TaskExecutionContext answers what its dummyPytorchTaskContext (lines 129-197)
+// answers, through flyteplugins' exported mocks (fixtureContext takes the same
+// four inputs: resources, extended resources, image override, plugin state).
 
 const (
-	fixtureImage       = "image://"
-	fixtureImageMaster = "image://master"
+	fixtureImage          = "image://"
+	fixtureImageMaster    = "image://master"
+	fixtureServiceAccount = "pytorch_sa"
+	// The name and namespace of the job dummyPytorchJobResource returns (lines 69-70).
+	fixtureJobName      = "the-job"
+	fixtureJobNamespace = "pytorch-namespace"
 )
 
 var (
-	fixtureArgs        = []string{"cmd", "--", "task-args"}
-	fixtureAnnotations = map[string]string{"annotation-1": "val1"}
-	fixtureLabels      = map[string]string{"label-1": "val1"}
+	fixtureArgs        = []string{"test-args"}
+	fixtureAnnotations = map[string]string{"annotation-key": "annotation-value"}
+	fixtureLabels      = map[string]string{"label-key": "label-value"}
 	// The task's resource overrides (pytorch_test.go lines 55-67).
 	fixtureResources = &corev1.ResourceRequirements{
 		Limits: corev1.ResourceList{
@@ -88,6 +93,12 @@ func executionID() *mocks.TaskExecutionID {
 // mockedContext is a TaskExecutionContext reading tmpl, with fixed input and
 // output locations, a zero plugin state and the metadata meta.
 func mockedContext(tmpl *core.TaskTemplate, meta *mocks.TaskExecutionMetadata) pluginsCore.TaskExecutionContext {
+	return mockedContextWithState(tmpl, meta, k8s.PluginState{})
+}
+
+// mockedContextWithState is mockedContext whose plugin state reader reads state
+// (propeller's record of the phase it last reported).
+func mockedContextWithState(tmpl *core.TaskTemplate, meta *mocks.TaskExecutionMetadata, pluginState k8s.PluginState) pluginsCore.TaskExecutionContext {
 	inputs := &pluginIOMocks.InputReader{}
 	inputs.EXPECT().GetInputPrefixPath().Return("/input/prefix")
 	inputs.EXPECT().GetInputPath().Return("/input")
@@ -104,7 +115,11 @@ func mockedContext(tmpl *core.TaskTemplate, meta *mocks.TaskExecutionMetadata) p
 	reader.EXPECT().Read(mock.Anything).Return(tmpl, nil)
 
 	state := &mocks.PluginStateReader{}
-	state.On("Get", mock.Anything).Return(uint8(0), nil)
+	state.On("Get", mock.Anything).Run(func(args mock.Arguments) {
+		if into, ok := args.Get(0).(*k8s.PluginState); ok {
+			*into = pluginState
+		}
+	}).Return(uint8(0), nil)
 
 	ctx := &mocks.TaskExecutionContext{}
 	ctx.EXPECT().InputReader().Return(inputs)
@@ -115,14 +130,25 @@ func mockedContext(tmpl *core.TaskTemplate, meta *mocks.TaskExecutionMetadata) p
 	return ctx
 }
 
-// taskContext is a mocked TaskExecutionContext for a template.
+// taskContext is a mocked TaskExecutionContext for a template, with the
+// fixture's resource overrides, no extended resources or image override, and a
+// zero plugin state (what most of upstream's tests pass).
 func taskContext(tmpl *core.TaskTemplate) pluginsCore.TaskExecutionContext {
+	return fixtureContext(tmpl, fixtureResources, nil, "", k8s.PluginState{})
+}
+
+// fixtureContext is a mocked TaskExecutionContext for a template whose node
+// overrides the resources, the extended resources and the container image, and
+// whose plugin state is pluginState.
+func fixtureContext(tmpl *core.TaskTemplate, resources *corev1.ResourceRequirements, extended *core.ExtendedResources,
+	image string, pluginState k8s.PluginState,
+) pluginsCore.TaskExecutionContext {
 	id := executionID()
 
 	overrides := &mocks.TaskOverrides{}
-	overrides.EXPECT().GetResources().Return(fixtureResources)
-	overrides.EXPECT().GetExtendedResources().Return(nil)
-	overrides.EXPECT().GetContainerImage().Return("")
+	overrides.EXPECT().GetResources().Return(resources)
+	overrides.EXPECT().GetExtendedResources().Return(extended)
+	overrides.EXPECT().GetContainerImage().Return(image)
 	overrides.EXPECT().GetPodTemplate().Return(nil)
 
 	meta := &mocks.TaskExecutionMetadata{}
@@ -133,12 +159,12 @@ func taskContext(tmpl *core.TaskTemplate) pluginsCore.TaskExecutionContext {
 	meta.EXPECT().GetOwnerReference().Return(metav1.OwnerReference{Kind: "node", Name: "blah"})
 	meta.EXPECT().IsInterruptible().Return(true)
 	meta.EXPECT().GetOverrides().Return(overrides)
-	meta.EXPECT().GetK8sServiceAccount().Return("pytorch_sa")
+	meta.EXPECT().GetK8sServiceAccount().Return(fixtureServiceAccount)
 	meta.EXPECT().GetPlatformResources().Return(&corev1.ResourceRequirements{})
 	meta.EXPECT().GetEnvironmentVariables().Return(nil)
 	meta.EXPECT().GetConsoleURL().Return("")
 
-	return mockedContext(tmpl, meta)
+	return mockedContextWithState(tmpl, meta, pluginState)
 }
 
 // upstreamPlugin is flyteplugins' own pytorch plugin, from the registry its init filled.
