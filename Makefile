@@ -47,6 +47,7 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 ## make cluster-test  every cluster test, the long ones too (make test runs the short ones)
 ## make flyte-up / flyte-down  the cluster plus Flyte 1.16's propeller with both pytorch plugins (docs/guide/flyte.md) / stop both
 ## make flyte-run     package, compile and run FILE's WORKFLOW with INPUTS='{...}' on it; prints the outputs as JSON last
+## make flyte-test    tests/test_flyte.py, the cluster ones too (its own cluster and propeller in build/flyte-test)
 ## make long-test     the local long tests (races repeated 20 times; make test runs 3 of each)
 ## make clean         remove build/, dist/ and the tool caches
 help:
@@ -260,7 +261,7 @@ cluster-test: devtree
 # version into ~/.cache/elastic-idl/flyte (flyte/build.sh), run on the host against the cluster;
 # state in CLUSTER_DIR (build/flyte-cluster). `flyte-up` ends with the cluster's two exports.
 # One cluster per machine: hold /var/lock/elastic-idl-cluster.lock around up ... down.
-.PHONY: flyte-build flyte-up flyte-down flyte-run
+.PHONY: flyte-build flyte-up flyte-down flyte-run flyte-test
 flyte-build:
 	flyte/build.sh >/dev/null
 
@@ -275,6 +276,11 @@ WORKFLOW ?= wf
 INPUTS ?= {}
 flyte-run: devtree
 	$(PY) flyte/flyte.py run $(FILE) $(WORKFLOW) --inputs '$(INPUTS)'
+
+# Every Flyte test (tests/test_flyte.py): the short ones, which `make test` runs, and the cluster
+# ones (marker cluster_long): up, propeller's strict config check, its plugins, two workflows, down.
+flyte-test: devtree
+	$(PY) -m pytest -m "cluster_long or not cluster_long" tests/test_flyte.py
 
 # The local long tests (marker long): races repeated 20 times; `make test` runs 3 runs of each.
 long-test: devtree

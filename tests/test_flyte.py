@@ -1,0 +1,279 @@
+"""Flyte 1.16's propeller, built here, on the one-machine cluster (flyte/, docs/guide/flyte.md).
+
+The short tests read the wrapper module against upstream's own plugin loader (in Go's module
+cache) and check what flyte/flyte.py hands propeller and its compiler: the configuration, and a
+`pyflyte package` archive made into a WorkflowClosure (ids filled in, the code tarball's address
+written into the tasks' args). The long ones (marker cluster_long; `make flyte-test`) start the
+cluster and propeller (`flyte.py up`, in build/flyte-test), ask propeller to validate its own
+configuration strictly, read from its log which plugins the binary holds and which one serves
+`pytorch`, and run two workflows to Success through propeller: a plain one (two python tasks)
+and a 2-node Elastic task feeding a plain task, with the outputs read back from the object store
+as propeller wrote them. Root and Go, as the cluster tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FLYTE = REPO / "flyte"
+FLYTE_PY = FLYTE / "flyte.py"
+EXAMPLES = FLYTE / "examples"
+PROPELLER = "github.com/flyteorg/flyte/flytepropeller"
+OUR_PLUGIN = "github.com/elastic-idl/elastic-idl/go/flyteplugin"
+SPARK = "github.com/flyteorg/flyte/flyteplugins/go/tasks/plugins/k8s/spark"
+
+_spec = importlib.util.spec_from_file_location("flyte_tool", FLYTE_PY)
+assert _spec and _spec.loader
+ft = importlib.util.module_from_spec(_spec)
+sys.modules["flyte_tool"] = ft
+_spec.loader.exec_module(ft)
+
+
+def _go() -> str:
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    if not Path(go).exists():
+        pytest.skip("no go: the wrapper module cannot be read")
+    return go
+
+
+def _blank_imports(go_file: Path) -> set[str]:
+    return set(re.findall(r'^\s*_ "([^"]+)"', go_file.read_text(), re.M))
+
+
+def test_the_propeller_main_loads_upstreams_plugins_but_spark_plus_ours() -> None:
+    """cmd/flytepropeller imports what upstream's plugin loader at v1.16.8 imports, but spark, and ours."""
+    env = {**os.environ, "GOWORK": "off", "GOFLAGS": "-mod=readonly"}
+    r = subprocess.run(
+        [_go(), "list", "-m", "-json", PROPELLER], cwd=FLYTE, env=env, capture_output=True, text=True, check=True
+    )
+    module = json.loads(r.stdout)
+    assert module["Version"] == "v1.16.8"
+    upstream = _blank_imports(Path(module["Dir"]) / "plugins" / "loader.go")
+    ours = _blank_imports(FLYTE / "cmd" / "flytepropeller" / "main.go")
+    assert len(upstream) == 14 and SPARK in upstream, sorted(upstream)
+    assert upstream - ours == {SPARK}
+    assert ours - upstream == {OUR_PLUGIN}
+    # The flyte modules propeller replaces by directory are the release's tags here.
+    gomod = (FLYTE / "go.mod").read_text()
+    for name in ("flyteidl", "flyteplugins", "flytestdlib"):
+        assert re.search(rf"github.com/flyteorg/flyte/{name} => github.com/flyteorg/flyte/{name} v1\.16\.8\n", gomod)
+    assert "tool github.com/flyteorg/flyte/flytepropeller/cmd/kubectl-flyte" in gomod
+
+
+STORE = {
+    "endpoint": "http://10.237.0.1:7070",
+    "region": "us-east-1",
+    "access_key_id": "EIDL0000000000000000",
+    "secret_access_key": "s" * 40,
+    "bucket": "elastic-idl",
+    "env": {
+        "FLYTE_AWS_ENDPOINT": "http://10.237.0.1:7070",
+        "FLYTE_AWS_ACCESS_KEY_ID": "EIDL0000000000000000",
+        "FLYTE_AWS_SECRET_ACCESS_KEY": "s" * 40,
+    },
+}
+
+
+def test_the_configuration_routes_pytorch_to_ours_keeps_events_local_and_uses_the_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("FLYTE_PYTORCH_PLUGIN", raising=False)
+    kubeconfig, folder = Path("/var/tmp/c/admin.kubeconfig"), Path("/var/tmp/c")
+    cfg = ft.propeller_config(folder, kubeconfig, STORE, {"propeller-profiler": 20001, "admin-unused": 20002})
+    plugins = cfg["tasks"]["task-plugins"]
+    assert {"pytorch", "elastic-idl-pytorch"} <= set(plugins["enabled-plugins"])
+    assert plugins["default-for-task-types"]["pytorch"] == "elastic-idl-pytorch"
+    assert cfg["event"]["type"] == "file" and cfg["event"]["file-path"] == "/var/tmp/c/flyte/events.txt"
+    assert cfg["propeller"]["kube-config"] == str(kubeconfig) and cfg["propeller"]["create-flyteworkflow-crd"]
+    conn = cfg["storage"]["connection"]
+    assert cfg["storage"]["type"] == "minio" and cfg["storage"]["container"] == "elastic-idl"
+    assert (conn["endpoint"], conn["access-key"], conn["secret-key"]) == (
+        STORE["endpoint"],
+        STORE["access_key_id"],
+        STORE["secret_access_key"],
+    )
+    # One-key maps in a list: viper would lowercase the keys of a map (the pods got flyte_aws_endpoint).
+    assert cfg["plugins"]["k8s"]["default-env-vars"] == [{k: v} for k, v in STORE["env"].items()]
+    assert cfg["admin"]["endpoint"].startswith("dns:///127.0.0.1:")
+    monkeypatch.setenv("FLYTE_PYTORCH_PLUGIN", "pytorch")
+    cfg = ft.propeller_config(folder, kubeconfig, STORE, {"propeller-profiler": 20001, "admin-unused": 20002})
+    assert cfg["tasks"]["task-plugins"]["default-for-task-types"]["pytorch"] == "pytorch"
+
+
+def test_a_package_becomes_a_closure_with_ids_and_the_code_address(tmp_path: Path) -> None:
+    """What flytectl register would do to a `pyflyte package` archive, done by flyte.py."""
+    from flyteidl.core import workflow_closure_pb2
+
+    tasks, workflows, tarball = ft.read_package(ft.package(EXAMPLES / "elastic.py", tmp_path))
+    assert sorted(tasks) == ["elastic.plus_one", "elastic.reduce_sum"] and sorted(workflows) == ["elastic.wf"]
+    assert tarball is not None and tarball[0].startswith("fast") and tarball[0].endswith(".tar.gz")
+    elastic = tasks["elastic.reduce_sum"]
+    assert (elastic.type, elastic.WhichOneof("target")) == ("pytorch", "k8s_pod")
+    for t in tasks.values():
+        ft.set_package_path(t, "s3://b/fast/x.tar.gz")
+    # The pod task keeps its target: no empty container appears beside it (the compiler refuses one).
+    assert elastic.WhichOneof("target") == "k8s_pod" and not elastic.HasField("container")
+    closure = workflow_closure_pb2.WorkflowClosure(workflow=workflows["elastic.wf"].template, tasks=tasks.values())
+    ft.hydrate(closure, "p", "d", "v1")
+    text = str(closure)
+    assert "remote_package_path" not in text and text.count("s3://b/fast/x.tar.gz") == 2
+    ids = [
+        closure.workflow.id,
+        *(t.id for t in closure.tasks),
+        *(n.task_node.reference_id for n in closure.workflow.nodes),
+    ]
+    assert len(ids) == 5 and all((i.project, i.domain, i.version) == ("p", "d", "v1") for i in ids)
+    assert {n.task_node.reference_id.name for n in closure.workflow.nodes} == set(tasks)
+
+
+# ---------------------------------------------------------------- on the cluster
+
+
+@dataclass
+class Flyte:
+    env: dict[str, str]  # the process env with CLUSTER_DIR
+    dir: Path  # CLUSTER_DIR
+    kubectl: str
+    kubeconfig: str
+
+    def kube(self, *args: str) -> str:
+        return subprocess.run(
+            [self.kubectl, "--kubeconfig", self.kubeconfig, *args], capture_output=True, text=True, check=True
+        ).stdout
+
+    def run(self, file: str, workflow: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """flyte.py run; the execution's name and the outputs it printed last."""
+        r = subprocess.run(
+            [sys.executable, str(FLYTE_PY), "run", str(EXAMPLES / file), workflow, "--inputs", json.dumps(inputs)],
+            env=self.env, capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        created = re.search(r"FlyteWorkflow flytesnacks-development/(\S+) created", r.stderr)
+        assert created, r.stderr
+        assert re.search(rf"flytesnacks-development/{created.group(1)}: Success ", r.stderr), r.stderr
+        return created.group(1), json.loads(r.stdout.strip().splitlines()[-1])
+
+    def log(self) -> list[dict[str, Any]]:
+        lines = []
+        for line in (self.dir / "logs" / "flytepropeller.log").read_text().splitlines():
+            if line.startswith("{"):
+                lines.append(json.loads(line))
+        return lines
+
+
+@pytest.fixture(scope="module")
+def flyte() -> Iterator[Flyte]:
+    sys.path.insert(0, str(REPO / "cluster"))
+    import cluster as kc
+
+    state = kc.default_state_dir("flyte-test")
+    env = {**os.environ, "CLUSTER_DIR": str(state)}
+    env.pop("FLYTE_PYTORCH_PLUGIN", None)
+    try:
+        up = subprocess.run(
+            [sys.executable, str(FLYTE_PY), "up"], env=env, capture_output=True, text=True, timeout=3600, check=False
+        )
+        assert up.returncode == 0, up.stderr[-4000:]
+        last = up.stdout.strip().splitlines()[-2:]
+        assert last[0].startswith("export KUBECTL=/") and last[1].startswith("export KUBECONFIG=/"), up.stdout
+        assert "flytepropeller watches" in up.stderr
+        yield Flyte(env, state, last[0].split("=", 1)[1], last[1].split("=", 1)[1])
+    finally:
+        subprocess.run([sys.executable, str(FLYTE_PY), "down"], env=env, capture_output=True, timeout=300, check=True)
+        left = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit() and proc.name != str(os.getpid()):
+                try:
+                    cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+                except OSError:
+                    continue
+                if str(state) in cmdline:
+                    left.append(cmdline.replace("\0", " ")[:200])
+        assert left == [] and not Path(f"/sys/class/net/{kc.POD_BRIDGE}").exists(), left
+
+
+@pytest.mark.cluster_long
+def test_propeller_validates_the_configuration_strictly(flyte: Flyte) -> None:
+    """Propeller's own strict check: every key flyte.py writes is one of its registered sections'."""
+    binary = Path(json.loads((flyte.dir / "flyte" / "propeller.json").read_text())["bin"]) / "flytepropeller"
+    config = flyte.dir / "flyte" / "propeller.yaml"
+
+    def validate(path: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(binary), "config", "--file", str(path), "validate", "--strict"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    r = validate(config)
+    assert r.returncode == 0 and "Validated config file successfully." in r.stdout + r.stderr, r.stdout + r.stderr
+    # The check is a real one: a key no section registers is refused.
+    bad = flyte.dir / "flyte" / "propeller-bad.yaml"
+    bad.write_text(config.read_text().replace("show-source:", "show-sources:"))
+    r = validate(bad)
+    assert r.returncode == 1 and "invalid keys: show-sources" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+@pytest.mark.cluster_long
+def test_the_binary_holds_upstreams_k8s_plugins_but_spark_and_ours_serves_pytorch(flyte: Flyte) -> None:
+    log = flyte.log()
+    k8s = {m.group(1) for e in log if (m := re.match(r"K8s Plugin \[([\w-]+)\] is", e.get("msg", "")))}
+    assert k8s == {"container", "sidecar", "pod", "dask", "mpi", "pytorch", "tensorflow", "ray", "elastic-idl-pytorch"}
+    loaded = {m.group(1) for e in log if (m := re.match(r"Loading Plugin \[([\w-]+)\] ENABLED", e.get("msg", "")))}
+    assert {"pytorch", "elastic-idl-pytorch"} <= loaded
+    assert any(e.get("msg") == "Plugin [elastic-idl-pytorch] registered for TaskType [pytorch]" for e in log)
+    assert not any(e.get("msg") == "Plugin [pytorch] registered for TaskType [pytorch]" for e in log)
+    assert flyte.kube("get", "crd", "flyteworkflows.flyte.lyft.com", "-o", "name").strip()
+
+
+@pytest.mark.cluster_long
+def test_a_plain_workflow_runs_to_success_and_its_outputs_are_in_the_store(flyte: Flyte) -> None:
+    name, outputs = flyte.run("hello.py", "wf", {"n": 5})
+    assert outputs == {"o0": 113}  # 5 * 5 + 88, through two pods
+    wf = json.loads(flyte.kube("get", "flyteworkflow", name, "-n", "flytesnacks-development", "-o", "json"))
+    assert wf["status"]["phase"] == 3  # WorkflowPhaseSuccess
+    ref = wf["status"]["outputRef"]
+    assert ref == f"s3://elastic-idl/metadata/propeller/flytesnacks-development-{name}/end-node/data/0/outputs.pb"
+    objects = flyte.dir / "objectstore" / "elastic-idl" / ref.removeprefix("s3://elastic-idl/")
+    assert objects.is_file() and objects.stat().st_size > 0
+    events = (flyte.dir / "flyte" / "events.txt").read_text()
+    ours = [ln for ln in events.splitlines() if f'name:"{name}"' in ln]
+    assert any(ln.startswith("[--WF EVENT--]") and "Phase: SUCCEEDED" in ln for ln in ours), ours
+    assert sum(ln.startswith("[--TASK EVENT--]") and "Phase: SUCCEEDED" in ln for ln in ours) == 2, ours
+
+
+@pytest.mark.cluster_long
+def test_an_elastic_task_runs_through_our_plugin_and_feeds_the_next_task(flyte: Flyte) -> None:
+    name, outputs = flyte.run("elastic.py", "wf", {"x": 3})
+    assert outputs == {"o0": 73}  # (3 + 4) * 10 + a world of 2, plus one
+    jobs = json.loads(flyte.kube("get", "pytorchjobs", "-n", "flytesnacks-development", "-o", "json"))["items"]
+    job = next(j for j in jobs if j["metadata"]["labels"].get("execution-id") == name)
+    assert list(job["spec"]["pytorchReplicaSpecs"]) == ["Worker"]
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert job["spec"]["elasticPolicy"]["minReplicas"] == job["spec"]["elasticPolicy"]["maxReplicas"] == 2
+    assert any(c["type"] == "Succeeded" and c["status"] == "True" for c in job["status"]["conditions"])
+    handled = [e for e in flyte.log() if e.get("msg", "").startswith("Plugin [elastic-idl-pytorch] returned")]
+    assert handled, "propeller's log names no task handled by elastic-idl-pytorch"
+
+
+def test_the_package_archive_holds_what_read_package_reads(tmp_path: Path) -> None:
+    """read_package's file-name rule (<n>_<name>_<resource type>.pb) against pyflyte's archive."""
+    tgz = ft.package(EXAMPLES / "hello.py", tmp_path)
+    with tarfile.open(tgz) as tar:
+        names = sorted(m.name for m in tar.getmembers())
+    assert [n for n in names if n.endswith("_1.pb")] and [n for n in names if n.endswith("_2.pb")], names
+    tasks, workflows, tarball = ft.read_package(tgz)
+    assert sorted(tasks) == ["hello.plus", "hello.square"] and list(workflows) == ["hello.wf"] and tarball
