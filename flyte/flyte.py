@@ -417,6 +417,8 @@ def run(file: Path, workflow: str, inputs: dict[str, Any], timeout: float, proje
     (work / "workflow.pb").write_bytes(closure.SerializeToString())
     wf = load_workflow(file, workflow)
     ctx = FlyteContextManager.current_context()
+    # The default launch plan's part: the workflow's own defaults for the inputs not given.
+    inputs = {**wf.python_interface.default_inputs_as_kwargs, **inputs}
     literals = TypeEngine.dict_to_literal_map(ctx, inputs, wf.python_interface.inputs)
     (work / "inputs.pb").write_bytes(literals.to_flyte_idl().SerializeToString())
     namespace = NAMESPACE_TEMPLATE.format(project=project, domain=domain)

@@ -241,7 +241,7 @@ def test_the_binary_holds_upstreams_k8s_plugins_but_spark_and_ours_serves_pytorc
 
 @pytest.mark.cluster_long
 def test_a_plain_workflow_runs_to_success_and_its_outputs_are_in_the_store(flyte: Flyte) -> None:
-    name, outputs = flyte.run("hello.py", "wf", {"n": 5})
+    name, outputs = flyte.run("hello.py", "wf", {})  # n: the workflow's default, 5
     assert outputs == {"o0": 113}  # 5 * 5 + 88, through two pods
     wf = json.loads(flyte.kube("get", "flyteworkflow", name, "-n", "flytesnacks-development", "-o", "json"))
     assert wf["status"]["phase"] == 3  # WorkflowPhaseSuccess
