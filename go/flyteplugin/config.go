@@ -2,10 +2,15 @@ package flyteplugin
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+
 	pluginsConfig "github.com/flyteorg/flyte/flyteplugins/go/tasks/config"
+	"github.com/flyteorg/flyte/flytestdlib/config"
 
 	"github.com/elastic-idl/elastic-idl/go/elasticidl"
 	"github.com/elastic-idl/elastic-idl/go/kubeflow"
@@ -21,6 +26,7 @@ const ConfigSection = PluginID
 //	  elastic-idl-pytorch:
 //	    mode: upstream                       # or strict
 //	    elastic-worker-restart-policy: ""    # "" (the mode's), Never or ExitCode
+//	    max-worst-case: 0s                   # e.g. 2h: refuse a task whose worst case is above
 //
 // The zero value is the default: the upstream mode, which renders what
 // flyteplugins' pytorch plugin renders, and upstream's Never for an elastic
@@ -34,6 +40,12 @@ type Config struct {
 	// from unset, so it applies to those too): "" for the mode's (upstream: Never,
 	// strict: ExitCode), "Never" or "ExitCode". A task's OnFailure or Always wins.
 	ElasticWorkerRestartPolicy string `json:"elastic-worker-restart-policy"`
+	// MaxWorstCase, when above zero, refuses an elastic task whose worst case from
+	// a fault to the job's end (elasticidl.Task.WorstCase, under the Worker
+	// restart policy the job gets) is above it, or unbounded: a deployment's
+	// ceiling on how long a stuck or crash-looping job may hold its nodes (rule
+	// worst_case.max, as `elastic-idl validate --max-worst-case`). Zero: no ceiling.
+	MaxWorstCase config.Duration `json:"max-worst-case"`
 }
 
 var (
@@ -70,5 +82,55 @@ func (c *Config) Options() (kubeflow.Options, error) {
 			ConfigSection, c.ElasticWorkerRestartPolicy, strings.Join(policies, ", "))
 	}
 	o.ElasticWorkerRestartPolicy = c.ElasticWorkerRestartPolicy
+	if c.MaxWorstCase.Duration < 0 {
+		return o, fmt.Errorf("plugins.%s.max-worst-case: %v is below zero (0 means no ceiling)", ConfigSection, c.MaxWorstCase.Duration)
+	}
 	return o, nil
+}
+
+// checkWorstCase refuses a task whose worst case under the job's Worker restart
+// policy is above the configured ceiling, or unbounded (rule worst_case.max); a
+// task without an elastic config has none to refuse.
+func (c *Config) checkWorstCase(task *elasticidl.Task, fields *kubeflow.JobFields) error {
+	ceiling := c.MaxWorstCase.Duration
+	worker, ok := fields.Replicas[kubeflowv1.PyTorchJobReplicaTypeWorker]
+	if ceiling <= 0 || !ok || fields.ElasticPolicy == nil {
+		return nil
+	}
+	w, err := task.WorstCase(string(worker.RestartPolicy))
+	if err != nil || w == nil {
+		return err
+	}
+	if w.Seconds != nil && *w.Seconds <= ceiling.Seconds() {
+		return nil
+	}
+	shown := "unbounded"
+	if w.Seconds != nil {
+		shown = fmt.Sprintf("%s (%s s)", formatSeconds(*w.Seconds), strconv.FormatFloat(*w.Seconds, 'f', -1, 64))
+	}
+	return &elasticidl.ValidationError{Violations: []elasticidl.Violation{{
+		Rule: "worst_case.max",
+		Message: fmt.Sprintf("the worst case from a fault to the job's end is %s under restartPolicy %s, above the "+
+			"ceiling %v (plugins.%s.max-worst-case)", shown, w.RestartPolicy, ceiling, ConfigSection),
+	}}}
+}
+
+// formatSeconds writes a duration as 1h 2m 5s (whole seconds, rounded up), as
+// elastic-idl validate prints it.
+func formatSeconds(seconds float64) string {
+	left := int64(math.Ceil(seconds))
+	var parts []string
+	for _, unit := range []struct {
+		s    int64
+		name string
+	}{{3600, "h"}, {60, "m"}, {1, "s"}} {
+		if n := left / unit.s; n > 0 {
+			parts = append(parts, strconv.FormatInt(n, 10)+unit.name)
+		}
+		left %= unit.s
+	}
+	if len(parts) == 0 {
+		return "0s"
+	}
+	return strings.Join(parts, " ")
 }

@@ -2,10 +2,13 @@ package flyteplugin
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	stdErrors "github.com/flyteorg/flyte/flytestdlib/errors"
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
@@ -58,7 +61,7 @@ func TestConfigSectionFromPropellersYAML(t *testing.T) {
 	}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "config.yaml")
-	yaml := "plugins:\n  elastic-idl-pytorch:\n    mode: strict\n    elastic-worker-restart-policy: ExitCode\n"
+	yaml := "plugins:\n  elastic-idl-pytorch:\n    mode: strict\n    elastic-worker-restart-policy: ExitCode\n    max-worst-case: 2h\n"
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +69,16 @@ func TestConfigSectionFromPropellersYAML(t *testing.T) {
 	if err := accessor.UpdateConfig(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := *GetConfig(); got != (Config{Mode: "strict", ElasticWorkerRestartPolicy: "ExitCode"}) {
+	want := Config{Mode: "strict", ElasticWorkerRestartPolicy: "ExitCode", MaxWorstCase: stdConfig.Duration{Duration: 2 * time.Hour}}
+	if got := *GetConfig(); got != want {
 		t.Fatalf("config read from YAML: %+v", got)
 	}
+	// ExitCode without a backoff_limit restarts without end: above any ceiling.
+	if _, err := build(t, Plugin{}, taskTemplate(t, "job", 1, elasticCustom)); err == nil ||
+		!strings.Contains(err.Error(), "is unbounded under restartPolicy ExitCode, above the ceiling 2h0m0s") {
+		t.Fatalf("configured ExitCode under a 2h ceiling: %v", err)
+	}
+	withConfig(t, &Config{Mode: "strict", ElasticWorkerRestartPolicy: "ExitCode"})
 	if got := workerRestartPolicy(t, Plugin{}, elasticCustom); got != kubeflowv1.RestartPolicyExitCode {
 		t.Fatalf("configured ExitCode: Worker %s", got)
 	}
@@ -195,5 +205,58 @@ func TestWarningsReachTheTaskEvents(t *testing.T) {
 	tmpl = clean
 	if got := phaseOf(k8s.PluginState{}, kubeflowv1.JobCreated); got.Reason() != "JobCreated" {
 		t.Errorf("a task without warnings: reason %q; want upstream's JobCreated", got.Reason())
+	}
+}
+
+// max-worst-case refuses a task whose worst case under the job's Worker restart
+// policy is above it, or unbounded, with the rule and both figures.
+func TestMaxWorstCase(t *testing.T) {
+	task, err := elasticidl.Decode([]byte(elasticCustom), elasticidl.FormatJSON, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	never, err := task.WorstCase("Never")
+	if err != nil || never == nil || never.Seconds == nil {
+		t.Fatalf("WorstCase(Never): %+v, %v", never, err)
+	}
+	bound := time.Duration(*never.Seconds * float64(time.Second))
+	tmpl := taskTemplate(t, "job", 1, elasticCustom)
+
+	withConfig(t, &Config{MaxWorstCase: stdConfig.Duration{Duration: bound + time.Second}})
+	if _, err := build(t, Plugin{}, tmpl); err != nil {
+		t.Fatalf("worst case %v under a ceiling %v: %v", bound, bound+time.Second, err)
+	}
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{MaxWorstCase: stdConfig.Duration{Duration: bound - time.Second}},
+			fmt.Sprintf("worst_case.max: the worst case from a fault to the job's end is %s (%s s) under restartPolicy Never, above the ceiling %v (plugins.elastic-idl-pytorch.max-worst-case)",
+				formatSeconds(*never.Seconds), strconv.FormatFloat(*never.Seconds, 'f', -1, 64), bound-time.Second)},
+		{Config{ElasticWorkerRestartPolicy: "ExitCode", MaxWorstCase: stdConfig.Duration{Duration: 100 * time.Hour}},
+			"worst_case.max: the worst case from a fault to the job's end is unbounded under restartPolicy ExitCode"},
+	} {
+		withConfig(t, &tc.cfg)
+		_, err := build(t, Plugin{}, tmpl)
+		if code, _ := stdErrors.GetErrorCode(err); code != flyteerr.BadTaskSpecification || err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: BuildResource %v; want a BadTaskSpecification saying %s", tc.cfg, err, tc.want)
+		}
+	}
+	// No ceiling (the default): the unbounded task renders, as upstream's would.
+	withConfig(t, &Config{ElasticWorkerRestartPolicy: "ExitCode"})
+	if _, err := build(t, Plugin{}, tmpl); err != nil {
+		t.Fatalf("no ceiling: %v", err)
+	}
+	withConfig(t, &Config{MaxWorstCase: stdConfig.Duration{Duration: -time.Second}})
+	if _, err := build(t, Plugin{}, tmpl); err == nil || !strings.Contains(err.Error(), "plugins.elastic-idl-pytorch.max-worst-case: -1s is below zero") {
+		t.Errorf("a negative ceiling: %v", err)
+	}
+}
+
+func TestFormatSecondsAsValidatePrintsThem(t *testing.T) {
+	for in, want := range map[float64]string{0: "0s", 0.2: "1s", 59: "59s", 60: "1m", 3725.5: "1h 2m 6s", 7200: "2h"} {
+		if got := formatSeconds(in); got != want {
+			t.Errorf("formatSeconds(%v) = %q, want %q", in, got, want)
+		}
 	}
 }

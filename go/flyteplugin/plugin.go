@@ -52,7 +52,8 @@ const TaskType = common.PytorchTaskType
 
 // Plugin is the k8s.Plugin. The zero value is the plugin that init registers:
 // it renders with the options of its section of propeller's configuration
-// (Config, under plugins.elastic-idl-pytorch).
+// (Config, under plugins.elastic-idl-pytorch), and refuses a task above the
+// section's max-worst-case whatever its Options.
 type Plugin struct {
 	// Options, when not the zero value, are used instead of the configuration
 	// (a program that builds the plugin itself). Their zero values are filled in
@@ -123,6 +124,9 @@ func (p Plugin) BuildResource(ctx context.Context, taskCtx pluginsCore.TaskExecu
 	}
 	fields, err := kubeflow.Fields(task, opts)
 	if err != nil {
+		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "invalid task custom: %v", err)
+	}
+	if err := GetConfig().checkWorstCase(task, fields); err != nil {
 		return nil, flyteerr.Errorf(flyteerr.BadTaskSpecification, "invalid task custom: %v", err)
 	}
 	specs, err := p.podTemplates(ctx, taskCtx, task, fields)
