@@ -688,7 +688,8 @@ def test_the_job_from_the_default_template_keeps_the_pod_template(crd_validator:
     assert "command" not in container
     assert container["volumeMounts"] == [{"name": "shm", "mountPath": "/dev/shm"}]
     assert pod["volumes"] == [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
-    assert json.loads(container["env"][0]["value"]) == json_format.MessageToDict(pb.custom)
+    # No task in the env (pyflyte-execute reads it from the template); the Worker's pod name, as propeller's.
+    assert container["env"] == [{"name": "_F_WN", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
 
 
 def test_the_job_from_a_container_template_has_its_resources_and_env(crd_validator: Any) -> None:
@@ -703,7 +704,7 @@ def test_the_job_from_a_container_template_has_its_resources_and_env(crd_validat
     _check_job(job, crd_validator)
     (container,) = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     assert container["resources"] == {
-        "requests": {"cpu": "2", "memory": "4Gi"},
+        "requests": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"},  # propeller: a GPU request is its limit
         "limits": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"},
     }
     assert {"name": "MY_FLAG", "value": "1"} in container["env"]

@@ -254,7 +254,8 @@ class Pods:
             }
             argv = [fill.get(a, a) for a in container["args"]]
             penv = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "ELASTIC_IDL_", "PYTHONPATH"))}
-            penv |= {e["name"]: e["value"] for e in container["env"]}
+            # env with valueFrom (the Worker's _F_WN, the pod's name) is the kubelet's: set below
+            penv |= {e["name"]: e["value"] for e in container["env"] if "valueFrom" not in e}
             penv |= pod_env(job, "Worker", i)
             penv["PET_RDZV_CONF"] = ",".join([*filter(None, [penv.get("PET_RDZV_CONF")]), f"is_host={int(i == 0)}"])
             penv |= env or {}

@@ -249,7 +249,8 @@ const templateJobsDirEnv = "ELASTIC_IDL_TEMPLATE_JOBS_DIR"
 
 // TestTemplateJobsForPython builds, for every <case>.pb in $ELASTIC_IDL_TEMPLATE_JOBS_DIR
 // (a serialized TaskTemplate, beside <case>.config.json: the keys of propeller's k8s
-// plugin configuration to set over flyteplugins' defaults), the PyTorchJob this plugin
+// plugin configuration to set over flyteplugins' defaults, and <case>.plugin.json: this
+// plugin's section, Config), the PyTorchJob this plugin
 // builds in propeller (propellerContext) and writes it to <case>.job.json.
 // tests/test_flytekit_template.py compares its pods with the Python renderer's for the
 // same template. Skipped without the env.
@@ -280,6 +281,13 @@ func TestTemplateJobsForPython(t *testing.T) {
 				}
 			}
 			withK8sConfig(t, &cfg)
+			plugin := Config{}
+			if text, err := os.ReadFile(filepath.Join(dir, name+".plugin.json")); err == nil {
+				if err := json.Unmarshal(text, &plugin); err != nil {
+					t.Fatalf("plugin config: %v", err)
+				}
+			}
+			withConfig(t, &plugin)
 			res, err := Plugin{}.BuildResource(context.Background(), propellerContext(t, tmpl))
 			if err != nil {
 				t.Fatal(err)

@@ -1,5 +1,11 @@
 """The PyTorchJob for a flyteidl ``TaskTemplate``: the input propeller really receives. Pure.
 
+A dry-run tool: what propeller with the elastic-idl-pytorch plugin (go/flyteplugin) would create
+for a task, without a cluster. The real path is propeller (docs/guide/flyte.md);
+tests/test_flytekit_template.py holds this module equal to the plugin's BuildResource, whole
+jobs, on every template it has (docs/guide/flytekit.md: the normalisation and the deliberate
+differences).
+
 `elastic_idl.render_pytorchjob` takes the task and the render options one
 by one, as the Go backend does. This adapter reads them from a serialized task
 template (what ``pyflyte package`` / ``register`` upload) and renders through it,
@@ -22,6 +28,12 @@ module does not know (a newer flyteidl) is refused, never dropped:
 - ``security_context.secrets`` (``@task(secret_requests=...)``) as the pod label
   ``inject-flyte-secrets: "true"`` and one ``flyte.secrets/s<i>`` annotation per
   secret, which propeller's secrets webhook reads;
+- the resources of the training container and the init containers completed as propeller
+  completes them (a request from the limit, a limit from the request, CPU and memory from the
+  ``default_cpus`` / ``default_memory`` options), the other containers' CPU and memory written
+  ``0`` where unset; ``terminationMessagePolicy`` (a container target), the pod's
+  ``restartPolicy: Never`` and a kubeflow-shape Worker's ``_F_WN``, as propeller sets them; no env
+  of the renderer's own (``pyflyte-execute`` reads the task from its template);
 - ``metadata.metadata`` (the task's Kubernetes labels and annotations) on the
   job object, under the caller's, as propeller's plugin manager sets them;
 - ``extended_resources.gpu_accelerator`` (``@task(accelerator=...)``) and
@@ -47,6 +59,7 @@ from typing import Any
 from google.protobuf import json_format
 
 import elastic_idl as ei
+from elastic_idl._backend.pytorchjob import ELASTIC_WORKER_RESTART_POLICY, STRICT
 from elastic_idl._task.resources import parse_quantity
 from elastic_idl.flytekit._runtime import RESOURCE_NAMES, ResourceName
 
@@ -360,6 +373,16 @@ _PLATFORM_KEYS: Mapping[str, str] = {
 _DEFAULT_DEVICE_LABEL = "k8s.amazonaws.com/accelerator"
 _DEFAULT_PARTITION_LABEL = "k8s.amazonaws.com/gpu-partition-size"
 _REQUIREMENT_KEYS = frozenset({"key", "operator", "values"})
+#: flytek8s.BuildRawContainer's termination message policy (a container target's container).
+_TERMINATION_MESSAGE_POLICY = "FallbackToLogsOnError"
+#: The env var flyteplugins' pytorch plugin gives a kubeflow-shape Worker: its pod's name (flytekit
+#: names its error files after it when distributed error aggregation is on).
+_WORKER_NAME_ENV = "_F_WN"
+#: Resources propeller completes on a primary or init container (flytek8s.ApplyResourceOverrides):
+#: CPU and memory always, from the platform defaults when neither request nor limit is set ...
+_ALWAYS_COMPLETED = ("cpu", "memory")
+#: ... ephemeral storage and the GPU only when one of the two is set.
+_COMPLETED_WHEN_SET = ("ephemeral-storage", _GPU)
 _TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 
 
@@ -864,6 +887,10 @@ def render_pytorchjob_from_template(
     interruptible_node_selector: Mapping[str, str] | None = None,
     interruptible_node_selector_requirement: Mapping[str, Any] | None = None,
     non_interruptible_node_selector_requirement: Mapping[str, Any] | None = None,
+    default_cpus: str | None = None,
+    default_memory: str | None = None,
+    mode: str = STRICT,
+    elastic_worker_restart_policy: str = ELASTIC_WORKER_RESTART_POLICY,
 ) -> dict[str, Any]:
     """The Kubeflow ``PyTorchJob`` for a serialized Flyte task template (see the module docs). Pure.
 
@@ -902,6 +929,17 @@ def render_pytorchjob_from_template(
             pods (``interruptible-node-selector-requirement``).
         non_interruptible_node_selector_requirement: Required node affinity of every other task's
             pods (``non-interruptible-node-selector-requirement``).
+        default_cpus: The CPU request propeller gives a primary or init container that sets neither
+            a CPU request nor a limit (``default-cpus``, flyteplugins' default ``1000m``; a
+            flyteadmin's task resource defaults win over it). Not given: such a container is
+            left without one.
+        default_memory: Likewise for memory (``default-memory``, flyteplugins' default ``1024Mi``).
+        mode: The ``mode`` of the elastic-idl-pytorch plugin's section
+            (``plugins.elastic-idl-pytorch``): ``"strict"`` (the default here) or ``"upstream"``
+            (the plugin's default), as `elastic_idl.JobOptions`.
+        elastic_worker_restart_policy: That section's ``elastic-worker-restart-policy``:
+            ``"ExitCode"`` (the default here, and the strict mode's) or ``"Never"`` (the upstream
+            mode's).
 
     Returns:
         The PyTorchJob as a plain dict, valid against the operator's CRD.
@@ -956,8 +994,14 @@ def render_pytorchjob_from_template(
         labels=_merged("labels", job_meta.labels, labels, secret_labels),
         annotations=_merged("annotations", job_meta.annotations, annotations, secrets),
         env=src.env,
+        mode=mode,
+        elastic_worker_restart_policy=elastic_worker_restart_policy,
     )
     job = ei.render_pytorchjob(custom, options, task_type_version=tmpl.task_type_version)
+    defaults = {k: v for k, v in (("cpu", default_cpus), ("memory", default_memory)) if v is not None}
+    for option, value in (("default_cpus", default_cpus), ("default_memory", default_memory)):
+        if value is not None:
+            _quantity(option, value)
     # metadata.metadata is the job object's only (propeller's plugin manager): off the pods again.
     job_only = {
         "labels": set(job_meta.labels) - set(labels or {}) - set(secret_labels),
@@ -966,7 +1010,7 @@ def render_pytorchjob_from_template(
     interruptible = bool(tmpl.metadata.interruptible)
     extended = tmpl.extended_resources
     accelerated = False
-    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+    for replica_type, replica in job["spec"]["pytorchReplicaSpecs"].items():
         pod = replica["template"]
         for key, drop in job_only.items():
             kept = {k: v for k, v in pod.get("metadata", {}).get(key, {}).items() if k not in drop}
@@ -977,8 +1021,18 @@ def render_pytorchjob_from_template(
         if "metadata" in pod and not pod["metadata"]:
             del pod["metadata"]
         _merge_pod(pod, src)
-        # propeller's order (flytek8s.ApplyFlytePodConfiguration): UpdatePod, then the extended resources.
+        # propeller's order (flytek8s.ApplyFlytePodConfiguration): the containers' resources, UpdatePod,
+        # then the extended resources.
         spec = pod["spec"]
+        container = spec["containers"][0]
+        if target == "container":
+            container["terminationMessagePolicy"] = _TERMINATION_MESSAGE_POLICY
+        if tmpl.task_type_version != 0 and replica_type == "Worker":
+            container["env"].append(
+                {"name": _WORKER_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+            )
+        _propeller_resources(spec, src.resources, defaults)
+        spec.setdefault("restartPolicy", "Never")  # flytek8s.UpdatePod; the operator sets its own per replica
         _interruptible(spec, interruptible, platform)
         if extended.HasField("gpu_accelerator"):
             accelerated = _gpu_accelerator(spec, extended.gpu_accelerator, platform) or accelerated
@@ -993,9 +1047,88 @@ def render_pytorchjob_from_template(
     return job
 
 
+def _quantity(field: str, value: str) -> Any:
+    try:
+        return parse_quantity(value)
+    except ValueError as exc:
+        raise ei.RenderError(field, str(exc)) from None
+
+
+def _completed(resources: Mapping[str, Any], defaults: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """flytek8s.ApplyResourceOverrides on a primary or init container: a request missing (or zero) is
+    the limit, else the platform default (CPU and memory only); a limit missing is the request; a
+    request above its limit is the limit."""
+    requests = dict(resources.get("requests") or {})
+    limits = dict(resources.get("limits") or {})
+    for name in (*_ALWAYS_COMPLETED, *_COMPLETED_WHEN_SET):
+        req, lim = (
+            v if v is not None and _quantity(f"resources.{kind}.{name}", str(v)) != 0 else None
+            for kind, v in (("requests", requests.get(name)), ("limits", limits.get(name)))
+        )
+        if name in _COMPLETED_WHEN_SET and req is None and lim is None:
+            continue
+        req = req or lim or defaults.get(name)
+        if req is None:
+            continue  # no platform default stated (default_cpus, default_memory)
+        lim = lim or req
+        if parse_quantity(str(req)) > parse_quantity(str(lim)):
+            req = lim
+        requests[name], limits[name] = str(req), str(lim)
+    return {kind: block for kind, block in (("requests", requests), ("limits", limits)) if block}
+
+
+def _propeller_resources(spec: dict[str, Any], task_level: Mapping[str, Any], defaults: Mapping[str, str]) -> None:
+    """The resources propeller gives every container of a pod (flytek8s.ApplyFlytePodConfiguration).
+
+    A replica's own resources (a kubeflow-shape replica spec) are completed first and then set over
+    the task's key by key (kfoperators' ToReplicaSpecWithOverrides), so a key only the task sets is
+    kept; the result is completed again. The other containers: `_in_range`.
+    """
+    container = spec["containers"][0]
+    own = container.get("resources") or {}
+    merged: Mapping[str, Any] = own
+    if own != task_level:
+        replica = _completed(own, defaults)
+        merged = {
+            kind: {**(task_level.get(kind) or {}), **(replica.get(kind) or {})}
+            for kind in ("requests", "limits")
+            if task_level.get(kind) or replica.get(kind)
+        }
+    resources = _completed(merged, defaults)
+    if resources:
+        container["resources"] = resources
+    for init in spec.get("initContainers") or []:
+        completed = _completed(init.get("resources") or {}, defaults)
+        if completed:
+            init["resources"] = completed
+    for other in spec["containers"][1:]:
+        other["resources"] = _in_range(other.get("resources") or {})
+
+
+def _in_range(resources: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """flytek8s.ApplyResourceOverrides on any other container: nothing is completed, but CPU and
+    memory are written as they are, 0 when not set (as propeller writes a zero quantity), and a
+    request above its limit is the limit."""
+    requests = dict(resources.get("requests") or {})
+    limits = dict(resources.get("limits") or {})
+    for name in (*_ALWAYS_COMPLETED, *(n for n in _COMPLETED_WHEN_SET if n in requests or n in limits)):
+        req, lim = str(requests.get(name, "0")), str(limits.get(name, "0"))
+        if _quantity(f"resources.limits.{name}", lim) != 0 and _quantity(
+            f"resources.requests.{name}", req
+        ) > parse_quantity(lim):
+            req = lim
+        requests[name], limits[name] = req, lim
+    return {"requests": requests, "limits": limits}
+
+
 def _merge_pod(pod: dict[str, Any], src: _Source) -> None:
     spec = pod["spec"]
     (container,) = spec["containers"]
+    # The renderer's own env (the task for elastic_idl.pod, the NCCL settings the launcher sets
+    # anyway) comes first; a flytekit pod runs pyflyte-execute, which reads the task from its
+    # template, so only the template's env is kept, as propeller keeps it.
+    env = container["env"]
+    container["env"] = env[len(env) - len(src.env) :]
     if not container.get("command"):
         container.pop("command", None)  # the image's entrypoint runs the args, as flytekit's container
     container["env"].extend(copy.deepcopy(src.env_refs))
