@@ -46,7 +46,7 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 ## make cluster-up    a Kubernetes control plane on this machine (docs/guide/cluster.md); cluster-down stops it
 ## make cluster-test  every cluster test, the long ones too (make test runs the short ones)
 ## make flyte-up / flyte-down  the cluster plus Flyte 1.16's propeller with both pytorch plugins (docs/guide/flyte.md) / stop both
-## make flyte-run     package, compile and run FILE's WORKFLOW with INPUTS='{...}' on it; prints the outputs as JSON last
+## make flyte-run     package, compile and run FILE's WORKFLOW with INPUTS='{...}' (ARGS=--plugin pytorch=pytorch: upstream's plugin); prints the outputs as JSON last
 ## make flyte-test    tests/test_flyte.py, the cluster ones too (its own cluster and propeller in build/flyte-test)
 ## make long-test     the local long tests (races repeated 20 times; make test runs 3 of each)
 ## make clean         remove build/, dist/ and the tool caches
@@ -275,7 +275,7 @@ FILE ?= flyte/examples/hello.py
 WORKFLOW ?= wf
 INPUTS ?= {}
 flyte-run: devtree
-	$(PY) flyte/flyte.py run $(FILE) $(WORKFLOW) --inputs '$(INPUTS)'
+	$(PY) flyte/flyte.py run $(FILE) $(WORKFLOW) --inputs '$(INPUTS)' $(ARGS)
 
 # Every Flyte test (tests/test_flyte.py): the short ones, which `make test` runs, and the cluster
 # ones (marker cluster_long): up, propeller's strict config check, its plugins, two workflows, down.

@@ -62,6 +62,8 @@ IMAGE = "localhost/elastic-idl-flyte:dev"
 #: Where pyflyte-fast-execute unpacks the code in a pod: a folder that exists in the "image" (as
 #: /root does in flytekit's default image); here each pod's own /tmp.
 DEST_DIR = "/tmp"
+#: What `kubectl-flyte create --dry-run` prints before the FlyteWorkflow (YAML).
+DRY_RUN_HEAD = "Dry Run mode enabled. Printing the compiled workflow.\n"
 #: propeller's log line once its informer caches are synced and its workers run.
 WATCHING = "Started workers"
 
@@ -379,7 +381,15 @@ def load_workflow(file: Path, name: str) -> Any:
     return getattr(module, name)
 
 
-def run(file: Path, workflow: str, inputs: dict[str, Any], timeout: float, project: str, domain: str) -> int:
+def run(
+    file: Path,
+    workflow: str,
+    inputs: dict[str, Any],
+    timeout: float,
+    project: str,
+    domain: str,
+    plugins: dict[str, str] | None = None,
+) -> int:
     from flyteidl.core import workflow_closure_pb2
     from flytekit.core.context_manager import FlyteContextManager
     from flytekit.core.type_engine import TypeEngine
@@ -432,12 +442,26 @@ def run(file: Path, workflow: str, inputs: dict[str, Any], timeout: float, proje
     r = subprocess.run(
         [str(Path(info["bin"]) / "kubectl-flyte"), "--kubeconfig", env["KUBECONFIG"], "--namespace", namespace,
          "create", "--proto-path", str(work / "workflow.pb"), "--input-path", str(work / "inputs.pb"),
-         "--execution-id", name],
+         "--execution-id", name, "--dry-run"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     (work / "kubectl-flyte.log").write_text(r.stdout + r.stderr)
-    if r.returncode != 0:
+    if r.returncode != 0 or DRY_RUN_HEAD not in r.stdout:
         raise FlyteError(f"kubectl-flyte create failed:\n{r.stdout}{r.stderr}")
+    # The object kubectl-flyte create would send, created by kubectl, with what admin would add
+    # from a project's or domain's plugin override (its matchable attributes): the execution
+    # config's plugin for a task type.
+    flyte_wf = yaml.safe_load(r.stdout.split(DRY_RUN_HEAD, 1)[1])
+    # The dry run prints the object's own TypeMeta (kind "flyteworkflow"); client-go's encoder
+    # writes the kind the scheme registers, which the API server requires.
+    flyte_wf["kind"] = "FlyteWorkflow"
+    for task_type, plugin in (plugins or {}).items():
+        impls = flyte_wf["executionConfig"].get("TaskPluginImpls") or {}
+        impls[task_type] = {"PluginIDs": [plugin], "MissingPluginBehavior": 0}  # 0: FAIL
+        flyte_wf["executionConfig"]["TaskPluginImpls"] = impls
+    # JSON, not YAML: kubectl reads YAML 1.1, where a bare `n` (a variable's name) is false.
+    (work / "flyteworkflow.json").write_text(json.dumps(flyte_wf, indent=1))
+    kubectl(env, "create", "-f", str(work / "flyteworkflow.json"))
     print(f"== FlyteWorkflow {namespace}/{name} created ({time.monotonic() - t0:.1f} s)", file=sys.stderr)
     created = time.monotonic()
     deadline = created + timeout
@@ -497,6 +521,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--timeout", type=float, default=600.0)
     r.add_argument("--project", default="flytesnacks", help="the execution's project (default: Flyte's sandbox one)")
     r.add_argument("--domain", default="development")
+    r.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="TASK_TYPE=PLUGIN",
+        help="this execution's plugin for a task type (what a project's plugin override gives), e.g. pytorch=pytorch",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -504,7 +535,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "down":
             down()
         else:
-            return run(args.file, args.workflow, json.loads(args.inputs), args.timeout, args.project, args.domain)
+            return run(
+                args.file,
+                args.workflow,
+                json.loads(args.inputs),
+                args.timeout,
+                args.project,
+                args.domain,
+                dict(p.split("=", 1) for p in args.plugin),
+            )
     except (FlyteError, kc.ClusterError, KeyboardInterrupt) as e:
         print(f"flyte {args.command}: {e or 'interrupted'}", file=sys.stderr)
         return 1

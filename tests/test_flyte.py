@@ -155,12 +155,16 @@ class Flyte:
             [self.kubectl, "--kubeconfig", self.kubeconfig, *args], capture_output=True, text=True, check=True
         ).stdout
 
-    def run(self, file: str, workflow: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """flyte.py run; the execution's name and the outputs it printed last."""
-        r = subprocess.run(
-            [sys.executable, str(FLYTE_PY), "run", str(EXAMPLES / file), workflow, "--inputs", json.dumps(inputs)],
+    def run_raw(self, file: str, workflow: str, inputs: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(FLYTE_PY), "run", str(EXAMPLES / file), workflow, "--inputs", json.dumps(inputs),
+             *args],
             env=self.env, capture_output=True, text=True, timeout=900, check=False,
         )  # fmt: skip
+
+    def run(self, file: str, workflow: str, inputs: dict[str, Any], *args: str) -> tuple[str, dict[str, Any]]:
+        """flyte.py run; the execution's name and the outputs it printed last."""
+        r = self.run_raw(file, workflow, inputs, *args)
         assert r.returncode == 0, r.stdout + r.stderr
         created = re.search(r"FlyteWorkflow flytesnacks-development/(\S+) created", r.stderr)
         assert created, r.stderr
@@ -267,6 +271,47 @@ def test_an_elastic_task_runs_through_our_plugin_and_feeds_the_next_task(flyte: 
     assert any(c["type"] == "Succeeded" and c["status"] == "True" for c in job["status"]["conditions"])
     handled = [e for e in flyte.log() if e.get("msg", "").startswith("Plugin [elastic-idl-pytorch] returned")]
     assert handled, "propeller's log names no task handled by elastic-idl-pytorch"
+
+
+@pytest.mark.cluster_long
+def test_one_propeller_runs_the_same_elastic_task_through_upstreams_plugin_by_override(flyte: Flyte) -> None:
+    """The FlyteWorkflow's executionConfig names flyteplugins' `pytorch` for the task type (what admin
+    writes from a project's plugin override); propeller's default stays ours."""
+    name, outputs = flyte.run("elastic.py", "wf", {"x": 3}, "--plugin", "pytorch=pytorch")
+    assert outputs == {"o0": 73}
+    wf = json.loads(flyte.kube("get", "flyteworkflow", name, "-n", "flytesnacks-development", "-o", "json"))
+    assert wf["executionConfig"]["TaskPluginImpls"] == {
+        "pytorch": {"PluginIDs": ["pytorch"], "MissingPluginBehavior": 0}
+    }
+    handled = [e for e in flyte.log() if e.get("msg", "").startswith("Plugin [pytorch] returned")]
+    assert handled, "propeller's log names no task handled by flyteplugins' pytorch"
+
+
+def _attempt_pods(flyte: Flyte, name: str) -> list[str]:
+    """The pods propeller created for the execution, by its log: <node>-<attempt> each (it deletes
+    an attempt's pod before the next, so the API server keeps only the last)."""
+    made = re.compile(rf"Creating Object: Type:\[/v1, Kind=pod\], Object:\[flytesnacks-development/{name}-(\S+)\]")
+    return sorted({m.group(1) for e in flyte.log() if (m := made.match(e.get("msg", "")))})
+
+
+@pytest.mark.cluster_long
+@pytest.mark.parametrize(
+    ("n", "message", "attempts"),
+    [
+        (-1, "ValueError: n must not be negative, got -1", ["n0-0"]),  # non-recoverable: no retry
+        (0, "[2/2] currentAttempt done", ["n0-0", "n0-1"]),  # recoverable: retries=1, one more
+    ],
+)
+def test_a_user_error_fails_the_run_with_its_message_and_node_retried_as_flyte_says(
+    flyte: Flyte, n: int, message: str, attempts: list[str]
+) -> None:
+    r = flyte.run_raw("fail.py", "wf", {"n": n})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout == ""  # no outputs line
+    assert message in r.stderr and "node n0:" in r.stderr and '"kind": "USER"' in r.stderr, r.stderr
+    name = re.search(r"FlyteWorkflow flytesnacks-development/(\S+) created", r.stderr)
+    assert name and re.search(rf"flytesnacks-development/{name.group(1)}: Failed ", r.stderr), r.stderr
+    assert _attempt_pods(flyte, name.group(1)) == attempts
 
 
 def test_the_package_archive_holds_what_read_package_reads(tmp_path: Path) -> None:
