@@ -35,6 +35,7 @@ __all__ = [
     "RendezvousStoreLostError",
     "SkewError",
     "SkewWarning",
+    "TorchPrivateAPIError",
     "TorchrunError",
     "TorchrunUsageError",
     "TorchrunValidationError",
@@ -392,6 +393,23 @@ class TorchrunUsageError(TorchrunError):
 
     torchrun exits 2 (argparse's usage error) on these; ``elastic-idl torchrun`` does too.
     """
+
+
+class TorchPrivateAPIError(ElasticIdlError, RuntimeError):
+    """The installed torch lacks a private name the launcher relies on (`elastic_idl._torch_private`).
+
+    Attributes:
+        torch_version: The installed torch's ``__version__``.
+        missing: Each missing name as ``module.name`` or ``module:Class.name``.
+    """
+
+    def __init__(self, torch_version: str, missing: Sequence[str]) -> None:
+        self.torch_version = torch_version
+        self.missing = tuple(missing)
+        super().__init__(
+            f"torch {torch_version} lacks {', '.join(self.missing)}, which the elastic-idl launcher uses "
+            "(private torch API: see elastic_idl._torch_private); use a torch this release supports"
+        )
 
 
 # --------------------------------------------------------------------------- launches

@@ -114,17 +114,15 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta, timezone
-from typing import Any
+from typing import Any, cast
 
 with warnings.catch_warnings():
     # torch 2.13 warns at import when numpy is absent; harmless for elastic launches.
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
     import torch
     import torch.distributed as dist
-    import torch.distributed.elastic.utils.store as store_util
     from torch.distributed.elastic import metrics
     from torch.distributed.elastic.agent.server.api import (
-        _TERMINAL_STATE_SYNC_ID,
         RunResult,
         WorkerGroup,
         WorkerSpec,
@@ -132,7 +130,7 @@ with warnings.catch_warnings():
     )
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, LogsSpecs, SignalException, Std
-    from torch.distributed.elastic.multiprocessing.api import LogsDest, _terminate_process_handler
+    from torch.distributed.elastic.multiprocessing.api import LogsDest
     from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousParameters
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous as _dr
     from torch.distributed.elastic.rendezvous import registry as rdzv_registry
@@ -144,15 +142,12 @@ with warnings.catch_warnings():
         RendezvousTimeoutError,
     )
     from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
-    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
-        DynamicRendezvousHandler,
-        _NodeDesc,
-        create_handler,
-    )
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler, create_handler
     from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
     from torch.distributed.launcher.api import LaunchConfig
     from torch.numa.binding import AffinityMode, NumaOptions
 
+from elastic_idl import _torch_private as private
 from elastic_idl._errors import (
     LaunchFailedError,
     LaunchInterruptedError,
@@ -210,7 +205,7 @@ def resolve_nproc(spec: LaunchSpec) -> int:
     """
     if spec.nproc_per_node is not None:
         return spec.nproc_per_node
-    cpus = torch._utils.cpu_count() or 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if spec.nproc_policy == "cpu":
         return cpus
     if spec.nproc_policy == "gpu":
@@ -304,7 +299,6 @@ def build_launch_config(
         rdzv_endpoint=spec.rdzv_endpoint,
         rdzv_backend=spec.rdzv_backend,
         rdzv_configs=_rdzv_configs(spec),
-        rdzv_timeout=-1,
         max_restarts=spec.max_restarts,
         monitor_interval=spec.monitor_interval,
         start_method=start_method or spec.start_method,
@@ -379,8 +373,12 @@ def _server_store(host: str, port: int, timeout_s: float) -> tuple[dist.TCPStore
     return store, actual
 
 
+#: Key prefix of torch's exit barrier in a round's rendezvous store (private in torch: `elastic_idl._torch_private`).
+_EXIT_BARRIER_PREFIX: str = private.get(private.TERMINAL_STATE_SYNC_ID)
 #: The exit barrier's arrival counter, in a round's rendezvous store (torch's agent adds 1 per node).
-_EXIT_BARRIER_COUNT_KEY = _TERMINAL_STATE_SYNC_ID + store_util._NUM_MEMBERS
+_EXIT_BARRIER_COUNT_KEY = _EXIT_BARRIER_PREFIX + private.get(private.NUM_MEMBERS)
+#: torch's exit barrier arrival that does not wait (private in torch, like the two keys above).
+_barrier_nonblocking: Callable[..., Any] = private.get(private.BARRIER_NONBLOCKING)
 #: Key prefix, in a round's rendezvous store, of the count of nodes that ended with an error (:meth:`_RoundWatch.leave`).
 _LEFT_KEY_PREFIX = "elastic_idl/left"
 
@@ -666,9 +664,7 @@ class _RoundWatch:
             return
         try:
             key = _within(
-                lambda: store_util._barrier_nonblocking(
-                    store=store, world_size=len(members), key_prefix=_LEFT_KEY_PREFIX
-                ),
+                lambda: _barrier_nonblocking(store=store, world_size=len(members), key_prefix=_LEFT_KEY_PREFIX),
                 self.deadline_s,
                 "counting this node out of the round",
             )
@@ -979,12 +975,13 @@ def _unique_node_identity(handler: RendezvousHandler) -> None:
     """
     if not isinstance(handler, DynamicRendezvousHandler):
         return
-    node: _NodeDesc = handler._this_node
+    node: Any = getattr(handler, "_this_node", None)
     executor: Any = getattr(handler, "_op_executor", None)
-    if not isinstance(node, _NodeDesc) or getattr(executor, "_node", None) is not node:
+    is_node_desc = dataclasses.is_dataclass(node) and not isinstance(node, type) and hasattr(node, "local_id")
+    if not is_node_desc or getattr(executor, "_node", None) is not node:
         _log.warning("elastic-idl: this torch's rendezvous handler has no node identity to renew; kept torch's")
         return
-    unique = dataclasses.replace(node, local_id=secrets.randbits(63))
+    unique: Any = dataclasses.replace(cast(Any, node), local_id=secrets.randbits(63))
     handler._this_node = unique
     executor._node = unique
 
@@ -1134,9 +1131,7 @@ class _Agent(LocalElasticAgent):
         self._in_exit_barrier = True
         try:
             key = _within(
-                lambda: store_util._barrier_nonblocking(
-                    store=store, world_size=size, key_prefix=_TERMINAL_STATE_SYNC_ID
-                ),
+                lambda: _barrier_nonblocking(store=store, world_size=size, key_prefix=_EXIT_BARRIER_PREFIX),
                 per_call,
                 "the exit barrier's count",
             )
@@ -1410,29 +1405,33 @@ class _Agent(LocalElasticAgent):
         )
 
 
+#: The range of the c10d handler's random delay before its first round (torch 2.13-2.15), in seconds.
+_START_JITTER_S = (0, 0.3)
+
+
 @contextlib.contextmanager
 def _no_start_jitter(enabled: bool) -> Iterator[None]:
     """Skip the c10d handler's random 0-0.3 s delay before the first round, for a one-node job.
 
     The delay spreads many nodes' first store requests; with a single node it only
-    adds 0.15 s on average to every launch. The 1 s polling delay is kept.
+    adds 0.15 s on average to every launch. The 1 s polling delay is kept, and so is every
+    other random delay: torch 2.15's backoff after a failed compare-and-set
+    (``cas_backoff_max_seconds``) goes through the same function with a range of its own.
     """
-    from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
-
-    original = dr._delay
+    original = private.get(private.RENDEZVOUS_DELAY)
     if not enabled:
         yield
         return
 
     def delay(seconds: float | tuple[float, float]) -> None:
-        if not isinstance(seconds, tuple):
+        if seconds != _START_JITTER_S:
             original(seconds)
 
-    dr._delay = delay
+    private.set_module_attribute(private.RENDEZVOUS_DELAY, delay)
     try:
         yield
     finally:
-        dr._delay = original
+        private.set_module_attribute(private.RENDEZVOUS_DELAY, original)
 
 
 #: torch loggers whose tracebacks are about worker processes: the launcher reports those failures itself.
@@ -1529,12 +1528,18 @@ def scoped_signal_handlers(names: str) -> Iterator[None]:
         for name in names.split(","):
             sig = getattr(signal, name.strip(), None)
             if isinstance(sig, signal.Signals) and sig not in saved:
-                saved[sig] = signal.signal(sig, _terminate_process_handler)
+                saved[sig] = signal.signal(sig, _raise_signal_exception)
         yield
     finally:
         for sig, handler in saved.items():
             with contextlib.suppress(Exception):
                 signal.signal(sig, handler)
+
+
+def _raise_signal_exception(signum: int, frame: Any) -> None:
+    """A signal handler raising torch's public SignalException, as torch's own launcher's handler does."""
+    sig = signal.Signals(signum)
+    raise SignalException(f"Process {os.getpid()} got signal: {sig}", sigval=sig)
 
 
 def run_agent(
