@@ -429,6 +429,9 @@ def run(
     ctx = FlyteContextManager.current_context()
     # The default launch plan's part: the workflow's own defaults for the inputs not given.
     inputs = {**wf.python_interface.default_inputs_as_kwargs, **inputs}
+    # JSON writes 25.0 as 25: a whole number for a float input is that float.
+    types = wf.python_interface.inputs
+    inputs = {k: float(v) if types.get(k) is float and type(v) is int else v for k, v in inputs.items()}
     literals = TypeEngine.dict_to_literal_map(ctx, inputs, wf.python_interface.inputs)
     (work / "inputs.pb").write_bytes(literals.to_flyte_idl().SerializeToString())
     namespace = NAMESPACE_TEMPLATE.format(project=project, domain=domain)

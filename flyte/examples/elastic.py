@@ -5,6 +5,7 @@ task that consumes its output.
     make flyte-run FILE=flyte/examples/elastic.py WORKFLOW=wf INPUTS='{"x": 3}'   # {"o0": 73}
 """
 
+import time
 from datetime import timedelta
 
 from flytekit import task, workflow
@@ -13,12 +14,13 @@ import elastic_idl as ei
 
 
 @task(task_config=ei.Elastic(nnodes=2, nproc_per_node=1, rdzv_configs={"join_timeout": 120}))
-def reduce_sum(x: int) -> int:
+def reduce_sum(x: int, hold: float) -> int:
     """Each worker contributes x + its rank; rank 0 returns 10 x the sum plus the world size (x=3: 72)."""
     import torch
     import torch.distributed as dist
 
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    time.sleep(hold)  # a window to disturb the formed group in (0: none)
     value = torch.tensor([float(x + dist.get_rank())])
     dist.all_reduce(value)
     world = dist.get_world_size()
@@ -32,5 +34,5 @@ def plus_one(n: int) -> int:
 
 
 @workflow
-def wf(x: int = 3) -> int:
-    return plus_one(n=reduce_sum(x=x))
+def wf(x: int = 3, hold: float = 0.0) -> int:
+    return plus_one(n=reduce_sum(x=x, hold=hold))
