@@ -115,3 +115,12 @@ def test_one_node_jobs_skip_only_the_start_jitter(monkeypatch: pytest.MonkeyPatc
     assert calls == [(0, 2.5), 1]
     dynamic_rendezvous._delay(seconds=(0, 0.3))  # restored after the launch
     assert calls == [(0, 2.5), 1, (0, 0.3)]
+
+
+def test_the_worker_bootstrap_replaces_the_listed_default_timeout_function() -> None:
+    from elastic_idl._launch import collective
+
+    assert (collective.C10D_MODULE, collective._DEFAULT_TIMEOUT_FN) == (
+        private.DEFAULT_TIMEOUT.owner,
+        private.DEFAULT_TIMEOUT.name,
+    )

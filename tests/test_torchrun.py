@@ -698,9 +698,12 @@ def _torch_parse(run: Any, argv: list[str], env: dict[str, str]) -> Any:
 
 
 def _our_parse(argv: list[str], env: dict[str, str]) -> dict[str, Any] | None:
+    from elastic_idl._launch.agent import installed_torchrun_surface
+
+    surface = installed_torchrun_surface()  # the installed torch's flags, as the drop-in reads them
     try:
-        ns = _parser().parse_args(argv)
-        resolved = _resolve(ns, env)
+        ns = _parser(surface).parse_args(argv)
+        resolved = _resolve(ns, env, surface)
     except TorchrunError:
         return None
     out = {dest: v.value for dest, v in resolved.items()}
@@ -720,6 +723,8 @@ def test_parser_agrees_with_torchs_parser(case: tuple[list[str], dict[str, str]]
     if theirs is None or ours is None:
         return
     for dest, value in ours.items():
+        if not hasattr(theirs, dest):  # a flag of another torch's torchrun: never given here
+            continue
         expected = getattr(theirs, dest)
         if dest == "monitor_interval":
             value = float(value)  # kept as text by us, for an exact Duration

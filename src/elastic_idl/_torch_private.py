@@ -26,6 +26,7 @@ from elastic_idl._errors import TorchPrivateAPIError
 
 __all__ = [
     "BARRIER_NONBLOCKING",
+    "DEFAULT_TIMEOUT",
     "NUM_MEMBERS",
     "PRIVATE",
     "RENDEZVOUS_DELAY",
@@ -76,12 +77,21 @@ BARRIER_NONBLOCKING = PrivateName(
 RENDEZVOUS_DELAY = PrivateName(
     _DR, "_delay", "module", "the rendezvous' start-up jitter, skipped for a one-node job (patched while it runs)"
 )
+#: Read by name in the workers by `elastic_idl._launch.collective` (which stays light: it does not import
+#: this module; a test checks the two agree).
+DEFAULT_TIMEOUT = PrivateName(
+    "torch.distributed.distributed_c10d",
+    "_get_default_timeout",
+    "module",
+    "replaced in each worker: a process group created without a timeout gets the task's collective_timeout",
+)
 
 PRIVATE: tuple[PrivateName, ...] = (
     TERMINAL_STATE_SYNC_ID,
     NUM_MEMBERS,
     BARRIER_NONBLOCKING,
     RENDEZVOUS_DELAY,
+    DEFAULT_TIMEOUT,
     # the agent (a LocalElasticAgent subclass): the hooks it overrides and the state it reads
     PrivateName(f"{_LOCAL}:LocalElasticAgent", "_start_workers", "method", "wraps the worker-exit event"),
     PrivateName(f"{_LOCAL}:LocalElasticAgent", "_shutdown", "method", "ends finished workers first"),

@@ -18,7 +18,7 @@ import shlex
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -54,6 +54,9 @@ from elastic_idl._task.codec import (
 from elastic_idl._task.encoding import encode, to_custom
 from elastic_idl._task.messages import Task
 from elastic_idl._task.names import PET_PREFIX
+
+if TYPE_CHECKING:
+    from elastic_idl._sdk.torchrun import TorchrunSurface
 from elastic_idl.exit_codes import (
     EXIT_CODES_TEXT,
     EXIT_INVALID,
@@ -350,8 +353,9 @@ def _cmd_torchrun(args: argparse.Namespace) -> int:
     options, line = _drop_in_options(list(args.tail))
     failure_file = options.get(DROP_IN_FAILURE_FILE)
     try:
-        # torchrun's own env fallbacks (PET_*) are applied here; the command line wins.
-        task, entry, node = parse_torchrun(line, dict(os.environ))
+        # The flags of the installed torch's torchrun; its own env fallbacks (PET_*) are applied
+        # here, the command line wins.
+        task, entry, node = parse_torchrun(line, dict(os.environ), _installed_torchrun())
     except TorchrunUsageError as exc:
         if exc.flag == "--help":
             sys.stdout.write(torchrun_help())
@@ -376,9 +380,9 @@ def _cmd_torchrun(args: argparse.Namespace) -> int:
             "--no-python", "the drop-in runs Python scripts and modules only; use torchrun itself for other programs"
         )
     _drop_in_collective_timeout(task, options.get(DROP_IN_COLLECTIVE_TIMEOUT))
-    from elastic_idl._launch.launcher import launch
+    from elastic_idl._launch.launcher import launch_values
 
-    launch(
+    launch_values(
         task,
         entry.target,
         *entry.args,
@@ -387,8 +391,23 @@ def _cmd_torchrun(args: argparse.Namespace) -> int:
         local_addr=node.local_addr,
         log_dir=node.log_dir,
         failure_path=failure_file,
+        # torchrun (2.13 on) falls back to this variable when neither the flag nor PET_ gives one.
+        log_line_prefix_template=node.log_line_prefix_template
+        or os.environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")
+        or None,
     )
     return EXIT_OK
+
+
+def _installed_torchrun() -> TorchrunSurface:
+    """The flags the installed torch's torchrun accepts (2.13's when torch is missing: the launch says so)."""
+    from elastic_idl._sdk.torchrun import TORCH_2_13
+
+    try:
+        from elastic_idl._launch.agent import installed_torchrun_surface
+    except ImportError:
+        return TORCH_2_13
+    return installed_torchrun_surface()
 
 
 def _cmd_pod(args: argparse.Namespace) -> int:

@@ -166,6 +166,7 @@ from elastic_idl._launch.failures import (
     user_traceback,
 )
 from elastic_idl._launch.spec import LaunchSpec
+from elastic_idl._sdk.torchrun import TorchrunSurface
 from elastic_idl._task.names import (
     C10D,
     DEFAULT_JOIN_TIMEOUT_S,
@@ -183,6 +184,7 @@ __all__ = [
     "LazyLogsSpecs",
     "SignalException",
     "build_launch_config",
+    "installed_torchrun_surface",
     "interrupted_error",
     "resolve_nproc",
     "run_agent",
@@ -262,6 +264,29 @@ class LazyLogsSpecs(DefaultLogsSpecs):
         return super().reify(envs)
 
 
+def installed_torchrun_surface() -> TorchrunSurface:
+    """The flags of the installed torch's torchrun, read from its own parser (``get_args_parser()``).
+
+    torch's parser reads the ``PET_*`` variables when it is built (and a bad boolean one raises),
+    so it is built with them set aside: only the flags are read here, the values are the
+    drop-in's to resolve (`elastic_idl._sdk.torchrun.parse_torchrun`).
+    """
+    from torch.distributed import run
+
+    saved = {k: os.environ.pop(k) for k in [k for k in os.environ if k.startswith("PET_")]}
+    try:
+        parser = run.get_args_parser()
+    finally:
+        os.environ.update(saved)
+    options: set[str] = set()
+    switches: set[str] = set()
+    for action in parser._actions:  # argparse's list of the parser's arguments (the standard library's)
+        options.update(action.option_strings)
+        if action.option_strings and action.nargs == 0:
+            switches.update(action.option_strings)
+    return TorchrunSurface(torch.__version__.split("+", 1)[0], frozenset(options), frozenset(switches))
+
+
 def build_launch_config(
     spec: LaunchSpec,
     *,
@@ -269,6 +294,7 @@ def build_launch_config(
     start_method: str | None = None,
     log_dir: str | None = None,
     local_addr: str | None = None,
+    log_line_prefix_template: str | None = None,
 ) -> LaunchConfig:
     """torch's LaunchConfig for a LaunchSpec, every field set explicitly.
 
@@ -278,6 +304,8 @@ def build_launch_config(
         start_method: Overrides the spec's start method.
         log_dir: Root of torch's per-attempt log and error files (None: a temp dir torch creates).
         local_addr: This node's address as the other nodes should see it.
+        log_line_prefix_template: The prefix of tee'd log lines (torchrun's
+            ``--log-line-prefix-template``; None: torch's default).
     """
     nproc = nproc_per_node if nproc_per_node is not None else resolve_nproc(spec)
     numa = None
@@ -302,7 +330,7 @@ def build_launch_config(
         max_restarts=spec.max_restarts,
         monitor_interval=spec.monitor_interval,
         start_method=start_method or spec.start_method,
-        log_line_prefix_template=None,
+        log_line_prefix_template=log_line_prefix_template,
         metrics_cfg={},
         local_addr=local_addr if local_addr is not None else spec.local_addr,
         event_log_handler="null",
@@ -1052,12 +1080,14 @@ class _Agent(LocalElasticAgent):
         shutdown_timeout: int,
         failure_log: FailureLog,
         stuck_after_s: float | None = None,
+        log_line_prefix_template: str | None = None,
     ) -> None:
         super().__init__(
             spec=spec,
             logs_specs=logs_specs,
             start_method=start_method,
             exit_barrier_timeout=exit_barrier_timeout,
+            log_line_prefix_template=log_line_prefix_template,
             shutdown_timeout=shutdown_timeout,
         )
         self._failure_log = failure_log
@@ -1683,6 +1713,7 @@ def _build_agent(
         shutdown_timeout=int(config.shutdown_timeout or DEFAULT_SHUTDOWN_TIMEOUT_S),
         failure_log=failure_log,
         stuck_after_s=stuck_after_s,
+        log_line_prefix_template=config.log_line_prefix_template,
     )
 
 

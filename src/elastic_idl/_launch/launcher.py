@@ -470,12 +470,14 @@ def launch_values(
     node_rank: int | None = None,
     local_addr: str | None = None,
     fresh_store: bool = True,
+    log_line_prefix_template: str | None = None,
 ) -> dict[int, Any]:
     """`launch`, returning this node's workers' values by global rank (internal: pod, CLI, bench).
 
     ``fresh_store=False`` keeps torch's shared rendezvous store across rounds instead of
     `FreshStoreHandler` (only bench/stress_restart.py's
     "stock" arm uses it, to measure torch's behaviour with everything else equal).
+    ``log_line_prefix_template``: torchrun's ``--log-line-prefix-template`` (the drop-in's).
     """
     spec = to_launch_spec(task, env=env, run_id=run_id, rdzv_endpoint=rdzv_endpoint, start_method=start_method)
     spec = _overrides(spec, node_rank=node_rank, local_addr=local_addr)
@@ -487,6 +489,7 @@ def launch_values(
         failure_path=failure_path,
         log_dir=log_dir,
         fresh_store=fresh_store,
+        log_line_prefix_template=log_line_prefix_template,
     )
 
 
@@ -498,6 +501,7 @@ def run_spec(
     failure_path: str | os.PathLike[str] | None = None,
     log_dir: str | os.PathLike[str] | None = None,
     fresh_store: bool = True,
+    log_line_prefix_template: str | None = None,
 ) -> dict[int, Any]:
     """Run a resolved spec's agent on this node; this node's workers' values by global rank.
 
@@ -535,6 +539,7 @@ def run_spec(
                 start_method=method,
                 log_dir=root,
                 local_addr=_local_addr(host) if loopback and not spec.local_addr else spec.local_addr,
+                log_line_prefix_template=log_line_prefix_template,
             )
             return agent.run_agent(
                 config,

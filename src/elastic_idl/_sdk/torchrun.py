@@ -64,8 +64,11 @@ __all__ = [
     "DROP_IN_FAILURE_FILE",
     "DROP_IN_PREFIX",
     "FLAGS",
+    "NEWER_FLAGS",
+    "TORCH_2_13",
     "NodeSettings",
     "TorchrunEntrypoint",
+    "TorchrunSurface",
     "from_torchrun",
     "parse_torchrun",
     "to_torchrun",
@@ -559,8 +562,76 @@ FLAGS: tuple[_Flag, ...] = (
         write=_write_switch,
     ),
 )
-_BY_DEST = {f.dest: f for f in FLAGS}
-_BY_OPTION = {o: f for f in FLAGS for o in f.options}
+#: Flags of later torchruns (not in 2.13's), accepted only where the installed torchrun has them.
+NEWER_FLAGS: tuple[_Flag, ...] = (
+    # torch 2.14: PET_LOG_LINE_PREFIX_TEMPLATE, then TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (read by the CLI).
+    _f(
+        ("--log-line-prefix-template", "--log_line_prefix_template"),
+        "env",
+        "",
+        "launch",
+        "the prefix of each tee'd log line: this run's setting, passed to the launcher",
+    ),
+    # torch 2.14: prints a shell completion script and exits; nothing to launch.
+    _f(
+        ("--print-completion", "--print_completion"),
+        "plain",
+        None,
+        "refused",
+        "prints torchrun's shell completion script: run torchrun itself",
+    ),
+)
+_KNOWN = (*FLAGS, *NEWER_FLAGS)
+_BY_DEST = {f.dest: f for f in _KNOWN}
+_BY_OPTION = {o: f for f in _KNOWN for o in f.options}
+
+
+@dataclass(frozen=True)
+class TorchrunSurface:
+    """The flags one torch's torchrun accepts: what the drop-in accepts on that torch.
+
+    ``elastic-idl torchrun`` reads it from the installed torch at run time (torch's own
+    ``get_args_parser()``, in `elastic_idl._launch.agent`); the pure functions default to
+    `TORCH_2_13`. A known flag the surface lacks is refused naming the version; a flag of
+    the surface elastic-idl does not know is refused too, never dropped.
+
+    Attributes:
+        torch_version: The torch version the flags are of (``torch.__version__``).
+        options: Every option string, both spellings (``--nproc-per-node``, ``--nproc_per_node``).
+        switches: The option strings that take no value.
+    """
+
+    torch_version: str
+    options: frozenset[str]
+    switches: frozenset[str] = frozenset()
+
+    def has(self, f: _Flag) -> bool:
+        return any(o in self.options for o in f.options)
+
+    def flags(self) -> tuple[_Flag, ...]:
+        """The flags in effect: the known ones it has, then the ones elastic-idl does not know, refused."""
+        unknown: dict[str, list[str]] = {}
+        for o in sorted(self.options - set(_BY_OPTION) - {"-h", "--help"}):
+            unknown.setdefault(o.lstrip("-").replace("_", "-"), []).append(o)
+        extra = tuple(
+            _f(
+                tuple(sorted(spellings, key=lambda o: ("_" in o, o))),
+                "plain",
+                None,
+                "refused",
+                f"a flag of torch {self.torch_version}'s torchrun that this elastic-idl does not know",
+            )
+            for spellings in unknown.values()
+        )
+        return (*(f for f in _KNOWN if self.has(f)), *extra)
+
+
+#: torchrun 2.13's surface (`FLAGS`): what the pure functions accept when given no other.
+TORCH_2_13 = TorchrunSurface(
+    "2.13",
+    frozenset(o for f in FLAGS for o in f.options) | {"-h", "--help"},
+    frozenset(o for f in FLAGS if f.kind == "bool" for o in f.options),
+)
 
 
 @dataclass(frozen=True)
@@ -594,19 +665,30 @@ class NodeSettings:
         node_rank: ``--node-rank`` of a ``static`` rendezvous (None: not given, 0).
         local_addr: ``--local-addr``, this node's address.
         log_dir: ``--log-dir``, where torch keeps this node's per-attempt logs.
+        log_line_prefix_template: ``--log-line-prefix-template`` (torch 2.14 on), the prefix of
+            tee'd log lines.
     """
 
     node_rank: int | None = None
     local_addr: str | None = None
     log_dir: str | None = None
+    log_line_prefix_template: str | None = None
 
     def given(self) -> list[str]:
         """The flags set, in their dash spelling."""
-        names = (("node_rank", "--node-rank"), ("local_addr", "--local-addr"), ("log_dir", "--log-dir"))
+        names = (
+            ("node_rank", "--node-rank"),
+            ("local_addr", "--local-addr"),
+            ("log_dir", "--log-dir"),
+            ("log_line_prefix_template", "--log-line-prefix-template"),
+        )
         return [flag for attr, flag in names if getattr(self, attr) is not None]
 
 
 class _Parser(argparse.ArgumentParser):
+    #: The torch version whose torchrun this parser is (set by `_parser`).
+    torch_version = TORCH_2_13.torch_version
+
     def error(self, message: str) -> NoReturn:
         m = re.match(r"argument (\S+?)(?:/\S+)?: (.*)", message, re.S)
         if m:
@@ -615,7 +697,9 @@ class _Parser(argparse.ArgumentParser):
             raise TorchrunUsageError(flag, m.group(2))
         m = re.match(r"unrecognized arguments: (\S+)", message)
         if m:
-            raise TorchrunUsageError(m.group(1), f"not a torchrun 2.13 flag ({message})")
+            raise TorchrunUsageError(
+                m.group(1), f"{m.group(1)} is not a flag of torch {self.torch_version}'s torchrun ({message})"
+            )
         m = re.match(r"ambiguous option: (\S+?)[ =]", message)
         if m:
             raise TorchrunUsageError(m.group(1), message)
@@ -640,13 +724,14 @@ class _Written(argparse.Action):
 _SPELLINGS = "_spellings"
 
 
-def _parser() -> _Parser:
+def _parser(surface: TorchrunSurface) -> _Parser:
     # torch's get_args_parser(), with every default replaced by _UNSET so we know what the
     # command line set; env fallbacks and defaults are applied afterwards, like torch's `env` action.
     p = _Parser(prog="torchrun", add_help=False, description="Torch Distributed Elastic Training Launcher")
+    p.torch_version = surface.torch_version
     p.add_argument("-h", "--help", action=_Help, nargs=0)
-    for f in FLAGS:
-        if f.kind == "bool":
+    for f in surface.flags():
+        if f.kind == "bool" or (f.kind == "plain" and set(f.options) <= surface.switches):
             p.add_argument(*f.options, action=_Written, nargs=0, const=True, default=_UNSET)
         else:
             p.add_argument(*f.options, action=_Written, type=f.type, default=_UNSET, choices=f.choices)
@@ -655,10 +740,17 @@ def _parser() -> _Parser:
     return p
 
 
-def _resolve(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, _Value]:
-    """Each flag's value and where it came from: command line > PET_ env > torchrun's default."""
+def _resolve(ns: argparse.Namespace, env: Mapping[str, str], surface: TorchrunSurface) -> dict[str, _Value]:
+    """Each flag's value and where it came from: command line > PET_ env > torchrun's default.
+
+    A known flag the surface lacks has its default, whatever the env says (that torch reads no
+    PET_ variable for it).
+    """
     out: dict[str, _Value] = {}
-    for f in FLAGS:
+    for f in (*_KNOWN, *(f for f in surface.flags() if f.dest not in _BY_DEST)):
+        if not surface.has(f):
+            out[f.dest] = _Value(f.default, "default")
+            continue
         given = getattr(ns, f.dest)
         var = f.env_var
         spelling = getattr(ns, _SPELLINGS, {}).get(f.dest, _flag_name(f))
@@ -753,7 +845,9 @@ def shlex_split_hint(text: str | bytes) -> list[str]:
         return [text.decode() if isinstance(text, bytes) else text]
 
 
-def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[Task, TorchrunEntrypoint]:
+def from_torchrun(
+    argv: Sequence[str], env: Mapping[str, str] | None = None, surface: TorchrunSurface = TORCH_2_13
+) -> tuple[Task, TorchrunEntrypoint]:
     """Parse a torchrun command line into a task (kubeflow shape) and the entrypoint it runs.
 
     Args:
@@ -761,6 +855,7 @@ def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
             args included, as a list of strings (``shlex.split`` a command line first).
         env: The environment torchrun would see, for the ``PET_<FLAG>`` fallbacks; None means
             empty (pure). Pass ``os.environ`` for drop-in behaviour.
+        surface: The torchrun whose flags are accepted (default torch 2.13's).
 
     Returns:
         The task, validated, with worker replicas = max nodes as flytekit writes it, and the
@@ -780,7 +875,7 @@ def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
         TorchrunError: The command line is not one torchrun accepts; names the flag.
         ValidationError: The task it describes breaks a rule (e.g. --nnodes 3:1).
     """
-    task, entry, node, values = _convert(argv, env)
+    task, entry, node, values = _convert(argv, env, surface)
     for flag in node.given():
         f = _BY_OPTION[flag]
         _refuse(
@@ -793,33 +888,35 @@ def from_torchrun(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
 
 
 def parse_torchrun(
-    argv: Sequence[str], env: Mapping[str, str] | None = None
+    argv: Sequence[str], env: Mapping[str, str] | None = None, surface: TorchrunSurface = TORCH_2_13
 ) -> tuple[Task, TorchrunEntrypoint, NodeSettings]:
     """`from_torchrun`, plus the launch-time settings of this node instead of refusing them.
 
     What ``elastic-idl torchrun`` uses: ``--node-rank`` (static backend), ``--local-addr`` and
     ``--log-dir`` (and their ``PET_*`` variables) come back as `NodeSettings` for the
-    launcher. Raises what `from_torchrun` raises, except for those.
+    launcher (and, where the torchrun of ``surface`` has it, ``--log-line-prefix-template``).
+    Raises what `from_torchrun` raises, except for those.
     """
-    task, entry, node, _ = _convert(argv, env)
+    task, entry, node, _ = _convert(argv, env, surface)
     return task, entry, node
 
 
 def _convert(
-    argv: Sequence[str], env: Mapping[str, str] | None
+    argv: Sequence[str], env: Mapping[str, str] | None, surface: TorchrunSurface
 ) -> tuple[Task, TorchrunEntrypoint, NodeSettings, dict[str, _Value]]:
     argv = _check_argv(argv, "argv")
     if env is not None and not isinstance(env, Mapping):
         raise TypeError(f"env must be a mapping of strings (os.environ, a dict) or None, got {type(env).__name__}")
-    ns = _parser().parse_args(list(argv))
-    v = _resolve(ns, env or {})
+    ns = _parser(surface).parse_args(list(argv))
+    v = _resolve(ns, env or {}, surface)
     try:
-        _refuse_unsupported(v)
+        _refuse_unsupported(v, surface)
         config, backend, hi = _nodes_and_rendezvous(v)
         node = NodeSettings(
             node_rank=_node_rank(v["node_rank"], backend, hi),
             local_addr=v["local_addr"].value or None,  # "" means unset, as in torchrun
             log_dir=v["log_dir"].value or None,
+            log_line_prefix_template=v["log_line_prefix_template"].value or None,
         )
         reading = _Reading(config, backend)
         for f in FLAGS:
@@ -873,9 +970,9 @@ def _flag_of(field: str, v: dict[str, _Value], backend: str) -> str:
     return v[dest].given(_BY_DEST[dest])
 
 
-def _refuse_unsupported(v: dict[str, _Value]) -> None:
+def _refuse_unsupported(v: dict[str, _Value], surface: TorchrunSurface) -> None:
     """Refuse every flag of status "refused" given a value, and --module with --no-python."""
-    for f in FLAGS:
+    for f in (*_KNOWN, *surface.flags()):
         if f.status == "refused" and v[f.dest].value != f.default:
             _refuse(f, v[f.dest], f"not held by the schema ({f.note})")
     if v["module"].value and v["no_python"].value:

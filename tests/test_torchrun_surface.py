@@ -1,0 +1,151 @@
+"""The torchrun surface (issue 33, item 1): the drop-in accepts exactly the flags of the installed torch's
+torchrun, says which torch refused a flag, and handles --log-line-prefix-template where torch has it.
+
+The pure parts run on made-up surfaces; the rest against the installed torch (run by `make test-torch`
+on each torch of the matrix, where the last test compares with that torch's own torchrun)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from elastic_idl._errors import TorchrunUsageError, UnsupportedFlagError
+from elastic_idl._sdk.torchrun import (
+    FLAGS,
+    NEWER_FLAGS,
+    TORCH_2_13,
+    TorchrunSurface,
+    from_torchrun,
+    parse_torchrun,
+)
+
+TEMPLATE = "--log-line-prefix-template"
+WITH_TEMPLATE = TorchrunSurface(
+    "2.14.1",
+    TORCH_2_13.options | set(NEWER_FLAGS[0].options) | set(NEWER_FLAGS[1].options),
+    TORCH_2_13.switches,
+)
+
+
+def test_the_default_surface_is_torchrun_2_13s_and_refuses_the_template_naming_it() -> None:
+    with pytest.raises(TorchrunUsageError) as err:
+        parse_torchrun([TEMPLATE, "${rank}|", "train.py"])
+    assert err.value.flag == TEMPLATE
+    assert f"{TEMPLATE} is not a flag of torch 2.13's torchrun" in err.value.reason
+    # torch 2.13's torchrun has no such env action: its PET_ variable is not read.
+    _, _, node = parse_torchrun(["train.py"], {"PET_LOG_LINE_PREFIX_TEMPLATE": "${rank}|"})
+    assert node.log_line_prefix_template is None
+
+
+@pytest.mark.parametrize("spelling", [TEMPLATE, "--log_line_prefix_template"])
+def test_a_surface_with_the_template_takes_it_as_a_launch_time_setting(spelling: str) -> None:
+    task, entry, node = parse_torchrun([spelling, "${hostname}:${rank}: ", "train.py", "x"], surface=WITH_TEMPLATE)
+    assert node.log_line_prefix_template == "${hostname}:${rank}: "
+    assert entry.target == "train.py" and entry.args == ("x",)
+    assert task == parse_torchrun(["train.py"], surface=WITH_TEMPLATE)[0]  # not part of the task
+    _, _, from_env = parse_torchrun(["train.py"], {"PET_LOG_LINE_PREFIX_TEMPLATE": "${rank}>"}, WITH_TEMPLATE)
+    assert from_env.log_line_prefix_template == "${rank}>"
+    _, _, both = parse_torchrun([TEMPLATE, "a", "t.py"], {"PET_LOG_LINE_PREFIX_TEMPLATE": "b"}, WITH_TEMPLATE)
+    assert both.log_line_prefix_template == "a"  # the command line wins
+    with pytest.raises(UnsupportedFlagError, match=r"--log-line-prefix-template: .*a launch-time setting"):
+        from_torchrun([TEMPLATE, "x", "train.py"], surface=WITH_TEMPLATE)
+
+
+def test_print_completion_is_refused_where_torch_has_it() -> None:
+    with pytest.raises(UnsupportedFlagError, match=r"--print-completion: .*run torchrun itself"):
+        parse_torchrun(["--print-completion", "bash", "train.py"], surface=WITH_TEMPLATE)
+
+
+def test_a_known_flag_the_installed_torch_lacks_is_refused_naming_its_version() -> None:
+    gone = FLAGS[-1]  # --virtual-local-rank, the newest of 2.13's
+    older = TorchrunSurface("2.12.0", TORCH_2_13.options - set(gone.options), TORCH_2_13.switches)
+    parse_torchrun([gone.options[0], "train.py"])  # 2.13 has it
+    with pytest.raises(TorchrunUsageError, match=rf"{gone.options[0]} is not a flag of torch 2.12.0's torchrun"):
+        parse_torchrun([gone.options[0], "train.py"], surface=older)
+    # and its PET_ variable is not read where torch lacks the flag
+    env = {f"PET_{gone.dest.upper()}": "1"}
+    assert parse_torchrun(["train.py"], env, older)[0] == parse_torchrun(["train.py"], surface=older)[0]
+
+
+@pytest.mark.parametrize(("argv", "switch"), [(["--new-knob", "3"], False), (["--fast_mode"], True)])
+def test_a_flag_elastic_idl_does_not_know_is_refused_not_dropped(argv: list[str], switch: bool) -> None:
+    name = argv[0]
+    newer = TorchrunSurface("2.99.0", TORCH_2_13.options | {name}, TORCH_2_13.switches | ({name} if switch else set()))
+    with pytest.raises(UnsupportedFlagError) as err:
+        parse_torchrun([*argv, "train.py"], surface=newer)
+    assert err.value.flag == name
+    assert "a flag of torch 2.99.0's torchrun that this elastic-idl does not know" in err.value.reason
+    _, entry, _ = parse_torchrun(["train.py", *argv], surface=newer)  # after the script: the script's
+    assert entry.args == tuple(argv)
+
+
+# ---------------------------------------------------------------- the installed torch
+
+
+def _installed() -> TorchrunSurface:
+    pytest.importorskip("torch")
+    from elastic_idl._launch.agent import installed_torchrun_surface
+
+    return installed_torchrun_surface()
+
+
+def test_the_installed_surface_is_torchs_own_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    from torch.distributed import run
+
+    monkeypatch.setenv("PET_STANDALONE", "")  # torch's parser raises on it when built: set aside
+    surface = _installed()
+    assert os.environ["PET_STANDALONE"] == ""  # and put back
+    monkeypatch.delenv("PET_STANDALONE")
+    parser = run.get_args_parser()
+    theirs = {o for a in parser._actions for o in a.option_strings}
+    assert surface.options == theirs
+    assert surface.torch_version == torch.__version__.split("+")[0]
+    assert {"--standalone", "--virtual-local-rank"} <= surface.switches
+    assert "--nnodes" not in surface.switches
+    # every 2.13 flag is either in this torch or refused by it, and nothing of it goes unhandled
+    handled = {o for f in surface.flags() for o in f.options}
+    assert theirs - {"-h", "--help"} <= handled
+
+
+def _run(cmd: list[str], script: Path, tmp: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*cmd, "--nproc-per-node", "2", "--tee", "3", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_the_drop_in_prints_what_this_torchs_torchrun_prints(tmp_path: Path, how: str) -> None:
+    """``--log-line-prefix-template`` (or its PET_ variable) through the drop-in and through the installed
+    torch's own torchrun: the same tee'd lines, or on a torch without the flag a usage error naming it."""
+    surface = _installed()
+    script = tmp_path / "hello.py"
+    # one write per line: the tee'd streams of two workers interleave at write boundaries
+    script.write_text("import os\nos.write(1, f\"hello from {os.environ['RANK']}\\n\".encode())\n")
+    template = "${rank}|"
+    flag, env = ([TEMPLATE, template], {}) if how == "flag" else ([], {"PET_LOG_LINE_PREFIX_TEMPLATE": template})
+    ours = _run([sys.executable, "-m", "elastic_idl.cli", "torchrun", *flag], script, tmp_path, env)
+    theirs = _run([sys.executable, "-m", "torch.distributed.run", *flag], script, tmp_path, env)
+    if TEMPLATE not in surface.options:
+        if how == "flag":
+            assert ours.returncode == 2 and theirs.returncode == 2
+            assert f"{TEMPLATE} is not a flag of torch {surface.torch_version}'s torchrun" in ours.stderr
+        else:  # the variable means nothing to this torch: both print torch's default prefix
+            assert ours.returncode == 0 == theirs.returncode, ours.stderr[-2000:]
+            assert sorted(ours.stdout.splitlines()) == sorted(theirs.stdout.splitlines())
+            assert "[default0]:hello from 0" in ours.stdout
+        return
+    assert ours.returncode == 0 == theirs.returncode, ours.stderr[-2000:]
+    assert (
+        sorted(ours.stdout.splitlines()) == sorted(theirs.stdout.splitlines()) == ["0|hello from 0", "1|hello from 1"]
+    )
