@@ -291,12 +291,12 @@ def _start(flyte: Flyte, name: str, task: str, inputs: dict[str, Any], *, fast: 
     container["args"] = [fill.get(a, a) for a in args]
     env = container.setdefault("env", [])
     env.extend({"name": k, "value": v} for k, v in sorted(flyte.store["env"].items()))
+    # The execution's env propeller adds (the Worker's _F_WN, its pod's name, is the renderer's).
     env.extend(
         [
             {"name": "FLYTE_INTERNAL_EXECUTION_ID", "value": f"{name}-exec"},
             {"name": "FLYTE_INTERNAL_EXECUTION_PROJECT", "value": "p"},
             {"name": "FLYTE_INTERNAL_EXECUTION_DOMAIN", "value": "d"},
-            {"name": "_F_WN", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "_F_DES", "value": "Earliest"},
         ]
     )
