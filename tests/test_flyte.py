@@ -1,4 +1,4 @@
-"""Flyte 1.16's propeller, built here, on the one-machine cluster (flyte/, docs/flyte.md).
+"""Flyte 1.16's propeller, built here, on the one-machine cluster (flyte/, docs/guide/flyte.md).
 
 The short tests read the wrapper module against upstream's own plugin loader (in Go's module
 cache) and check what flyte/flyte.py hands propeller and its compiler: the configuration, and a
