@@ -45,7 +45,7 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 ## make chaos-defaults  what users get by default: the fault classes under flytekit's, Flyte 2's and our defaults, 5 runs each (docs/guide/when-pods-die.md, "What the defaults give")
 ## make cluster-up    a Kubernetes control plane on this machine (docs/guide/cluster.md); cluster-down stops it
 ## make cluster-test  every cluster test, the long ones too (make test runs the short ones)
-## make flyte-up / flyte-down  the cluster plus Flyte 1.16's propeller with both pytorch plugins (docs/flyte.md) / stop both
+## make flyte-up / flyte-down  the cluster plus Flyte 1.16's propeller with both pytorch plugins (docs/guide/flyte.md) / stop both
 ## make flyte-run     package, compile and run FILE's WORKFLOW with INPUTS='{...}' (ARGS=--plugin pytorch=pytorch: upstream's plugin); prints the outputs as JSON last
 ## make flyte-test    tests/test_flyte.py, the cluster ones too (its own cluster and propeller in build/flyte-test)
 ## make long-test     the local long tests (races repeated 20 times; make test runs 3 of each)
