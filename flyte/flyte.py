@@ -5,10 +5,12 @@
                                   flyte/build.sh; returns once propeller watches FlyteWorkflows.
                                   The last two lines are `export KUBECTL=...` / `export KUBECONFIG=...`
     python flyte/flyte.py down    stop propeller, then the cluster (cluster/cluster.py down)
-    python flyte/flyte.py run FILE WORKFLOW [--inputs JSON]
+    python flyte/flyte.py run FILE WORKFLOW [--inputs JSON] [--plugin TASK_TYPE=PLUGIN]
                                   package FILE with pyflyte, compile WORKFLOW with propeller's
-                                  kubectl-flyte, create the FlyteWorkflow, wait for it; the last
-                                  line is the workflow's outputs as one JSON object
+                                  kubectl-flyte (`create --dry-run`), create the FlyteWorkflow
+                                  with kubectl (with the plugin overrides in its executionConfig,
+                                  as admin writes a project's), wait for it; the last line is the
+                                  workflow's outputs as one JSON object
 
 `make flyte-up` / `make flyte-down` / `make flyte-run` run these. State lives in CLUSTER_DIR
 (default build/flyte-cluster): the cluster's own, plus `flyte/` (propeller's configuration, its
@@ -17,7 +19,7 @@ pid, the event file, each run's package and compiled workflow) and `logs/flytepr
 What propeller gets (flyte/propeller.yaml in CLUSTER_DIR): the cluster's admin kubeconfig; the
 object store as its blob store (storage type `minio`: S3 with an endpoint and access keys, the
 bucket of objectstore.json); events written to a file (event sink `file`: there is no flyteadmin;
-flyteadmin v1.16.8 is not served by the Go module proxy); the FlyteWorkflow CRD created at start
+the Go module proxy refuses every version of it); the FlyteWorkflow CRD created at start
 (`create-flyteworkflow-crd`); both pytorch plugins enabled, task type `pytorch` routed to ours
 (`default-for-task-types: {pytorch: elastic-idl-pytorch}`; FLYTE_PYTORCH_PLUGIN=pytorch routes it
 to flyteplugins' own); and every pod's env carries the store's FLYTE_AWS_* variables
@@ -54,8 +56,8 @@ BUILD_SH = HERE / "build.sh"
 PYTORCH_PLUGIN = "elastic-idl-pytorch"
 #: Plugins enabled: the pod plugins, the array plugin and both pytorch plugins.
 ENABLED_PLUGINS = ["container", "sidecar", "k8s-array", "pytorch", "elastic-idl-pytorch"]
-#: Where a FlyteWorkflow is created: the namespace Flyte's default template gives the project and
-#: domain pyflyte package writes (`{{ project }}-{{ domain }}`).
+#: Where a FlyteWorkflow is created: the namespace Flyte's default template gives its project and
+#: domain (`{{ project }}-{{ domain }}`; `run --project/--domain`, default flytesnacks/development).
 NAMESPACE_TEMPLATE = "{project}-{domain}"
 #: The "image" written into each task: nothing pulls it (the node agent runs the host's .venv).
 IMAGE = "localhost/elastic-idl-flyte:dev"
@@ -477,6 +479,9 @@ def run(
         phase = obj.get("status", {}).get("phase", 0)
         if phase in (3, 5, 6):
             break
+        if kc._start_time(int(info["pid"])) != info["start"]:
+            log = cluster / "logs" / "flytepropeller.log"
+            raise FlyteError(f"flytepropeller (pid {info['pid']}) is gone; its log ends:\n{log_tail(log)}")
         time.sleep(1)
     else:
         raise FlyteError(f"{namespace}/{name} not done within {timeout:.0f} s (phase {phase_names[phase]})")
