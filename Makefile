@@ -17,7 +17,7 @@ PY := $(VENV)/bin/python
 BUF := $(GEN_VENV)/bin/buf
 # The committed image of the released schema that `buf breaking` compares against.
 BASELINE := buf/baseline.binpb
-LINT_PATHS := src tests bench scripts cluster
+LINT_PATHS := src tests bench scripts cluster flyte
 
 hash = $(shell sha256sum $(1) | cut -c1-16)
 DEV_STAMP := $(VENV)/.stamp-dev-$(call hash,requirements/dev.txt)

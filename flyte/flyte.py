@@ -1,4 +1,3 @@
-# ruff: noqa: T201  (a command-line script: it prints on purpose, as cluster/ does)
 """Flyte 1.16's propeller on the one-machine cluster (issue 31; test equipment, not product).
 
     python flyte/flyte.py up      the cluster (cluster/cluster.py up), then propeller, built by
