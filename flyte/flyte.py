@@ -3,13 +3,20 @@
     python flyte/flyte.py up      the cluster (cluster/cluster.py up), then propeller, built by
                                   flyte/build.sh; returns once propeller watches FlyteWorkflows.
                                   The last two lines are `export KUBECTL=...` / `export KUBECONFIG=...`
+    python flyte/flyte.py restart [--elastic-idl KEY=VALUE] [--k8s KEY=VALUE]
+                                  restart propeller alone with our plugin's section
+                                  (plugins.elastic-idl-pytorch; `up --elastic-idl` and
+                                  FLYTE_ELASTIC_IDL=K=V,K=V set it too) and extra plugins.k8s keys
     python flyte/flyte.py down    stop propeller, then the cluster (cluster/cluster.py down)
-    python flyte/flyte.py run FILE WORKFLOW [--inputs JSON] [--plugin TASK_TYPE=PLUGIN]
+    python flyte/flyte.py run FILE WORKFLOW [--inputs JSON] [--plugin TASK_TYPE=PLUGIN] [--custom JSON]
                                   package FILE with pyflyte, compile WORKFLOW with propeller's
                                   kubectl-flyte (`create --dry-run`), create the FlyteWorkflow
                                   with kubectl (with the plugin overrides in its executionConfig,
                                   as admin writes a project's), wait for it; the last line is the
-                                  workflow's outputs as one JSON object
+                                  workflow's outputs as one JSON object; before it, `== warning:`
+                                  lines: our plugin's warnings about the execution's tasks.
+                                  --custom merges JSON into each pytorch task's custom (a newer
+                                  SDK's key, a broken config)
 
 `make flyte-up` / `make flyte-down` / `make flyte-run` run these. State lives in CLUSTER_DIR
 (default build/flyte-cluster): the cluster's own, plus `flyte/` (propeller's configuration, its
@@ -33,6 +40,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -93,8 +101,38 @@ def log_tail(path: Path, lines: int = 20) -> str:
 # ---------------------------------------------------------------- up / down
 
 
-def propeller_config(cluster: Path, kubeconfig: Path, store: dict[str, Any], ports: dict[str, int]) -> dict[str, Any]:
+def elastic_idl_section(pairs: Sequence[str] = ()) -> dict[str, str]:
+    """Our plugin's section (`plugins.elastic-idl-pytorch`, go/flyteplugin/config.go): the
+    FLYTE_ELASTIC_IDL variable's comma-separated KEY=VALUE pairs, then `--elastic-idl KEY=VALUE`
+    options (which win), e.g. `elastic-worker-restart-policy=ExitCode`."""
+    items = [i for i in os.environ.get("FLYTE_ELASTIC_IDL", "").split(",") if i.strip()]
+    section = {}
+    for item in [*items, *pairs]:
+        if "=" not in item:
+            raise FlyteError(f"not KEY=VALUE for plugins.{PYTORCH_PLUGIN}: {item!r}")
+        key, value = item.split("=", 1)
+        section[key.strip()] = value.strip()
+    return section
+
+
+def propeller_config(
+    cluster: Path,
+    kubeconfig: Path,
+    store: dict[str, Any],
+    ports: dict[str, int],
+    elastic_idl: dict[str, str] | None = None,
+    k8s: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Propeller's configuration (flytestdlib config sections, by their keys at v1.16.8)."""
+    plugins: dict[str, Any] = {
+        "k8s": {
+            "default-env-vars": [{k: v} for k, v in store["env"].items()],
+            "inject-finalizer": True,
+            **(k8s or {}),
+        }
+    }
+    if elastic_idl:
+        plugins[PYTORCH_PLUGIN] = dict(elastic_idl)
     return {
         "propeller": {
             "kube-config": str(kubeconfig),
@@ -138,7 +176,7 @@ def propeller_config(cluster: Path, kubeconfig: Path, store: dict[str, Any], por
         },
         # A list of one-key maps, as Flyte's own charts write it: viper lowercases the keys of a
         # map it reads (the pods got `flyte_aws_endpoint`), not those inside a list.
-        "plugins": {"k8s": {"default-env-vars": [{k: v} for k, v in store["env"].items()], "inject-finalizer": True}},
+        "plugins": plugins,
         "logger": {"level": 4, "show-source": True},
     }
 
@@ -186,9 +224,11 @@ def kubectl(env: dict[str, str], *args: str, check: bool = True, input: str | No
     return r.stdout
 
 
-def propeller_watching(log: Path) -> bool:
+def propeller_watching(log: Path, offset: int = 0) -> bool:
     try:
-        text = log.read_text(errors="replace")
+        with open(log, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
     except OSError:
         return False
     for line in text.splitlines():
@@ -200,56 +240,97 @@ def propeller_watching(log: Path) -> bool:
     return False
 
 
-def up() -> None:
-    cluster = state_dir()
-    env = exports(run_cluster("up"))
+def k8s_section(pairs: Sequence[str] = ()) -> dict[str, Any]:
+    """Extra keys of `plugins.k8s` (flytek8s' section), `--k8s KEY=VALUE`, each value read as YAML
+    (`enable-distributed-error-aggregation=true`)."""
+    out = {}
+    for item in pairs:
+        if "=" not in item:
+            raise FlyteError(f"not KEY=VALUE for plugins.k8s: {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def start_propeller(
+    cluster: Path, env: dict[str, str], elastic_idl: dict[str, str], k8s: dict[str, Any] | None = None
+) -> None:
+    """Write propeller's configuration, start it, return once it watches."""
     fd = flyte_dir(cluster)
+    fd.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    bin_dir = build()
+    build_s = time.monotonic() - t0
+    store = json.loads((cluster / "objectstore.json").read_text())
+    ports = kc.free_ports(["propeller-profiler", "admin-unused"])
+    config = fd / "propeller.yaml"
+    config.write_text(
+        yaml.safe_dump(propeller_config(cluster, Path(env["KUBECONFIG"]), store, ports, elastic_idl, k8s))
+    )
+    config.chmod(0o600)  # it holds the store's keys
+    (fd / "env.json").write_text(json.dumps(env))
+    log = cluster / "logs" / "flytepropeller.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with open(log, "ab") as out:  # appended: a restart keeps the earlier propeller's lines
+        mark = out.tell()
+        p = subprocess.Popen(
+            [str(bin_dir / "flytepropeller"), "--config", str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=fd,
+            start_new_session=True,
+        )
+    (fd / "propeller.json").write_text(
+        json.dumps({"pid": p.pid, "start": kc._start_time(p.pid), "bin": str(bin_dir), "ports": ports})
+    )
+    deadline = started + 120 * kc.timeout_scale()
+    while not propeller_watching(log, mark):
+        if p.poll() is not None:
+            raise FlyteError(f"flytepropeller exited ({p.returncode}) before it watched:\n{log_tail(log)}")
+        if time.monotonic() > deadline:
+            raise FlyteError(f"flytepropeller did not watch within 120 s:\n{log_tail(log)}")
+        time.sleep(0.2)
+    watching_s = time.monotonic() - started
+    kubectl(env, "get", "crd", "flyteworkflows.flyte.lyft.com")
+    section = f"; plugins.{PYTORCH_PLUGIN}: {json.dumps(elastic_idl)}" if elastic_idl else ""
+    section += f"; plugins.k8s also: {json.dumps(k8s)}" if k8s else ""
+    print(
+        f"== flytepropeller watches (pid {p.pid}; build check {build_s:.1f} s, start -> watching "
+        f"{watching_s:.1f} s); log {log}; events {fd / 'events.txt'}{section}",
+        file=sys.stderr,
+    )
+
+
+def up(elastic_idl: Sequence[str] = ()) -> None:
+    cluster = state_dir()
+    section = elastic_idl_section(elastic_idl)
+    env = exports(run_cluster("up"))
     try:
-        fd.mkdir(parents=True, exist_ok=True)
-        t0 = time.monotonic()
-        bin_dir = build()
-        build_s = time.monotonic() - t0
-        store = json.loads((cluster / "objectstore.json").read_text())
-        ports = kc.free_ports(["propeller-profiler", "admin-unused"])
-        config = fd / "propeller.yaml"
-        config.write_text(yaml.safe_dump(propeller_config(cluster, Path(env["KUBECONFIG"]), store, ports)))
-        config.chmod(0o600)  # it holds the store's keys
-        (fd / "env.json").write_text(json.dumps(env))
         log = cluster / "logs" / "flytepropeller.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        with open(log, "wb") as out:
-            p = subprocess.Popen(
-                [str(bin_dir / "flytepropeller"), "--config", str(config)],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=fd,
-                start_new_session=True,
-            )
-        (fd / "propeller.json").write_text(
-            json.dumps({"pid": p.pid, "start": kc._start_time(p.pid), "bin": str(bin_dir), "ports": ports})
-        )
-        deadline = started + 120 * kc.timeout_scale()
-        while not propeller_watching(log):
-            if p.poll() is not None:
-                raise FlyteError(f"flytepropeller exited ({p.returncode}) before it watched:\n{log_tail(log)}")
-            if time.monotonic() > deadline:
-                raise FlyteError(f"flytepropeller did not watch within 120 s:\n{log_tail(log)}")
-            time.sleep(0.2)
-        watching_s = time.monotonic() - started
-        kubectl(env, "get", "crd", "flyteworkflows.flyte.lyft.com")
-        print(
-            f"== flytepropeller watches (pid {p.pid}; build check {build_s:.1f} s, start -> watching "
-            f"{watching_s:.1f} s); log {log}; events {fd / 'events.txt'}",
-            file=sys.stderr,
-        )
+        if log.exists():
+            log.unlink()
+        start_propeller(cluster, env, section)
     except BaseException:
         stop_propeller(cluster)
         run_cluster("down")
         raise
     print(f"export KUBECTL={env['KUBECTL']}")
     print(f"export KUBECONFIG={env['KUBECONFIG']}")
+
+
+def restart(elastic_idl: Sequence[str] = (), k8s: Sequence[str] = ()) -> None:
+    """Stop propeller and start it again with a new configuration (our plugin's section); the
+    cluster, its workflows and propeller's log stay."""
+    cluster = state_dir()
+    fd = flyte_dir(cluster)
+    if not (fd / "env.json").exists():
+        raise FlyteError(f"no flyte up in {cluster}: make flyte-up first")
+    section = elastic_idl_section(elastic_idl)
+    for line in stop_propeller(cluster):
+        print(f"== {line}", file=sys.stderr)
+    start_propeller(cluster, json.loads((fd / "env.json").read_text()), section, k8s_section(k8s))
 
 
 def stop_propeller(cluster: Path) -> list[str]:
@@ -374,6 +455,69 @@ def set_package_path(template: Any, path: str) -> None:
                 fields["args"].list_value.extend(args)
 
 
+def merge_custom(template: Any, extra: dict[str, Any]) -> None:
+    """Merge EXTRA into a task template's custom (objects key by key): a task as a newer SDK, or a
+    broken one, would have serialized it (`run --custom '{"futureKnob": 1}'`)."""
+    from google.protobuf.json_format import MessageToDict
+
+    def merged(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        return out
+
+    new = merged(MessageToDict(template.custom), extra)
+    template.custom.Clear()
+    template.custom.update(new)
+
+
+def task_warnings(flyte_wf: dict[str, Any]) -> list[str]:
+    """The task phase reasons a user should see (what flyteadmin shows as a task event's reason;
+    the local event sink writes the phases only): those with `warnings:` or from our plugin, in a
+    node's message or in the reason a k8s plugin's state keeps (taskNodeStatus.pluginState:
+    flytek8s' PluginState, gob-encoded, its Reason a plain string in it) while the task runs."""
+    import base64
+
+    found = []
+
+    def walk(statuses: dict[str, Any]) -> None:
+        for node, ns in statuses.items():
+            texts = [ns.get("message", "")]
+            state = (ns.get("taskNodeStatus") or {}).get("pluginState")
+            if state:
+                raw = base64.b64decode(state).decode("utf-8", errors="replace")
+                texts += re.findall(r"[\x20-\x7e]{12,}", raw)
+            for text in texts:
+                if "warnings:" in text or PYTORCH_PLUGIN in text:
+                    found.append(f"node {node}: {text[text.find('warnings:') if 'warnings:' in text else 0 :]}")
+            walk(ns.get("subNodeStatus", {}) or {})
+
+    walk(flyte_wf.get("status", {}).get("nodeStatus", {}) or {})
+    return found
+
+
+def plugin_log_warnings(log: Path, execution: str) -> list[str]:
+    """Our plugin's warnings about the execution's tasks in propeller's log (level warning, the
+    message starting with the plugin's id: BuildResource's unknown-key and dropped-field ones)."""
+    found = []
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        if execution not in line or not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        msg = entry.get("msg", "")
+        if entry.get("json", {}).get("exec_id") == execution and entry.get("level") == "warning":
+            if msg.startswith(PYTORCH_PLUGIN + ":"):
+                found.append(f"node {entry['json'].get('node', '?')}: {msg} (propeller's log)")
+    return found
+
+
 def load_workflow(file: Path, name: str) -> Any:
     import importlib
 
@@ -390,6 +534,7 @@ def run(
     project: str,
     domain: str,
     plugins: dict[str, str] | None = None,
+    custom: dict[str, Any] | None = None,
 ) -> int:
     from flyteidl.core import workflow_closure_pb2
     from flytekit.core.context_manager import FlyteContextManager
@@ -423,6 +568,10 @@ def run(
             s3.close()
         for t in tasks.values():
             set_package_path(t, f"s3://{store['bucket']}/{key}")
+    if custom:
+        for t in tasks.values():
+            if t.type == "pytorch":
+                merge_custom(t, custom)
     closure = workflow_closure_pb2.WorkflowClosure(workflow=wf_spec.template, tasks=list(tasks.values()))
     hydrate(closure, project, domain, name)
     (work / "workflow.pb").write_bytes(closure.SerializeToString())
@@ -473,9 +622,14 @@ def run(
     phase_names = ["Ready", "Running", "Succeeding", "Success", "Failing", "Failed", "Aborted", "HandlingFailureNode"]
     phase = 0
     obj: dict[str, Any] = {}
+    warned: list[str] = []
     while time.monotonic() < deadline:
         obj = json.loads(kubectl(env, "get", "flyteworkflow", name, "-n", namespace, "-o", "json"))
         phase = obj.get("status", {}).get("phase", 0)
+        for line in task_warnings(obj):
+            if line not in warned:
+                warned.append(line)
+                print(f"== warning: {line}", file=sys.stderr)
         if phase in (3, 5, 6):
             break
         if kc._start_time(int(info["pid"])) != info["start"]:
@@ -484,6 +638,10 @@ def run(
         time.sleep(1)
     else:
         raise FlyteError(f"{namespace}/{name} not done within {timeout:.0f} s (phase {phase_names[phase]})")
+    for line in plugin_log_warnings(cluster / "logs" / "flytepropeller.log", name):
+        if line not in warned:
+            warned.append(line)
+            print(f"== warning: {line}", file=sys.stderr)
     status = obj["status"]
     print(
         f"== {namespace}/{name}: {phase_names[status['phase']]} {time.monotonic() - created:.1f} s after create",
@@ -519,7 +677,21 @@ def run(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("up")
+    section_help = (
+        f"a key of our plugin's section, plugins.{PYTORCH_PLUGIN} (go/flyteplugin/config.go), e.g. "
+        "elastic-worker-restart-policy=ExitCode; FLYTE_ELASTIC_IDL=K=V,K=V sets them too"
+    )
+    u = sub.add_parser("up")
+    u.add_argument("--elastic-idl", action="append", default=[], metavar="KEY=VALUE", help=section_help)
+    rs = sub.add_parser("restart", help="restart propeller only, with a new configuration")
+    rs.add_argument("--elastic-idl", action="append", default=[], metavar="KEY=VALUE", help=section_help)
+    rs.add_argument(
+        "--k8s",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a key of plugins.k8s, e.g. enable-distributed-error-aggregation=true",
+    )
     sub.add_parser("down")
     r = sub.add_parser("run")
     r.add_argument("file", type=Path)
@@ -535,10 +707,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="TASK_TYPE=PLUGIN",
         help="this execution's plugin for a task type (what a project's plugin override gives), e.g. pytorch=pytorch",
     )
+    r.add_argument(
+        "--custom",
+        default="{}",
+        metavar="JSON",
+        help="merged into every pytorch task's custom, e.g. '{\"futureKnob\": 1}' (a newer SDK's task)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
-            up()
+            up(args.elastic_idl)
+        elif args.command == "restart":
+            restart(args.elastic_idl, args.k8s)
         elif args.command == "down":
             down()
         else:
@@ -550,6 +730,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.project,
                 args.domain,
                 dict(p.split("=", 1) for p in args.plugin),
+                json.loads(args.custom),
             )
     except (FlyteError, kc.ClusterError, KeyboardInterrupt) as e:
         print(f"flyte {args.command}: {e or 'interrupted'}", file=sys.stderr)
