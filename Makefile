@@ -48,6 +48,7 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 ## make flyte-up / flyte-down  the cluster plus Flyte 1.16's propeller with both pytorch plugins (docs/guide/flyte.md) / stop both
 ## make flyte-run     package, compile and run FILE's WORKFLOW with INPUTS='{...}' (ARGS=--plugin pytorch=pytorch: upstream's plugin); prints the outputs as JSON last
 ## make flyte-test    tests/test_flyte.py, the cluster ones too (its own cluster and propeller in build/flyte-test)
+## make flyte-bench  create -> Succeeded and -> first training step through propeller, ours vs flyteplugins' pytorch, 5 alternating rounds (bench/results/flyte-times.json)
 ## make long-test     the local long tests (races repeated 20 times; make test runs 3 of each)
 ## make clean         remove build/, dist/ and the tool caches
 help:
@@ -282,6 +283,12 @@ flyte-run: devtree
 flyte-test: devtree
 	$(PY) -m pytest -m "cluster_long or not cluster_long" tests/test_flyte.py
 
+# Issue 31 item 7: flyte/examples/train.py through each pytorch plugin of one propeller, alternating
+# per round (its own cluster in build/flyte-bench); writes bench/results/flyte-times.json.
+.PHONY: flyte-bench
+flyte-bench: devtree
+	flock $(CLUSTER_LOCK) nice $(PY) bench/flyte_times.py --rounds 5
+
 # The local long tests (marker long): races repeated 20 times; `make test` runs 3 runs of each.
 long-test: devtree
 	$(PY) -m pytest -m long
@@ -315,3 +322,11 @@ docs-serve: devtree venv-docs
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# ---------------------------------------------------------------- torch version matrix (issue 33)
+
+## make test-torch    the launcher, drop-in, round-trip and flytekit tests on each other torch (TORCH_VERSIONS: 2.14.1 2.15.0), each in build/venv-torch-<version>, made when missing; not part of make test
+TORCH_VERSIONS ?= 2.14.1 2.15.0
+.PHONY: test-torch
+test-torch:
+	nice -n 19 scripts/torch_matrix.sh $(TORCH_VERSIONS)
