@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -322,3 +323,235 @@ def test_the_package_archive_holds_what_read_package_reads(tmp_path: Path) -> No
     assert [n for n in names if n.endswith("_1.pb")] and [n for n in names if n.endswith("_2.pb")], names
     tasks, workflows, tarball = ft.read_package(tgz)
     assert sorted(tasks) == ["hello.plus", "hello.square"] and list(workflows) == ["hello.wf"] and tarball
+
+
+# ------------------------------------------------ issue 31 item 6: the training workflow end to end
+
+
+def _jobs_made(flyte: Flyte, name: str) -> list[str]:
+    """The PyTorchJobs propeller created for the execution, by its log: <node>-<attempt> each."""
+    made = re.compile(
+        rf"Creating Object: Type:\[kubeflow.org/v1, Kind=PyTorchJob\], Object:\[flytesnacks-development/{name}-(\S+)\]"
+    )
+    return sorted({m.group(1) for e in flyte.log() if (m := made.match(e.get("msg", "")))})
+
+
+def _created(r: subprocess.CompletedProcess[str]) -> str:
+    m = re.search(r"FlyteWorkflow flytesnacks-development/(\S+) created", r.stderr)
+    assert m, r.stderr
+    return m.group(1)
+
+
+def _object(flyte: Flyte, key: str) -> Path:
+    return flyte.dir / "objectstore" / "elastic-idl" / key
+
+
+@pytest.mark.cluster_long
+def test_a_training_workflow_with_a_checkpoint_runs_through_our_plugin_outputs_from_the_store(flyte: Flyte) -> None:
+    """Item 6a: a 2-node elastic task (typed input and output, a checkpoint), a task consuming its
+    output; the outputs are what propeller wrote to the store, the checkpoint what flytekit wrote."""
+    name, outputs = flyte.run("train.py", "wf", {"steps": 3})
+    assert outputs == {"o0": "trained 3 steps in a world of 2"}
+    from flyteidl.core import literals_pb2
+
+    prefix = f"metadata/propeller/flytesnacks-development-{name}"
+    for node, value in (("n0", ("integer", 32)), ("n1", ("string_value", "trained 3 steps in a world of 2"))):
+        lm = literals_pb2.LiteralMap()
+        lm.ParseFromString(_object(flyte, f"{prefix}/{node}/data/0/outputs.pb").read_bytes())
+        primitive = lm.literals["o0"].scalar.primitive
+        assert getattr(primitive, value[0]) == value[1], (node, lm)
+    # rank 0's checkpoint: the steps done, under the attempt's raw-output prefix (_flytecheckpoints).
+    checkpoints = list((flyte.dir / "objectstore" / "elastic-idl" / "raw").glob(f"*/{name}-n0-0/_flytecheckpoints/*"))
+    assert [p.read_bytes() for p in checkpoints] == [b"3"], checkpoints
+    assert _jobs_made(flyte, name) == ["n0-0"]
+    jobs = json.loads(flyte.kube("get", "pytorchjobs", "-n", "flytesnacks-development", "-o", "json"))["items"]
+    job = next(j for j in jobs if j["metadata"]["labels"].get("execution-id") == name)
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert any(e.get("msg", "").startswith("Plugin [elastic-idl-pytorch] returned") and e["json"].get("exec_id") == name
+               for e in flyte.log())  # fmt: skip
+
+
+@pytest.mark.cluster_long
+@pytest.mark.parametrize(
+    ("workflow", "sdk"),
+    [("wf_kf", "flytekitplugins-kfpytorch's Elastic"), ("wf", "elastic_idl's Elastic (a user who switched the SDK)")],
+)
+def test_the_training_workflow_runs_through_upstreams_plugin_with_either_sdks_elastic(
+    flyte: Flyte, workflow: str, sdk: str
+) -> None:
+    """Item 6b: the same workflow through flyteplugins' `pytorch` (a plugin override, as admin's)."""
+    name, outputs = flyte.run("train.py", workflow, {"steps": 3}, "--plugin", "pytorch=pytorch")
+    assert outputs == {"o0": "trained 3 steps in a world of 2"}, sdk
+    assert any(e.get("msg", "").startswith("Plugin [pytorch] returned") and e["json"].get("exec_id") == name
+               for e in flyte.log()), sdk  # fmt: skip
+    assert _jobs_made(flyte, name) == ["n0-0"]
+
+
+def _restart(flyte: Flyte, *args: str) -> None:
+    """Propeller alone restarted with a new configuration (flyte.py restart); the cluster stays."""
+    r = subprocess.run(
+        [sys.executable, str(FLYTE_PY), "restart", *args], env=flyte.env, capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0 and "flytepropeller watches" in r.stderr, r.stderr
+
+
+def _message(r: subprocess.CompletedProcess[str]) -> str:
+    """The execution's error message flyte.py run printed (a JSON object after the phase line)."""
+    m = re.search(r": Failed [\d.]+ s after create\n(\{.*?\n\})\n", r.stderr, re.S)
+    assert m, r.stderr
+    return str(json.loads(m.group(1))["message"])
+
+
+@pytest.mark.cluster_long
+def test_a_rank_1_user_error_fails_the_run_once_with_a_traceback(flyte: Flyte) -> None:
+    """Item 6c: rank 1 raises a ValueError at its first step (the task has no retries: one attempt).
+
+    Both workers write the attempt's one error document, and which lands is a race: rank 1's
+    ValueError, or rank 0's collateral gloo error ("Connection closed by peer" / "Connection reset
+    by peer"), each with its traceback: all seen here. The user's own message is therefore not
+    reliably what Flyte shows (docs/guide/flyte.md, "End to end")."""
+    r = flyte.run_raw("train.py", "wf", {"fail_rank": 1})
+    assert r.returncode == 1 and r.stdout == "", r.stdout + r.stderr
+    name = _created(r)
+    message = _message(r)
+    assert '"kind": "USER"' in r.stderr and "node n0:" in r.stderr, r.stderr
+    assert "Traceback (most recent call last)" in message, message
+    assert "ValueError: rank 1 refuses step 0" in message or "by peer" in message, message
+    assert _jobs_made(flyte, name) == ["n0-0"]  # retries=0: one attempt
+
+
+def _force_delete_worker_0(
+    flyte: Flyte, workflow: str, inputs: dict[str, Any]
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """flyte.py run of train.py's WORKFLOW; once worker-0's pod has run 8 s (inside `hold`, the group
+    formed), `kubectl delete pod --force --grace-period=0` it; the run's result and name."""
+    proc = subprocess.Popen(
+        [sys.executable, str(FLYTE_PY), "run", str(EXAMPLES / "train.py"), workflow, "--inputs", json.dumps(inputs)],
+        env=flyte.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    lines, name = [], ""
+    for line in proc.stderr:
+        lines.append(line)
+        if m := re.search(r"FlyteWorkflow flytesnacks-development/(\S+) created", line):
+            name = m.group(1)
+            break
+    assert name, "".join(lines)
+    pod = f"{name}-n0-0-worker-0"
+    for _ in range(180):
+        phase = subprocess.run(
+            [flyte.kubectl, "--kubeconfig", flyte.kubeconfig, "get", "pod", pod, "-n", "flytesnacks-development",
+             "-o", "jsonpath={.status.phase}"], capture_output=True, text=True, check=False,
+        ).stdout  # fmt: skip
+        if phase == "Running":
+            break
+        time.sleep(1)
+    else:
+        proc.kill()
+        pytest.fail(f"{pod} never ran")
+    time.sleep(8)
+    flyte.kube("delete", "pod", pod, "-n", "flytesnacks-development", "--force", "--grace-period=0")
+    out, err = proc.communicate(timeout=900)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "".join(lines) + err), name
+
+
+@pytest.mark.cluster_long
+def test_worker_0_force_deleted_fails_under_never_and_succeeds_under_exit_code(flyte: Flyte) -> None:
+    """Item 6d: worker-0's pod force-deleted 8 s after it ran (hold 30 s: in the rendezvous or the
+    formed group's wait).
+
+    Under our plugin's default (upstream's `Never` for the elastic Worker; train.py's `wf`, no
+    retries) the execution fails, as it does through flyteplugins' own. Under
+    `plugins.elastic-idl-pytorch.elastic-worker-restart-policy: ExitCode` (`flyte.py restart
+    --elastic-idl ...`), `wf_retry` (retries=1) succeeds, and which way depends on where the loss
+    lands, both seen here: while worker-1's agent is in the rendezvous it loses the c10d store
+    (it lived in worker-0's agent) and exits 200 (retryable): the operator re-creates both pods and
+    the group RE-FORMS in the same PyTorchJob (n0-0 only); once the group formed, worker-1's
+    worker gets a gloo error in user code, exits 1 (permanent under ExitCode), the PyTorchJob
+    fails and propeller RETRIES: a second attempt, a new PyTorchJob (n0-1). The test says which."""
+    r, name = _force_delete_worker_0(flyte, "wf", {"steps": 3, "hold": 30})
+    assert r.returncode == 1 and re.search(rf"/{name}: Failed ", r.stderr), r.stderr
+    assert _jobs_made(flyte, name) == ["n0-0"]
+    job = json.loads(flyte.kube("get", "pytorchjob", f"{name}-n0-0", "-n", "flytesnacks-development", "-o", "json"))
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "Never"
+    try:
+        _restart(flyte, "--elastic-idl", "elastic-worker-restart-policy=ExitCode")
+        r, name = _force_delete_worker_0(flyte, "wf_retry", {"steps": 3, "hold": 30})
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout.strip().splitlines()[-1]) == {"o0": "trained 3 steps in a world of 2"}
+        jobs = _jobs_made(flyte, name)
+        last = json.loads(
+            flyte.kube("get", "pytorchjob", f"{name}-{jobs[-1]}", "-n", "flytesnacks-development", "-o", "json")
+        )
+        assert last["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
+        worker_pods = sorted(p.name for p in flyte.dir.glob(f"pods/*_{name}-n0-0-worker-*"))
+        if jobs == ["n0-0"]:
+            assert len(worker_pods) >= 3, worker_pods  # re-formed: worker-0 (at least) made again
+            print(f"re-formed: one PyTorchJob, worker pods {len(worker_pods)}")
+        else:
+            assert jobs == ["n0-0", "n0-1"], jobs
+            print("retried: a second attempt, PyTorchJob n0-1")
+    finally:
+        _restart(flyte)
+
+
+@pytest.mark.cluster_long
+def test_a_newer_sdks_unknown_key_runs_and_its_warning_reaches_the_run(flyte: Flyte) -> None:
+    """Item 6e: `"futureKnob": 1` in the task's custom (what a newer SDK would write) runs; our
+    plugin's warning about it is in propeller's log for the execution and flyte.py run prints it.
+    Not in events.txt: propeller's local event sink writes each event's phase, not its reasons."""
+    r = flyte.run_raw("train.py", "wf", {"steps": 1}, "--custom", '{"futureKnob": 1}')
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"o0": "trained 1 steps in a world of 2"}
+    name = _created(r)
+    warning = re.search(
+        r"== warning: node n0: elastic-idl-pytorch: task custom field not used: futureKnob\b.*", r.stderr
+    )
+    assert warning, r.stderr
+    logged = [e for e in flyte.log() if e.get("json", {}).get("exec_id") == name and e.get("level") == "warning"]
+    assert any("task custom field not used: futureKnob" in e["msg"] for e in logged), logged
+
+
+@pytest.mark.cluster_long
+def test_an_invalid_elastic_fails_before_any_pod_naming_the_field(flyte: Flyte) -> None:
+    """Item 6f: minReplicas 3 above maxReplicas 2 in the custom: BuildResource's BadTaskSpecification."""
+    r = flyte.run_raw("train.py", "wf", {}, "--custom", '{"elasticConfig": {"minReplicas": 3}}')
+    assert r.returncode == 1, r.stdout + r.stderr
+    name = _created(r)
+    message = _message(r)
+    assert "[BadTaskSpecification]" in message and "elastic_config.max_replicas" in message, message
+    assert "max_replicas 2 is below min_replicas 3" in message and '"kind": "USER"' in r.stderr, r.stderr
+    assert _jobs_made(flyte, name) == []
+    pods = flyte.kube("get", "pods", "-n", "flytesnacks-development", "-o", "name")
+    assert name not in pods, pods
+
+
+def test_our_plugins_section_and_k8s_keys_reach_the_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`up`/`restart --elastic-idl KEY=VALUE` (and FLYTE_ELASTIC_IDL) write plugins.elastic-idl-pytorch;
+    `restart --k8s KEY=VALUE` adds keys to plugins.k8s; none: no section (the plugin's defaults)."""
+    monkeypatch.delenv("FLYTE_ELASTIC_IDL", raising=False)
+    ports = {"propeller-profiler": 20001, "admin-unused": 20002}
+    folder = Path("/var/tmp/c")
+    cfg = ft.propeller_config(folder, folder / "k", STORE, ports, ft.elastic_idl_section())
+    assert "elastic-idl-pytorch" not in cfg["plugins"]
+    monkeypatch.setenv("FLYTE_ELASTIC_IDL", "mode=strict,elastic-worker-restart-policy=Never")
+    section = ft.elastic_idl_section(["elastic-worker-restart-policy=ExitCode"])
+    assert section == {"mode": "strict", "elastic-worker-restart-policy": "ExitCode"}
+    k8s = ft.k8s_section(["enable-distributed-error-aggregation=true"])
+    cfg = ft.propeller_config(folder, folder / "k", STORE, ports, section, k8s)
+    assert cfg["plugins"]["elastic-idl-pytorch"] == section
+    assert cfg["plugins"]["k8s"]["enable-distributed-error-aggregation"] is True
+    assert cfg["plugins"]["k8s"]["default-env-vars"]
+
+
+def test_a_custom_merges_into_the_pytorch_tasks_custom(tmp_path: Path) -> None:
+    """run --custom: what a newer SDK (an unknown key) or a broken config would have serialized."""
+    from google.protobuf.json_format import MessageToDict
+
+    tasks, _, _ = ft.read_package(ft.package(EXAMPLES / "elastic.py", tmp_path))
+    t = tasks["elastic.reduce_sum"]
+    ft.merge_custom(t, {"futureKnob": 1, "elasticConfig": {"minReplicas": 3}})
+    custom = MessageToDict(t.custom)
+    assert custom["futureKnob"] == 1 and custom["elasticConfig"]["minReplicas"] == 3
+    assert custom["elasticConfig"]["maxReplicas"] == 2 and custom["workerReplicas"] == {"replicas": 2}

@@ -16,6 +16,7 @@ import time
 from datetime import timedelta
 
 from flytekit import current_context, task, workflow
+from flytekit.exceptions.user import FlyteDataNotFoundException
 from flytekitplugins.kfpytorch import Elastic as KfElastic
 
 import elastic_idl as ei
@@ -28,7 +29,12 @@ def _train(steps: int, hold: float, fail_rank: int) -> int:
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     checkpoint = current_context().checkpoint
-    prev = checkpoint.read() if checkpoint is not None else None
+    try:
+        prev = checkpoint.read() if checkpoint is not None else None
+    except FlyteDataNotFoundException:
+        # propeller names the previous attempt's checkpoint even when that attempt wrote none
+        # (it was killed first): flytekit's read() then raises instead of returning None.
+        prev = None
     start = int(prev.decode()) if prev else 0
     time.sleep(hold)
     done = start
