@@ -397,6 +397,39 @@ def _launch(data: dict[str, Any]) -> Drawn:
     return Drawn(svg, "\n".join(table) + note, caption)
 
 
+def _flyte_times(data: dict[str, Any]) -> Drawn:
+    """bench/flyte_times.py: create -> first step and -> Succeeded through each pytorch plugin of one propeller."""
+    keys = (
+        ("create_to_first_step_s", "create -> first training step"),
+        ("create_to_succeeded_s", "create -> Succeeded"),
+    )
+    med = data["medians_s"]
+    top = max(med[arm][k] for arm in ("ours", "upstream") for k, _ in keys)
+    series = [
+        Series(label, color, [med[arm][k] for k, _ in keys], [_seconds(med[arm][k]) for k, _ in keys])
+        for arm, label, color in (("ours", "elastic-idl-pytorch", OURS), ("upstream", "flyteplugins' pytorch", THEIRS))
+    ]
+    svg = grouped_bars(
+        "Flyte: create to first step and to Succeeded", [n for _, n in keys], series, "seconds, median", top * 1.15
+    )
+    table = [
+        "| median | elastic-idl-pytorch | flyteplugins' pytorch | ratio ours / theirs |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for k, name in keys:
+        table.append(
+            f"| {name} | {_seconds(med['ours'][k])} | {_seconds(med['upstream'][k])} | "
+            f"{data['ratio_ours_over_upstream'][k]:.2f} |"
+        )
+    caption = (
+        f"{data['benchmark']}: {data['workflow']}, {data['rounds']} rounds, flytepropeller {data['flytepropeller']}, "
+        f"on {data['machine']}, load average {data['loadavg_1m'][0]}-{data['loadavg_1m'][1]}, on "
+        f"{data['date'][:10]}, source commit `{data['commit'][:7]}`. Each round runs the workflow once through "
+        "each plugin, in alternating order; the first step is the later rank's, from the workers' pod logs."
+    )
+    return Drawn(svg, "\n".join(table), caption)
+
+
 def _html(text: str) -> str:
     """Caption text for HTML: escaped, with `code` spans as <code>."""
     parts = escape(text, quote=False).split("`")
@@ -440,6 +473,13 @@ CHARTS = (
         "The propeller plugin's BuildResource",
         _plugin,
         ".venv/bin/python bench/bench_plugin.py   # needs Go; writes bench/results/plugin_buildresource.json",
+    ),
+    Chart(
+        "flyte-times.json",
+        "flyte-times.svg",
+        "Flyte: ours vs flyteplugins' pytorch plugin in one propeller",
+        _flyte_times,
+        "make flyte-bench   # root and Go: its own cluster and propeller, 5 rounds, about 10 minutes",
     ),
 )
 
