@@ -8,7 +8,11 @@ cluster and propeller (`flyte.py up`, in build/flyte-test), ask propeller to val
 configuration strictly, read from its log which plugins the binary holds and which one serves
 `pytorch`, and run two workflows to Success through propeller: a plain one (two python tasks)
 and a 2-node Elastic task feeding a plain task, with the outputs read back from the object store
-as propeller wrote them. Root and Go, as the cluster tests.
+as propeller wrote them. Issue 31 item 6 adds flyte/examples/train.py's runs: a checkpoint read
+back from the store, both SDKs' Elastic through flyteplugins' plugin, a rank-1 user error,
+worker-0 force-deleted under Never and under ExitCode (`flyte.py restart --elastic-idl`), a newer
+SDK's unknown key and its warning, an invalid Elastic refused before any pod. Root and Go, as the
+cluster tests.
 """
 
 from __future__ import annotations
