@@ -118,6 +118,19 @@ EXEMPT_BLOCKS: dict[tuple[str, str, str], str] = {
         "Enabling it in propeller",
         "yaml",
     ): "propeller's configuration, read by a propeller deployment",
+    (
+        "docs/guide/propeller.md",
+        "Configuration",
+        "yaml",
+    ): (
+        "the plugin's section of propeller's configuration; go/flyteplugin's TestConfigSectionFromPropellersYAML "
+        "reads such a section with flytestdlib, and flyte/flyte.py writes it for the propeller on the cluster"
+    ),
+    (
+        "docs/guide/propeller.md",
+        "Configuration",
+        "text",
+    ): "the refusal a task above max-worst-case gets; go/flyteplugin's TestMaxWorstCase asserts the message",
 }
 #: The message of our DeprecationWarnings (elastic_idl._errors.deprecated), as a warnings filter.
 DEPRECATED = r".* is deprecated and will be removed in 0\.3"
