@@ -292,6 +292,9 @@ def plus_world(x: int) -> int:
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
+    # init_process_group may return on one rank before its peer's gloo pairs are connected: a
+    # destroy right away closes them under the peer (connectFullMesh: closed by peer); a collective first.
+    dist.barrier()
     world = dist.get_world_size()
     dist.destroy_process_group()
     return x * 10 + world
@@ -560,6 +563,7 @@ def world(x: int) -> int:
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
+    dist.barrier()  # a collective before the destroy (see plus_world)
     n = dist.get_world_size()
     dist.destroy_process_group()
     return x * 10 + n
