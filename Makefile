@@ -251,10 +251,10 @@ cluster-up: devtree
 cluster-down: venv-dev
 	$(PY) cluster/cluster.py down
 
-# Every cluster test (tests/test_cluster.py, tests/test_cluster_flytekit.py), the long ones too;
-# `make test` runs the short ones (docs/guide/cluster.md).
+# Every cluster test (tests/test_cluster.py, tests/test_cluster_flytekit.py, tests/test_flyte.py),
+# the long ones too; `make test` runs the short ones (docs/guide/cluster.md, docs/guide/flyte.md).
 cluster-test: devtree
-	$(PY) -m pytest -m cluster tests/test_cluster.py tests/test_cluster_flytekit.py
+	$(PY) -m pytest -m "cluster or cluster_long" tests/test_cluster.py tests/test_cluster_flytekit.py tests/test_flyte.py
 
 # ---------------------------------------------------------------- Flyte on the cluster
 
@@ -278,8 +278,9 @@ INPUTS ?= {}
 flyte-run: devtree
 	$(PY) flyte/flyte.py run $(FILE) $(WORKFLOW) --inputs '$(INPUTS)' $(ARGS)
 
-# Every Flyte test (tests/test_flyte.py): the short ones, which `make test` runs, and the cluster
-# ones (marker cluster_long): up, propeller's strict config check, its plugins, two workflows, down.
+# Every Flyte test (tests/test_flyte.py): the short ones and one run through our plugin (marker
+# cluster), which `make test` runs, and the rest (marker cluster_long): up, propeller's strict
+# config check, its plugins, the workflows of issue 31 item 6, down.
 flyte-test: devtree
 	$(PY) -m pytest -m "cluster_long or not cluster_long" tests/test_flyte.py
 

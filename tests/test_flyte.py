@@ -12,7 +12,8 @@ as propeller wrote them. Issue 31 item 6 adds flyte/examples/train.py's runs: a 
 back from the store, both SDKs' Elastic through flyteplugins' plugin, a rank-1 user error,
 worker-0 force-deleted under Never and under ExitCode (`flyte.py restart --elastic-idl`), a newer
 SDK's unknown key and its warning, an invalid Elastic refused before any pod. Root and Go, as the
-cluster tests.
+cluster tests. `make test` runs one of them (marker cluster): the 2-node Elastic task through our
+plugin, package to outputs; the rest run in `make flyte-test` and `make cluster-test`.
 """
 
 from __future__ import annotations
@@ -264,7 +265,7 @@ def test_a_plain_workflow_runs_to_success_and_its_outputs_are_in_the_store(flyte
     assert sum(ln.startswith("[--TASK EVENT--]") and "Phase: SUCCEEDED" in ln for ln in ours) == 2, ours
 
 
-@pytest.mark.cluster_long
+@pytest.mark.cluster  # the one `make test` runs: package -> compile -> run -> outputs, through our plugin
 def test_an_elastic_task_runs_through_our_plugin_and_feeds_the_next_task(flyte: Flyte) -> None:
     name, outputs = flyte.run("elastic.py", "wf", {"x": 3})
     assert outputs == {"o0": 73}  # (3 + 4) * 10 + a world of 2, plus one
