@@ -4,8 +4,8 @@ The ONE way expectation files change: run this, review the diff, commit it.
 Inputs (case.yaml, input.textproto; forward/*/vector.yaml) are written by hand and never touched here;
 the forward-compatibility vectors' expectations (contract/forward/*/expected.json) are written here too.
 Expectations come from the Python reference implementation
-(elastic_idl._conformance.evaluate); flytekit cases first ask the installed
-flytekitplugins-kfpytorch for the payload (sdk.json) and feed that in.
+(elastic_idl._conformance.evaluate); flytekit and flyte2 cases first ask the installed
+SDK (flytekitplugins-kfpytorch, Flyte 2's flyteplugins-pytorch) for the payload (sdk.json) and feed that in.
 
 Usage:
     python scripts/regen_contract.py            # rewrite every case's expectations
@@ -23,13 +23,14 @@ from pathlib import Path
 
 from elastic_idl._conformance import (
     FORWARD_EXPECTED,
+    SDK_KINDS,
     Case,
     evaluate,
-    flytekit_sdk_output,
     forward_outputs,
     load_cases,
     load_forward_vectors,
     read_expected,
+    sdk_output,
     write_expected,
 )
 
@@ -41,9 +42,8 @@ FORWARD = ROOT / "contract" / "forward"
 def outputs_of(case: Case) -> tuple[dict[str, object], dict[str, object] | None]:
     """(expected outputs, sdk.json content or None) for one case."""
     sdk = None
-    if case.kind == "flytekit":
-        assert case.flytekit is not None
-        sdk = flytekit_sdk_output(case.flytekit)
+    if case.kind in SDK_KINDS:
+        sdk = sdk_output(case)
         if sdk["custom"] is None:
             return {}, sdk
         data, fmt = json.dumps(sdk["custom"], sort_keys=True), "json"

@@ -75,11 +75,11 @@ REFERENCE_IMPL = "python-entry-point"
 
 
 def _has_task(name: str) -> bool:
-    """A case that yields a task: not an error case, and not flytekit's plain python-task."""
+    """A case that yields a task: not an error case, and not an SDK's plain python-task (no custom)."""
     case = CASES[name]
     if case.kind == "error":
         return False
-    return case.kind != "flytekit" or (EXPECTED[name].get("sdk") or {}).get("custom") is not None
+    return case.kind not in conf.SDK_KINDS or (EXPECTED[name].get("sdk") or {}).get("custom") is not None
 
 
 TASK_CASES = sorted(n for n in CASES if _has_task(n))
@@ -113,18 +113,17 @@ def expected_outputs(name: str) -> dict[str, Any]:
 
 
 @cache
-def flytekit_output(name: str) -> dict[str, Any]:
-    """What the installed flytekitplugins-kfpytorch emits for a flytekit case (at test time, never stored)."""
-    spec = CASES[name].flytekit
-    assert spec is not None
-    return conf.flytekit_sdk_output(spec)
+def sdk_output(name: str) -> dict[str, Any]:
+    """What the installed SDK (flytekitplugins-kfpytorch, Flyte 2's flyteplugins-pytorch) emits for a
+    flytekit or flyte2 case (at test time, never stored)."""
+    return conf.sdk_output(CASES[name])
 
 
 def case_input(name: str) -> tuple[str, str]:
-    """(data, format) of a case's input: its textproto, or flytekit's custom as JSON."""
+    """(data, format) of a case's input: its textproto, or the SDK's custom as JSON."""
     case = CASES[name]
-    if case.kind == "flytekit":
-        return json.dumps(flytekit_output(name)["custom"], sort_keys=True), "json"
+    if case.kind in conf.SDK_KINDS:
+        return json.dumps(sdk_output(name)["custom"], sort_keys=True), "json"
     assert case.textproto is not None
     return case.textproto, "textproto"
 
@@ -179,12 +178,12 @@ def folder_problems(case: conf.Case) -> list[str]:
         return [f"unknown files (no such input or output): {sorted(unknown)}"]
     exp = conf.read_expected(case.path)
     full = set(conf.OUTPUT_FILES) - {"error"}
-    has_task = case.kind not in ("error", "flytekit") or (
-        case.kind == "flytekit" and (exp.get("sdk") or {}).get("custom") is not None
+    has_task = case.kind not in ("error", *conf.SDK_KINDS) or (
+        case.kind in conf.SDK_KINDS and (exp.get("sdk") or {}).get("custom") is not None
     )
     if case.kind == "error":
         required = {"error"}
-    elif case.kind == "flytekit":
+    elif case.kind in conf.SDK_KINDS:
         required = {"sdk"} | (full if has_task else set())
     else:
         required = full
@@ -331,7 +330,7 @@ def test_every_field_is_set_in_some_case(version: int) -> None:
     covered = {
         pair
         for name in TASK_CASES
-        if CASES[name].task_type_version == version and CASES[name].kind != "flytekit"
+        if CASES[name].task_type_version == version and CASES[name].kind not in conf.SDK_KINDS
         for pair in _set_fields(pb2_task(name))
     }
     missing = sorted(set(_reachable(cls.DESCRIPTOR)) - covered)
@@ -359,7 +358,7 @@ def test_edge_values_are_covered() -> None:
     assert eq_in_value, "a case has '=' inside an rdzv option value"
     assert bad_keys == {",", "=", "empty"}, "cases have rdzv option keys with ',', with '=' and empty"
     assert bad_values == {","}, "a case has ',' inside an rdzv option value"
-    assert {"zero", "empty", "unicode", "int32-max", "upstream-only", "legacy", "flytekit"} <= tags
+    assert {"zero", "empty", "unicode", "int32-max", "upstream-only", "legacy", "flytekit", "flyte2"} <= tags
 
 
 # ----------------------------------------------------------------- the reference implementation
@@ -462,8 +461,8 @@ def test_sdk_direction(name: str, request: pytest.FixtureRequest) -> None:
 
     case = CASES[name]
     exp = EXPECTED[name]
-    if case.kind == "flytekit":
-        assert flytekit_output(name) == exp["sdk"], "flytekit's serialization drifted from sdk.json"
+    if case.kind in conf.SDK_KINDS:
+        assert sdk_output(name) == exp["sdk"], f"{case.kind}'s serialization drifted from sdk.json"
     task = pb2_task(name)
     if "error" in exp["custom"]:  # no JSON form: refused with a typed error naming the field
         with pytest.raises(ei.EncodeError) as refused:
@@ -633,8 +632,8 @@ def _requests(input_format: str) -> list[dict[str, Any]]:
     for name, case in sorted(CASES.items()):
         if name not in TASK_CASES and name not in ERROR_CASES:
             continue
-        if case.kind == "flytekit":
-            custom = json.dumps(flytekit_output(name)["custom"], sort_keys=True)
+        if case.kind in conf.SDK_KINDS:
+            custom = json.dumps(sdk_output(name)["custom"], sort_keys=True)
             if input_format == "binary_hex":
                 out.append(conf.request_for(case, input_format="binary_hex"))
             else:

@@ -1,7 +1,9 @@
-"""Wire and JSON compatibility with the real upstream ``flyteidl`` package.
+"""Wire and JSON compatibility with the real upstream ``flyteidl`` and ``flyteidl2`` packages.
 
 Both task shapes, both directions, binary and JSON (camelCase ``MessageToDict``,
-what flytekit puts in ``TaskTemplate.custom``), compared field by field.
+what flytekit and Flyte 2's ``flyteplugins-pytorch`` put in ``TaskTemplate.custom``),
+compared field by field, against Flyte 1's ``flyteidl`` and Flyte 2's ``flyteidl2``
+(which declares the same messages under the package ``flyteidl2.plugins``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 import pytest
 from flyteidl.plugins import pytorch_pb2 as up_legacy
 from flyteidl.plugins.kubeflow import pytorch_pb2 as up_kubeflow
+from flyteidl2.plugins import pytorch_pb2 as up2_legacy
+from flyteidl2.plugins.kubeflow import pytorch_pb2 as up2_kubeflow
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
@@ -28,10 +32,22 @@ from elastic_idl.plugins.v1 import pytorch_pb2 as our_legacy
 
 EXTENSION_MIN = 100
 
-#: (name, task_type_version, ours, upstream)
+#: Our message per task_type_version: 0 the legacy shape, 1 the kubeflow shape.
+OURS: dict[int, type[Message]] = {
+    0: our_legacy.DistributedPyTorchTrainingTask,
+    1: our_kubeflow.DistributedPyTorchTrainingTask,
+}
+#: The upstream peers' messages per task_type_version: Flyte 1's flyteidl and Flyte 2's flyteidl2.
+UPSTREAMS: dict[str, dict[int, type[Message]]] = {
+    "flyteidl": {0: up_legacy.DistributedPyTorchTrainingTask, 1: up_kubeflow.DistributedPyTorchTrainingTask},
+    "flyteidl2": {0: up2_legacy.DistributedPyTorchTrainingTask, 1: up2_kubeflow.DistributedPyTorchTrainingTask},
+}
+SHAPE_NAMES = {0: "legacy", 1: "kubeflow"}
+#: (name, task_type_version, ours, upstream): every shape against every upstream peer
 SHAPES = [
-    ("legacy", 0, our_legacy.DistributedPyTorchTrainingTask, up_legacy.DistributedPyTorchTrainingTask),
-    ("kubeflow", 1, our_kubeflow.DistributedPyTorchTrainingTask, up_kubeflow.DistributedPyTorchTrainingTask),
+    (f"{peer}-{SHAPE_NAMES[version]}", version, OURS[version], up)
+    for peer, messages in UPSTREAMS.items()
+    for version, up in messages.items()
 ]
 SHAPE_IDS = [s[0] for s in SHAPES]
 
@@ -100,7 +116,7 @@ def test_every_upstream_field_exists_with_same_number_type_and_json_name(
     pairs = _descriptor_pairs(ours.DESCRIPTOR, up.DESCRIPTOR)
     names = {u.full_name for _, u in pairs}
     expected = {"DistributedPyTorchTrainingTask", "ElasticConfig"}
-    if name == "kubeflow":
+    if version == 1:
         expected |= {"DistributedPyTorchTrainingReplicaSpec", "CommonReplicaSpec", "RunPolicy", "Resources"}
         expected |= {"ResourceEntry"}
     assert {n.rsplit(".", 1)[-1] for n in names} == expected
@@ -236,10 +252,11 @@ HAND_CASES = [
 ]
 
 
+@pytest.mark.parametrize("peer", list(UPSTREAMS))
 @pytest.mark.parametrize(("case", "version", "build"), HAND_CASES, ids=[c[0] for c in HAND_CASES])
-def test_hand_cases_both_directions(case: str, version: int, build: Any) -> None:
-    ours_cls = SHAPES[version][2]
-    up_cls = SHAPES[version][3]
+def test_hand_cases_both_directions(case: str, version: int, build: Any, peer: str) -> None:
+    ours_cls = OURS[version]
+    up_cls = UPSTREAMS[peer][version]
     mine, theirs = build(ours_cls), build(up_cls)
     assert mine.SerializeToString() == theirs.SerializeToString()
     assert up_cls.FromString(mine.SerializeToString()) == theirs
@@ -311,6 +328,69 @@ def test_custom_from_real_flytekit_plugin_decodes_field_by_field() -> None:
         "maxRestarts": 2,
     }
     assert emitted["policy"][2]["runPolicy"]["cleanPodPolicy"] == "CLEANPOD_POLICY_ALL"
+
+
+# Flyte 2's SDK, in a subprocess too: flyteplugins.pytorch imports torch.
+_FLYTE2_SCRIPT = r"""
+import json, warnings
+warnings.simplefilter("ignore")
+import flyte
+from flyte.models import SerializationContext
+from flyteplugins.pytorch import Elastic
+from flyteplugins.pytorch.task import RunPolicy
+
+configs = {
+    "range": Elastic(nnodes="1:3", nproc_per_node=4, max_restarts=2),
+    "fixed": Elastic(nnodes=2, nproc_per_node=1),
+    "policy": Elastic(nnodes="2:4", nproc_per_node=2, run_policy=RunPolicy(clean_pod_policy="all", backoff_limit=2,
+                      ttl_seconds_after_finished=60, active_deadline_seconds=600)),
+}
+sctx = SerializationContext(version="v1")
+out = {}
+for name, cfg in configs.items():
+    env = flyte.TaskEnvironment(name=f"env_{name}", plugin_config=cfg)
+    t = env.task(lambda: None)
+    out[name] = [t.task_type, t.task_type_version, t.custom_config(sctx)]
+print(json.dumps(out))
+"""
+
+
+def test_custom_from_real_flyte2_plugin_decodes_field_by_field() -> None:
+    """What Flyte 2's flyteplugins-pytorch writes: flyteidl2's message as JSON, read by ours."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _FLYTE2_SCRIPT], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    emitted = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(emitted) == {"range", "fixed", "policy"}
+    for name, (task_type, version, custom) in emitted.items():
+        assert (task_type, version) == ("pytorch", 1), name
+        theirs = json_format.ParseDict(custom, up2_kubeflow.DistributedPyTorchTrainingTask())
+        mine = ei.from_custom(custom, task_type_version=version)
+        assert_same(mine, theirs, name)
+        assert ei.to_custom(mine, upstream=True) == custom
+        assert ei.encode(mine, "binary") == theirs.SerializeToString()
+        # The same bytes are Flyte 1's message too: a backend of either line reads them.
+        assert up_kubeflow.DistributedPyTorchTrainingTask.FromString(theirs.SerializeToString()) == (
+            json_format.ParseDict(custom, up_kubeflow.DistributedPyTorchTrainingTask())
+        )
+    # Flyte 2's defaults on the wire: max_restarts 3 (flytekit's 0), worker replicas = max.
+    assert emitted["fixed"][2] == {
+        "workerReplicas": {"replicas": 2},
+        "elasticConfig": {
+            "rdzvBackend": "c10d",
+            "minReplicas": 2,
+            "maxReplicas": 2,
+            "nprocPerNode": 1,
+            "maxRestarts": 3,
+        },
+    }
+    assert emitted["policy"][2]["runPolicy"] == {
+        "cleanPodPolicy": "CLEANPOD_POLICY_ALL",
+        "ttlSecondsAfterFinished": 60,
+        "activeDeadlineSeconds": 600,
+        "backoffLimit": 2,
+    }
 
 
 # ----------------------------------------------------------------- extensions under version skew
@@ -433,14 +513,18 @@ def test_upstream_emitter_is_exact_when_nothing_would_be_lost() -> None:
         [
             "flyteidl.plugins.kubeflow.pytorch_pb2",
             "flyteidl.plugins.pytorch_pb2",
+            "flyteidl2.plugins.kubeflow.pytorch_pb2",
+            "flyteidl2.plugins.pytorch_pb2",
             "elastic_idl._task.messages",
             "elastic_idl.betterproto.plugins.kubeflow.v1",
         ],
         [
             "elastic_idl._task.messages",
             "elastic_idl.betterproto.plugins.kubeflow.v1",
+            "flyteidl2.plugins.pytorch_pb2",
             "flyteidl.plugins.pytorch_pb2",
             "flyteidl.plugins.kubeflow.pytorch_pb2",
+            "flyteidl2.plugins.kubeflow.pytorch_pb2",
         ],
     ],
     ids=["upstream_first", "ours_first"],
@@ -454,11 +538,14 @@ for name in {order!r}:
 from google.protobuf import descriptor_pool
 pool = descriptor_pool.Default()
 for f in ("flyteidl/plugins/pytorch.proto", "flyteidl/plugins/kubeflow/pytorch.proto",
+          "flyteidl2/plugins/pytorch.proto", "flyteidl2/plugins/kubeflow/pytorch.proto",
           "elastic_idl/plugins/v1/pytorch.proto", "elastic_idl/plugins/kubeflow/v1/pytorch.proto"):
     pool.FindFileByName(f)
 for m in ("flyteidl.plugins.kubeflow.DistributedPyTorchTrainingTask",
+          "flyteidl2.plugins.kubeflow.DistributedPyTorchTrainingTask",
           "elastic_idl.plugins.kubeflow.v1.DistributedPyTorchTrainingTask",
           "flyteidl.plugins.ElasticConfig", "flyteidl.plugins.kubeflow.ElasticConfig",
+          "flyteidl2.plugins.ElasticConfig", "flyteidl2.plugins.kubeflow.ElasticConfig",
           "elastic_idl.plugins.v1.ElasticConfig"):
     pool.FindMessageTypeByName(m)
 print("ok")

@@ -28,6 +28,9 @@ type vector struct {
 	binary     []byte
 	custom     any    // decoded custom.json
 	customText []byte // custom.json as written
+	// sdkCustom is the custom an SDK wrote (sdk.json of a flytekit or flyte2 case: what
+	// flytekitplugins-kfpytorch or Flyte 2's flyteplugins-pytorch emitted), nil elsewhere or when none.
+	sdkCustom  []byte
 	violations any
 }
 
@@ -71,6 +74,17 @@ func loadVectors(t testing.TB) []vector {
 				}
 			}
 		}
+		if b, err := os.ReadFile(filepath.Join(dir, "sdk.json")); err == nil {
+			var sdk struct {
+				Custom json.RawMessage `json:"custom"`
+			}
+			if err := json.Unmarshal(b, &sdk); err != nil {
+				t.Fatalf("%s/sdk.json: %v", d.Name(), err)
+			}
+			if len(sdk.Custom) > 0 && string(sdk.Custom) != "null" {
+				v.sdkCustom = sdk.Custom
+			}
+		}
 		out = append(out, v)
 	}
 	if len(out) < 50 {
@@ -98,6 +112,12 @@ func violationData(t *testing.T, task *Task) any {
 }
 
 func TestContractVectors(t *testing.T) {
+	sdkCases := map[string]int{} // SDK customs read, by case-name prefix (fk_ flytekit, f2_ Flyte 2)
+	defer func() {
+		if !t.Failed() && (sdkCases["fk"] < 5 || sdkCases["f2"] < 5) {
+			t.Errorf("SDK customs read: %v, want at least 5 of flytekit's (fk_) and of Flyte 2's (f2_)", sdkCases)
+		}
+	}()
 	for _, v := range loadVectors(t) {
 		v := v
 		t.Run(v.name, func(t *testing.T) {
@@ -123,8 +143,15 @@ func TestContractVectors(t *testing.T) {
 					data   []byte
 				}{FormatJSON, v.customText})
 			}
+			if v.sdkCustom != nil { // the SDK's own custom, read as the backend receives it
+				sdkCases[regexp.MustCompile(`_.*`).ReplaceAllString(v.name, "")]++
+				inputs = append(inputs, struct {
+					format Format
+					data   []byte
+				}{FormatJSON, v.sdkCustom})
+			}
 			if len(inputs) == 0 {
-				return // a flytekit case without a task
+				return // an SDK case without a task (flytekit's plain python-task)
 			}
 			for _, in := range inputs {
 				task, err := Decode(in.data, in.format, v.version)

@@ -51,10 +51,12 @@ __all__ = [
     "MAX_REQUEST_BYTES",
     "OUTPUTS",
     "OUTPUT_FILES",
+    "SDK_KINDS",
     "Case",
     "ForwardVector",
     "error_of",
     "evaluate",
+    "flyte2_sdk_output",
     "flytekit_sdk_output",
     "forward_outputs",
     "load_case",
@@ -65,6 +67,7 @@ __all__ = [
     "read_expected",
     "request_for",
     "respond",
+    "sdk_output",
     "skew_fields",
     "violation_list",
     "write_expected",
@@ -75,9 +78,12 @@ CONTRACT_VERSION = 1
 
 #: Case kinds. ``valid``/``invalid``: a textproto input that passes / breaks
 #: validation. ``flytekit``: the input is produced at test time by the installed
-#: flytekitplugins-kfpytorch from the case's ``flytekit`` settings. ``error``: the
-#: input cannot be read as a task at all (e.g. an unknown task_type_version).
-KINDS = ("valid", "invalid", "flytekit", "error")
+#: flytekitplugins-kfpytorch from the case's ``flytekit`` settings. ``flyte2``: the
+#: same, by Flyte 2's flyteplugins-pytorch from the case's ``flyte2`` settings. ``error``:
+#: the input cannot be read as a task at all (e.g. an unknown task_type_version).
+KINDS = ("valid", "invalid", "flytekit", "flyte2", "error")
+#: The kinds whose input an installed SDK produces at test time (the case key of the same name holds its settings).
+SDK_KINDS = ("flytekit", "flyte2")
 
 #: File names inside a case folder.
 CASE_FILE = "case.yaml"
@@ -96,7 +102,7 @@ OUTPUT_FILES: dict[str, str] = {
 }
 #: Outputs a conformance implementation may produce, in a stable order.
 OUTPUTS: tuple[str, ...] = tuple(OUTPUT_FILES)
-#: Expectation written by the runner, not by an implementation: what flytekit emits.
+#: Expectation written by the runner, not by an implementation: what the SDK (flytekit, Flyte 2) emits.
 SDK_FILE = "sdk.json"
 
 #: The largest request the entry point reads (32 MiB, as the Go command): room for every contract
@@ -111,7 +117,7 @@ DEFAULT_RENDER: dict[str, Any] = {
 }
 
 #: Keys case.yaml may hold; anything else is an error (no silently ignored settings).
-_CASE_KEYS = {"kind", "description", "task_type_version", "render", "envs", "flytekit", "tags"}
+_CASE_KEYS = {"kind", "description", "task_type_version", "render", "envs", "flytekit", "flyte2", "tags"}
 #: Replica indices whose pod env (and launch spec under that env) a case pins.
 _PINNED_INDICES = (0, 1)
 #: Order of replica types in pod_env / launch_spec keys.
@@ -131,8 +137,9 @@ class Case:
         render: Render options (the fields of ``JobOptions``), defaults merged in.
         envs: Extra named pod envs to build the launch spec under, beyond the pinned ones.
         flytekit: For ``flytekit`` cases: ``{"config": "Elastic"|"PyTorch", "kwargs": {...}}``.
+        flyte2: For ``flyte2`` cases: ``{"kwargs": {...}}`` of ``flyteplugins.pytorch.Elastic``.
         tags: Free-form labels (``edge``, ``unicode``, ``upstream-only``, ...).
-        textproto: The input task as textproto (None for ``flytekit`` cases).
+        textproto: The input task as textproto (None for the SDK kinds, `SDK_KINDS`).
     """
 
     name: str
@@ -143,6 +150,7 @@ class Case:
     render: Mapping[str, Any]
     envs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     flytekit: Mapping[str, Any] | None = None
+    flyte2: Mapping[str, Any] | None = None
     tags: tuple[str, ...] = ()
     textproto: str | None = None
 
@@ -178,18 +186,21 @@ def load_case(path: Path) -> Case:
     if clash or any("-" in k for k in envs):
         raise CaseError(f"{path.name}: env names may not be 'none' or contain '-' (reserved for pods)")
     flytekit = meta.get("flytekit")
+    flyte2 = meta.get("flyte2")
     input_path = path / INPUT_FILE
     textproto = input_path.read_text(encoding="utf-8") if input_path.is_file() else None
-    if kind == "flytekit":
-        if not isinstance(flytekit, dict) or flytekit.get("config") not in ("Elastic", "PyTorch"):
-            raise CaseError(f"{path.name}: a flytekit case needs flytekit: {{config: Elastic|PyTorch, kwargs: ...}}")
+    if kind == "flytekit" and (not isinstance(flytekit, dict) or flytekit.get("config") not in ("Elastic", "PyTorch")):
+        raise CaseError(f"{path.name}: a flytekit case needs flytekit: {{config: Elastic|PyTorch, kwargs: ...}}")
+    if kind == "flyte2" and (not isinstance(flyte2, dict) or set(flyte2) != {"kwargs"}):
+        raise CaseError(f"{path.name}: a flyte2 case needs flyte2: {{kwargs: ...}} (flyteplugins.pytorch.Elastic's)")
+    for key, value in (("flytekit", flytekit), ("flyte2", flyte2)):
+        if kind != key and value is not None:
+            raise CaseError(f"{path.name}: only {key} cases may have a {key} key")
+    if kind in SDK_KINDS:
         if textproto is not None:
-            raise CaseError(f"{path.name}: a flytekit case has no {INPUT_FILE} (flytekit produces the input)")
-    else:
-        if flytekit is not None:
-            raise CaseError(f"{path.name}: only flytekit cases may have a flytekit key")
-        if textproto is None:
-            raise CaseError(f"{path.name}: no {INPUT_FILE}")
+            raise CaseError(f"{path.name}: a {kind} case has no {INPUT_FILE} (the SDK produces the input)")
+    elif textproto is None:
+        raise CaseError(f"{path.name}: no {INPUT_FILE}")
     tags = meta.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise CaseError(f"{path.name}: tags must be a list of strings")
@@ -202,6 +213,7 @@ def load_case(path: Path) -> Case:
         render=render,
         envs={k: dict(v) for k, v in envs.items()},
         flytekit=flytekit,
+        flyte2=flyte2,
         tags=tuple(tags),
         textproto=textproto,
     )
@@ -537,6 +549,51 @@ def flytekit_sdk_output(spec: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _flyte2_task_function(x: int) -> int:
+    return x
+
+
+def flyte2_sdk_output(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What the installed Flyte 2 ``flyteplugins-pytorch`` emits for a ``flyte2`` case's settings.
+
+    ``spec`` is the case's ``flyte2`` mapping: ``kwargs`` of ``flyteplugins.pytorch.Elastic``, with
+    ``run_policy`` as a mapping of its ``RunPolicy``'s keyword arguments. The task is defined in a
+    ``flyte.TaskEnvironment`` with the config as ``plugin_config``, as a Flyte 2 user does, and
+    serialized with its ``custom_config``. flyte is a test-only dependency, imported here.
+
+    Returns:
+        ``{"task_type": ..., "task_type_version": ..., "custom": <dict or None>}``.
+    """
+    import importlib
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        flyte = importlib.import_module("flyte")
+        models = importlib.import_module("flyte.models")
+        plugin = importlib.import_module("flyteplugins.pytorch.task")
+        kwargs = dict(spec.get("kwargs") or {})
+        if kwargs.get("run_policy") is not None:
+            kwargs["run_policy"] = plugin.RunPolicy(**kwargs["run_policy"])
+        env = flyte.TaskEnvironment(name="contract", plugin_config=plugin.Elastic(**kwargs))
+        task = env.task(_flyte2_task_function)
+        custom = task.custom_config(models.SerializationContext(version="contract"))
+    return {
+        "task_type": str(task.task_type),
+        "task_type_version": int(task.task_type_version),
+        "custom": custom,
+    }
+
+
+def sdk_output(case: Case) -> dict[str, Any]:
+    """What the installed SDK emits for a case of one of the `SDK_KINDS` (the sdk.json it pins)."""
+    if case.kind == "flytekit" and case.flytekit is not None:
+        return flytekit_sdk_output(case.flytekit)
+    if case.kind == "flyte2" and case.flyte2 is not None:
+        return flyte2_sdk_output(case.flyte2)
+    raise CaseError(f"{case.name}: a {case.kind} case has no SDK output")
+
+
 # --------------------------------------------------------------------------- expectation files
 
 
@@ -604,7 +661,7 @@ _USAGE = """usage: python -m elastic_idl.conformance [--case DIR ...]
 
 Reads a conformance request (JSON) on stdin and writes the response (JSON) on
 stdout; see contract/README.md. With --case DIR, builds the request from case
-folders instead of reading stdin (textproto input; flytekit cases are skipped).
+folders instead of reading stdin (textproto input; flytekit and flyte2 cases are skipped).
 """
 
 
@@ -626,7 +683,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cases = [load_case(Path(d)) for d in args[1::2]]
             request: Any = {
                 "version": CONTRACT_VERSION,
-                "cases": [request_for(c) for c in cases if c.kind != "flytekit"],
+                "cases": [request_for(c) for c in cases if c.kind not in SDK_KINDS],
             }
         else:
             # The bytes, strictly UTF-8: a text stdin in the C locale would turn bad bytes into surrogates.
