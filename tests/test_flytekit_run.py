@@ -29,6 +29,7 @@ with warnings.catch_warnings():
     from flytekit.core.checkpointer import SyncCheckpoint
     from flytekit.core.context_manager import ExecutionParameters, FlyteContextManager
 
+from elastic_idl._sdk import local
 from elastic_idl.flytekit import _checkpoint, _run
 from elastic_idl.flytekit._worker import TaskEntry, WorkerResult, import_root, send
 
@@ -100,10 +101,10 @@ def test_the_culprit_is_named_for_an_input_and_a_closure() -> None:
         with lock:
             pass
 
-    assert _run._culprit(closes, {}) == "the variable 'lock' it closes over (a lock)"
-    assert _run._culprit(len, {"a": 1, "b": lock}) == "the input 'b' (a lock)"
-    assert _run._pickles((closes, {"a": 1})) is not None
-    assert _run._pickles((len, {"a": [1, 2]})) is None
+    assert local.culprit(closes, {}) == "the variable 'lock' it closes over (a lock)"
+    assert local.culprit(len, {"a": 1, "b": lock}) == "the input 'b' (a lock)"
+    assert local.pickles((closes, {"a": 1})) is not None
+    assert local.pickles((len, {"a": [1, 2]})) is None
 
 
 # --------------------------------------------------------------------------- worker <-> task process

@@ -28,6 +28,7 @@ __all__ = [
     "HostNotFoundError",
     "LaunchFailedError",
     "LaunchInterruptedError",
+    "NotBuiltError",
     "PeerLostError",
     "RenderError",
     "RendezvousClosedError",
@@ -410,6 +411,18 @@ class TorchPrivateAPIError(ElasticIdlError, RuntimeError):
             f"torch {torch_version} lacks {', '.join(self.missing)}, which the elastic-idl launcher uses "
             "(private torch API: see elastic_idl._torch_private); use a torch this release supports"
         )
+
+
+class NotBuiltError(ElasticIdlError, NotImplementedError):
+    """A path elastic-idl does not have yet was taken; raised instead of doing something else silently.
+
+    Attributes:
+        missing: What is not built, e.g. "the Flyte 2 pod path".
+    """
+
+    def __init__(self, missing: str, detail: str) -> None:
+        self.missing = missing
+        super().__init__(f"{missing} is not built yet: {detail}")
 
 
 # --------------------------------------------------------------------------- launches

@@ -751,3 +751,10 @@ if sys.modules.get("flytekit") is not None:
     from elastic_idl.flytekit._register import register
 
     register(Elastic)
+
+# Flyte 2's task plugin table (elastic_idl.flyte2._register): with flyte imported already, Elastic is
+# registered there too (Flyte 2 has no entry points; loading elastic_idl.flyte2.Elastic does it otherwise).
+if sys.modules.get("flyte") is not None:
+    from elastic_idl.flyte2._register import register_all
+
+    register_all()

@@ -53,14 +53,11 @@ where the cluster would, with a hint, instead of passing locally and failing in 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-import pickle
 import signal
 import tempfile
 import time
-import types
 from typing import Any
 
 import flytekit
@@ -69,10 +66,12 @@ from flytekit.exceptions.user import FlyteRecoverableException, FlyteUserRuntime
 from flytekit.extend import IgnoreOutputs
 
 import elastic_idl as ei
+from elastic_idl._sdk.local import import_root, unpicklable
+from elastic_idl._sdk.local import one_node as _one_node
 from elastic_idl.exit_codes import EXIT_STORE_LOST
 from elastic_idl.flytekit import _fastpath, _runtime
 from elastic_idl.flytekit._checkpoint import checkpoint_paths
-from elastic_idl.flytekit._worker import TaskEntry, WorkerResult, import_root, recoverable_marker
+from elastic_idl.flytekit._worker import TaskEntry, WorkerResult, recoverable_marker
 
 __all__ = ["RANK0_OUTCOME_WAIT_S", "run_task"]
 
@@ -94,18 +93,6 @@ def _say_once(reason: str) -> None:
         _log.info("elastic-idl flytekit: flytekit's loop runner keeps running (no warm fork server): %s", reason)
 
 
-def _one_node(config: Any) -> tuple[Any, str]:
-    """The config run as one node here, and the line that says so ("" when it already is one node)."""
-    if config.to_task().elastic_config.max_replicas <= 1:
-        return config, ""
-    local = dataclasses.replace(config, nnodes="1:1")
-    line = (
-        f"elastic-idl: local run of a task with nnodes={config.nnodes!r} (no PET_* env of a PyTorchJob): "
-        f"running 1 node with nproc_per_node={config.nproc_per_node!r} here"
-    )
-    return local, line
-
-
 def _failure_error(err: Any, marker_dir: str) -> Exception:
     """The exception flytekit turns into its error document for a launch that failed for good,
     dated by the root cause (locally the caller gets it as it is, as from kfpytorch)."""
@@ -122,69 +109,18 @@ def _failure_error(err: Any, marker_dir: str) -> Exception:
     return error
 
 
-class _Sink:
-    """A file that keeps nothing: what the pickle check writes to (no copy of the inputs in memory)."""
-
-    def write(self, data: Any) -> int:
-        return len(memoryview(data))
-
-
-def _pickles(obj: Any) -> Exception | None:
-    import cloudpickle
-
-    try:
-        cloudpickle.CloudPickler(_Sink(), protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
-    except Exception as exc:
-        return exc
-    return None
-
-
-def _global_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _global_names(const)
-    return names
-
-
-def _culprit(fn: Any, kwargs: dict[str, Any]) -> str:
-    """What of the function and its inputs cannot be pickled, in the user's words."""
-    for name, value in kwargs.items():
-        if _pickles(value) is not None:
-            return f"the input {name!r} (a {type(value).__name__})"
-    code = getattr(fn, "__code__", None)
-    if isinstance(code, types.CodeType):
-        cells = zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False)
-        for name, cell in cells:
-            try:
-                value = cell.cell_contents
-            except ValueError:  # an empty cell
-                continue
-            if _pickles(value) is not None:
-                return f"the variable {name!r} it closes over (a {type(value).__name__})"
-        module_globals = getattr(fn, "__globals__", {})
-        for name in sorted(_global_names(code)):
-            if name in module_globals and _pickles(module_globals[name]) is not None:
-                return f"the global {name!r} it uses (a {type(module_globals[name]).__name__})"
-    return "the task function"
-
-
 def _check_picklable(task: Any, kwargs: dict[str, Any]) -> None:
     """Raise TypeError, with a hint for flytekit users, when the cold path could not send the task."""
     fn = task.task_function
-    error = _pickles((fn, kwargs))
-    if error is None:
-        return
-    name = getattr(fn, "__qualname__", None) or getattr(task, "name", "task")
-    raise TypeError(
-        f"task {name}: its workers cannot receive {_culprit(fn, kwargs)}: cloudpickle fails with "
-        f"{type(error).__name__}: {error}. In a pod whose raw-output prefix is remote (s3://, gs://, "
-        "abfs://: every cluster run) workers always start cold and get the task function, what it "
-        "uses and its inputs through cloudpickle, so this task would fail in every pod. Create such an "
-        "object inside the task function, or keep it in another module and use it as module.name "
-        "(a module is sent by reference and imported again in each worker); or pass "
-        "start_method='fork' in Elastic(...), which never pickles."
-    ) from error
+    name = str(getattr(fn, "__qualname__", None) or getattr(task, "name", "task"))
+    where = (
+        "In a pod whose raw-output prefix is remote (s3://, gs://, abfs://: every cluster run) workers "
+        "always start cold and get the task function, what it uses and its inputs through cloudpickle, "
+        "so this task would fail in every pod."
+    )
+    error = unpicklable(fn, kwargs, name, where)
+    if error is not None:
+        raise error
 
 
 def _await_rank_0(ctx: Any, prefix: str, timeout_s: float = RANK0_OUTCOME_WAIT_S) -> bool:

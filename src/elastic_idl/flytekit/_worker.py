@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from elastic_idl._sdk.local import import_root
 from elastic_idl.flytekit._runtime import Sent
 
 __all__ = ["TaskEntry", "WorkerResult", "import_root", "recoverable_marker", "send"]
@@ -62,21 +63,6 @@ class WorkerResult(NamedTuple):
 def recoverable_marker(marker_dir: str, attempt: int, rank: int) -> Path:
     """Where a worker marks that its failure in ``attempt`` as global ``rank`` is recoverable."""
     return Path(marker_dir, f"recoverable-{attempt}-{rank}")
-
-
-def import_root(fn: Any) -> str | None:
-    """The directory ``fn``'s module is imported from (the ``sys.path`` entry it needs); None for
-    ``__main__`` (sent by value) or a module without a file."""
-    name = str(getattr(fn, "__module__", "") or "")
-    module = sys.modules.get(name)
-    file = str(getattr(module, "__file__", None) or "")
-    if not name or name == "__main__" or not file:
-        return None
-    root = os.path.dirname(os.path.abspath(file))
-    depth = name.count(".") + (1 if os.path.basename(file).startswith("__init__.") else 0)
-    for _ in range(depth):
-        root = os.path.dirname(root)
-    return root
 
 
 def _describe(exc: BaseException) -> str:
