@@ -419,3 +419,29 @@ def test_a_plugin_registered_first_for_the_type_is_kept() -> None:
         "print(TaskPluginRegistry.find(ei.Elastic).__name__)"
     )
     assert _fresh(code) == "AsyncFunctionTaskTemplate"
+
+
+def test_our_extras_reach_elastic_idl_elastic_and_none_keeps_its_defaults() -> None:
+    cfg = Elastic(nnodes=2, nproc_per_node=1, rdzv_port="29500", role="trainer", tee="all", start_method="spawn")
+    assert (cfg.config.rdzv_port, cfg.config.role, cfg.config.tee, cfg.config.start_method) == (
+        29500,
+        "trainer",
+        3,
+        "spawn",
+    )
+    defaults = ei.Elastic(nnodes=2, nproc_per_node=1)
+    plain = Elastic(nnodes=2, nproc_per_node=1).config
+    for name in (
+        "rdzv_id",
+        "rdzv_host",
+        "rdzv_port",
+        "role",
+        "redirects",
+        "tee",
+        "local_ranks_filter",
+        "signals_to_handle",
+    ):
+        assert getattr(plain, name) == getattr(defaults, name), name
+    with pytest.raises(ei.ValidationError) as info:
+        Elastic(nnodes=2, nproc_per_node=1, rdzv_port=70000)
+    assert [v.field for v in info.value.violations] == ["rdzv_port"]

@@ -89,7 +89,8 @@ class Elastic:
         nccl_enable_monitoring: True (default) exports ``TORCH_NCCL_ENABLE_MONITORING=1``;
             False leaves torch's default, as flyteplugins-pytorch does.
 
-    elastic-idl's extras (keyword-only; the `elastic_idl.Elastic` arguments of the same names):
+    elastic-idl's extras (keyword-only; the `elastic_idl.Elastic` arguments of the same names; None, the
+    default of each, leaves `elastic_idl.Elastic`'s default):
 
     Attributes:
         start_method: ``"spawn"``, ``"fork"`` or ``"forkserver"``; None: the launcher's.
@@ -130,22 +131,23 @@ class Elastic:
     nccl_collective_timeout_sec: float | None = None
     nccl_enable_monitoring: bool = True
     _: KW_ONLY
+    # elastic-idl's extras: None stands for elastic_idl.Elastic's own default (one home for each).
     start_method: str | None = None
     image: str | None = None
     requests: Any = None
     limits: Any = None
     restart_policy: Any = None
-    rdzv_id: str = ""
-    rdzv_host: str = ""
-    rdzv_port: int | str = 0
-    role: str = ""
-    redirects: int | str = 0
-    tee: int | str = 0
-    local_ranks_filter: Sequence[int] | str = ()
+    rdzv_id: str | None = None
+    rdzv_host: str | None = None
+    rdzv_port: int | str | None = None
+    role: str | None = None
+    redirects: int | str | None = None
+    tee: int | str | None = None
+    local_ranks_filter: Sequence[int] | str | None = None
     numa_binding: str | None = None
-    signals_to_handle: Sequence[str] | str = ()
+    signals_to_handle: Sequence[str] | str | None = None
     shutdown_timeout: float | str | None = None
-    virtual_local_rank: bool = False
+    virtual_local_rank: bool | None = None
     _config: ei.Elastic = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -199,6 +201,7 @@ def to_elastic(cfg: Elastic) -> ei.Elastic:
     if isinstance(run_policy, Mapping) and not run_policy:
         run_policy = None  # flyteplugins-pytorch writes no run policy for a falsy one
     kwargs = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.init}
+    kwargs = {k: v for k, v in kwargs.items() if not (v is None and k in _EXTRAS)}
     kwargs.update(
         nnodes=nnodes,
         run_policy=run_policy,
@@ -222,6 +225,8 @@ def _renamed(v: ei.Violation) -> ei.Violation:
     return ei.Violation(_NAME_HERE[head] + dot + rest, v.rule, v.message)
 
 
+#: elastic-idl's extras: the keyword-only arguments, each passed on only when given.
+_EXTRAS = frozenset(f.name for f in dataclasses.fields(Elastic) if f.init and f.kw_only)
 reject_unknown_keywords(RunPolicy)
 reject_unknown_keywords(Elastic)
 
