@@ -1,6 +1,6 @@
 """The documentation site (mkdocs.yml, docs/): it builds with --strict, loads nothing from the
 network, its generated pages and charts are what the code and bench/results say, and a reader can
-follow each of the three quickstarts as written.
+follow each of the four quickstarts as written.
 
 A quickstart is followed as a reader follows it (``walkthrough``): in a new shell (a login PATH, no
 venv active, nothing else on PATH), from the page's first line to its last, every line of every
@@ -231,8 +231,8 @@ def _outputs(log: str) -> tuple[dict[int, str], dict[int, int]]:
     return outputs, codes
 
 
-def test_there_are_three_quickstarts() -> None:
-    assert [p.name for p in QUICKSTARTS] == ["flytekit.md", "ml-engineer.md", "propeller-go.md"]
+def test_there_are_four_quickstarts() -> None:
+    assert [p.name for p in QUICKSTARTS] == ["flyte2.md", "flytekit.md", "ml-engineer.md", "propeller-go.md"]
 
 
 @pytest.mark.parametrize("page", [p.name for p in QUICKSTARTS])

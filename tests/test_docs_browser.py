@@ -56,7 +56,7 @@ import websocket
 from docs_site import skip_or_fail
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The pages the planted-breakage test opens: the three quickstarts, the page of charts and the page of
+#: The pages the planted-breakage test opens: the quickstarts, the page of charts and the page of
 #: diagrams. test_a_reader_finds_nothing_broken opens every page the sitemap lists.
 PAGES = [f"quickstart/{p.stem}/" for p in sorted((ROOT / "docs" / "quickstart").glob("*.md"))] + [
     "benchmarks/",

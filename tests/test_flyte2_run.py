@@ -33,6 +33,7 @@ from elastic_idl.flyte2 import Elastic, NotBuiltError
 
 env = flyte.TaskEnvironment(name="ranks", plugin_config=Elastic(nnodes=1, nproc_per_node=2))
 multi_node = flyte.TaskEnvironment(name="multi", plugin_config=Elastic(nnodes="1:2", nproc_per_node=1))
+failing = flyte.TaskEnvironment(name="failing", plugin_config=Elastic(nnodes=1, nproc_per_node=2, max_restarts=0))
 LOCK = threading.Lock()
 
 
@@ -113,3 +114,20 @@ def test_outside_local_mode_the_task_raises_not_built_naming_the_pod_path() -> N
     assert isinstance(info.value, NotImplementedError) and isinstance(info.value, ei.ElasticIdlError)
     assert info.value.missing == "the Flyte 2 pod path of elastic_idl.flyte2"
     assert "mode 'remote'" in str(info.value) and "item 3" in str(info.value)
+
+
+@failing.task
+def rank_1_fails(n: int) -> int:
+    if os.environ["RANK"] == "1":
+        raise ValueError(f"rank 1 fails with {n}")
+    return n
+
+
+def test_a_failure_is_the_failure_reports_root_cause_in_flytes_user_error() -> None:
+    import flyte.errors
+
+    with pytest.raises(flyte.errors.RuntimeUserError) as info:
+        _run(rank_1_fails, n=5)
+    text = str(info.value)
+    assert "workers failed in 1 attempt(s) (max_restarts=0)" in text
+    assert "root cause: rank 1 (local rank 1" in text and "ValueError: rank 1 fails with 5" in text
