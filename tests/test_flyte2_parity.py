@@ -445,3 +445,18 @@ def test_our_extras_reach_elastic_idl_elastic_and_none_keeps_its_defaults() -> N
     with pytest.raises(ei.ValidationError) as info:
         Elastic(nnodes=2, nproc_per_node=1, rdzv_port=70000)
     assert [v.field for v in info.value.violations] == ["rdzv_port"]
+
+
+def test_the_config_and_the_task_pickle_and_a_task_override_rebuilds_our_task() -> None:
+    import pickle
+
+    import cloudpickle
+
+    cfg = Elastic(nnodes="1:3", nproc_per_node=2, nccl_collective_timeout_sec=90)
+    assert pickle.loads(pickle.dumps(cfg)) == cfg and hash(pickle.loads(pickle.dumps(cfg))) == hash(cfg)
+    task = flyte.TaskEnvironment(name="pk", plugin_config=cfg).task(train)
+    back = cloudpickle.loads(cloudpickle.dumps(task))  # Flyte 2's pkl code bundles pickle the task
+    assert type(back) is ElasticFunctionTask and back.custom_config(SCTX) == task.custom_config(SCTX)
+    other = task.override(plugin_config=Elastic(nnodes=3, nproc_per_node=1))
+    assert type(other) is ElasticFunctionTask
+    assert other.custom_config(SCTX)["elasticConfig"]["maxReplicas"] == 3
