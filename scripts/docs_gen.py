@@ -698,6 +698,16 @@ def rules_page() -> str:
         "(the kubeflow shape), as a user writes them. The `launch.*` and `env.*` rules are not about validity: "
         "a launch checks them (`elastic-idl run`, `launch-config`, the pod entrypoint, `ei.to_launch_spec`). "
         "Each rule's section is linkable: `rules.md#` and the rule id.\n\n",
+        "One check depends on the installed torch, not on the task, so it is not among these rules and no "
+        "validation or rendering applies it: the launcher (`elastic-idl run`, `elastic-idl torchrun`, the pod "
+        "entrypoint, `ei.launch`) refuses, with `TorchVersionError` (a `ValidationError`, exit 1) and rule "
+        "`launch.torch_version`, a task that sets a field the installed torch cannot apply, naming the field and "
+        "the version: a `log_line_prefix_template` that uses `${hostname}` (torch 2.14's macro; 2.13 prints it "
+        "as written) on torch 2.13, and a `cas_backoff_max_seconds` above 0 (torch 2.15's rendezvous option, "
+        "which an older torch ignores) on torch 2.13 or 2.14.\n\n",
+        "`log_line_prefix_template` has no rule: torch fills its macros in with `string.Template`'s "
+        "`safe_substitute`, which keeps an unknown macro (`${node}`), an unterminated `${` and a lone `$` as "
+        "written, so every string is a template torch runs.\n\n",
         "| rule id | what it requires |\n| --- | --- |\n",
     ]
     lines += [f"| [`{r}`](#{r}) | {_cell(text)} |\n" for r, text in RULES.items()]

@@ -99,8 +99,8 @@ def go_source() -> str:
         var("knownBackends", "elastic_idl._task.names.KNOWN_BACKENDS", strings(n.KNOWN_BACKENDS)),
         var(
             "typedRdzvKeys",
-            "elastic_idl._task.names.RDZV_TIMEOUTS: rendezvous option key -> its typed ElasticConfig field.",
-            pairs("strPair", ((name, name) for name in n.RDZV_TIMEOUTS)),
+            "elastic_idl._task.names.RDZV_TYPED: rendezvous option key -> its typed ElasticConfig field.",
+            pairs("strPair", ((name, name) for name in n.RDZV_TYPED)),
         ),
         var("signalNames", "Names of Python's signal.Signals on the generating platform (Linux).", strings(signals)),
         var(
@@ -119,6 +119,12 @@ def go_source() -> str:
             "wholeSecondsFields",
             "elastic_idl._task.names.WHOLE_SECONDS: the Durations torch reads as integers (rule elastic.duration.whole_seconds).",
             strings(n.WHOLE_SECONDS),
+        ),
+        var(
+            "nonNegativeDurationFields",
+            "elastic_idl._task.names.NON_NEGATIVE_DURATIONS: the Durations that may be 0 (rule "
+            "elastic.duration.non_negative).",
+            strings(n.NON_NEGATIVE_DURATIONS),
         ),
         var(
             "durationFields",
@@ -335,7 +341,7 @@ def input_limit_parts() -> list[str]:
 def _typed_timeout_order() -> list[str]:
     """The order rdzv_configs writes the typed timeouts in, read off an ElasticConfig with all set."""
     e = ElasticConfig()
-    for name in names.RDZV_TIMEOUTS:
+    for name in names.RDZV_TYPED:
         getattr(e, name).seconds = 1
     return list(view.rdzv_configs(view.elastic_values(e)))
 

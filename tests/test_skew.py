@@ -61,6 +61,8 @@ SAMPLES: dict[str, str] = {
     "nccl_heartbeat_timeout": "nccl_heartbeat_timeout { seconds: 300 }",
     "nccl_async_error_handling": "nccl_async_error_handling: TOGGLE_OFF",
     "nccl_enable_monitoring": "nccl_enable_monitoring: TOGGLE_ON",
+    "log_line_prefix_template": 'log_line_prefix_template: "${rank}|"',
+    "cas_backoff_max_seconds": "cas_backoff_max_seconds { seconds: 1 }",
 }
 BASE_ELASTIC = 'rdzv_backend: "c10d" min_replicas: 1 max_replicas: 2 nproc_per_node: 4'
 TOKEN = re.compile(r"`([^`]+)`")

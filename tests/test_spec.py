@@ -64,6 +64,7 @@ def test_local_defaults() -> None:
         "shutdown_timeout": None,
         "virtual_local_rank": False,
         "local_addr": None,
+        "log_line_prefix_template": None,
         "collective_timeout": 600.0,
         "nccl_env": {},
     }

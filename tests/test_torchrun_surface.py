@@ -1,5 +1,6 @@
 """The torchrun surface (issue 33, item 1): the drop-in accepts exactly the flags of the installed torch's
-torchrun, says which torch refused a flag, and handles --log-line-prefix-template where torch has it.
+torchrun, says which torch refused a flag, and maps --log-line-prefix-template (where torch has it) and
+--rdzv-conf cas_backoff_max_seconds to the task's typed fields.
 
 The pure parts run on made-up surfaces; the rest against the installed torch (run by `make test-torch`
 on each torch of the matrix, where the last test compares with that torch's own torchrun)."""
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic_idl._errors import TorchrunUsageError, UnsupportedFlagError
+from elastic_idl._errors import TorchrunError, TorchrunUsageError, TorchrunValidationError, UnsupportedFlagError
 from elastic_idl._sdk.torchrun import (
     FLAGS,
     NEWER_FLAGS,
@@ -21,6 +22,7 @@ from elastic_idl._sdk.torchrun import (
     TorchrunSurface,
     from_torchrun,
     parse_torchrun,
+    to_torchrun,
 )
 
 TEMPLATE = "--log-line-prefix-template"
@@ -36,23 +38,51 @@ def test_the_default_surface_is_torchrun_2_13s_and_refuses_the_template_naming_i
         parse_torchrun([TEMPLATE, "${rank}|", "train.py"])
     assert err.value.flag == TEMPLATE
     assert f"{TEMPLATE} is not a flag of torch 2.13's torchrun" in err.value.reason
-    # torch 2.13's torchrun has no such env action: its PET_ variable is not read.
-    _, _, node = parse_torchrun(["train.py"], {"PET_LOG_LINE_PREFIX_TEMPLATE": "${rank}|"})
-    assert node.log_line_prefix_template is None
+    # torch 2.13's torchrun has no such env action: its PET_ variable is not read ...
+    task, _ = from_torchrun(["train.py"], {"PET_LOG_LINE_PREFIX_TEMPLATE": "${rank}|"})
+    assert task.elastic_config.log_line_prefix_template == ""
+    # ... but TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE is, by every torchrun from 2.13 on.
+    task, _ = from_torchrun(["train.py"], {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "${rank}>"})
+    assert task.elastic_config.log_line_prefix_template == "${rank}>"
 
 
 @pytest.mark.parametrize("spelling", [TEMPLATE, "--log_line_prefix_template"])
-def test_a_surface_with_the_template_takes_it_as_a_launch_time_setting(spelling: str) -> None:
-    task, entry, node = parse_torchrun([spelling, "${hostname}:${rank}: ", "train.py", "x"], surface=WITH_TEMPLATE)
-    assert node.log_line_prefix_template == "${hostname}:${rank}: "
+def test_a_surface_with_the_template_puts_it_in_the_task(spelling: str) -> None:
+    task, entry = from_torchrun([spelling, "${hostname}:${rank}: ", "train.py", "x"], surface=WITH_TEMPLATE)
+    assert task.elastic_config.log_line_prefix_template == "${hostname}:${rank}: "
     assert entry.target == "train.py" and entry.args == ("x",)
-    assert task == parse_torchrun(["train.py"], surface=WITH_TEMPLATE)[0]  # not part of the task
-    _, _, from_env = parse_torchrun(["train.py"], {"PET_LOG_LINE_PREFIX_TEMPLATE": "${rank}>"}, WITH_TEMPLATE)
-    assert from_env.log_line_prefix_template == "${rank}>"
-    _, _, both = parse_torchrun([TEMPLATE, "a", "t.py"], {"PET_LOG_LINE_PREFIX_TEMPLATE": "b"}, WITH_TEMPLATE)
-    assert both.log_line_prefix_template == "a"  # the command line wins
-    with pytest.raises(UnsupportedFlagError, match=r"--log-line-prefix-template: .*a launch-time setting"):
-        from_torchrun([TEMPLATE, "x", "train.py"], surface=WITH_TEMPLATE)
+    # written back as the flag, and read back to the same task
+    argv = to_torchrun(task, entry)
+    assert f"{TEMPLATE}=${{hostname}}:${{rank}}: " in argv
+    assert from_torchrun(argv, surface=WITH_TEMPLATE)[0] == task
+
+    def template(argv: list[str], env: dict[str, str]) -> str:
+        return from_torchrun([*argv, "t.py"], env, WITH_TEMPLATE)[0].elastic_config.log_line_prefix_template
+
+    assert template([], {"PET_LOG_LINE_PREFIX_TEMPLATE": "${rank}>"}) == "${rank}>"
+    assert template([TEMPLATE, "a"], {"PET_LOG_LINE_PREFIX_TEMPLATE": "b"}) == "a"  # the command line wins
+    # torchrun: the flag (or PET_), else TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
+    assert template([], {"PET_LOG_LINE_PREFIX_TEMPLATE": "b", "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "c"}) == "b"
+    assert template([], {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "c"}) == "c"
+    assert template([], {}) == ""
+
+
+def test_cas_backoff_in_rdzv_conf_is_the_typed_field() -> None:
+    task, _ = from_torchrun(["--rdzv-conf", "cas_backoff_max_seconds=0.25,is_host=1", "train.py"])
+    e = task.elastic_config
+    assert (e.cas_backoff_max_seconds.seconds, e.cas_backoff_max_seconds.nanos) == (0, 250_000_000)
+    assert [(o.key, o.value) for o in e.rdzv_options] == [("is_host", "1")]
+    argv = to_torchrun(task, "train.py")
+    assert "--rdzv-conf=cas_backoff_max_seconds=0.25,is_host=1" in argv
+    assert from_torchrun(argv)[0] == task
+    with pytest.raises(TorchrunError, match=r"--rdzv-conf: cas_backoff_max_seconds='nan' is not a finite number"):
+        from_torchrun(["--rdzv-conf", "cas_backoff_max_seconds=nan", "train.py"])
+    with pytest.raises(TorchrunValidationError) as err:
+        from_torchrun(["--rdzv-conf", "cas_backoff_max_seconds=-1", "train.py"])
+    assert [(v.field, v.rule) for v in err.value.violations] == [
+        ("elastic_config.cas_backoff_max_seconds", "elastic.duration.non_negative")
+    ]
+    assert err.value.flags == ("--rdzv-conf=cas_backoff_max_seconds=-1",)
 
 
 def test_print_completion_is_refused_where_torch_has_it() -> None:

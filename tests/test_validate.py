@@ -112,6 +112,30 @@ INVALID: list[tuple[str, Any, str, str]] = [
         "elastic.duration.positive",
         "elastic_config.nccl_heartbeat_timeout",
     ),
+    (
+        "cas_backoff_neg",
+        kubeflow(cas_backoff_max_seconds=d(-1)),
+        "elastic.duration.non_negative",
+        "elastic_config.cas_backoff_max_seconds",
+    ),
+    (
+        "cas_backoff_neg_nanos",
+        kubeflow(cas_backoff_max_seconds=d(0, -1)),
+        "elastic.duration.non_negative",
+        "elastic_config.cas_backoff_max_seconds",
+    ),
+    (
+        "cas_backoff_mixed_signs",
+        kubeflow(cas_backoff_max_seconds=d(1, -1)),
+        "elastic.duration.valid",
+        "elastic_config.cas_backoff_max_seconds",
+    ),
+    (
+        "opt_cas_backoff",
+        _opt(("cas_backoff_max_seconds", "2")),
+        "elastic.rdzv_options.typed",
+        "elastic_config.rdzv_options[0].key",
+    ),
     ("async_errors", kubeflow(nccl_async_error_handling=3), "enum.known", "elastic_config.nccl_async_error_handling"),
     ("monitoring", kubeflow(nccl_enable_monitoring=-1), "enum.known", "elastic_config.nccl_enable_monitoring"),
     ("nproc_policy", kubeflow(nproc_per_node=0, nproc_policy=7), "enum.known", "elastic_config.nproc_policy"),
@@ -284,6 +308,15 @@ VALID: list[tuple[str, Any]] = [
     ),
     ("signals", _with(lambda t: t.elastic_config.signals_to_handle.extend(["SIGTERM", "SIGUSR1"]))),
     ("ranks", _with(lambda t: t.elastic_config.local_ranks_filter.extend([0, 1]))),
+    # torch 2.15 reads a float >= 0: a fraction and 0 (no delay, its default) are values.
+    ("cas_backoff_fraction", kubeflow(cas_backoff_max_seconds=d(0, 250_000_000))),
+    ("cas_backoff_zero", kubeflow(cas_backoff_max_seconds=d(0))),
+    ("cas_backoff_large", kubeflow(cas_backoff_max_seconds=d(86400 * 365))),
+    # torch substitutes its macros with string.Template's safe_substitute: anything else stays as written.
+    ("template_macros", kubeflow(log_line_prefix_template="${hostname}:${rank}|${local_rank}|$role_name ")),
+    ("template_unknown_macro", kubeflow(log_line_prefix_template="${node}|")),
+    ("template_unterminated", kubeflow(log_line_prefix_template="${rank|$")),
+    ("template_unicode", kubeflow(log_line_prefix_template="rang ${rank} → ")),
 ]
 
 
@@ -317,6 +350,8 @@ BETTERPROTO_REWRITES_DURATION = {
     "monitor0",
     "duration_mixed",
     "collective0",
+    "cas_backoff_neg_nanos",  # -1 ns: a timedelta holds microseconds, so it comes back as an explicit 0, dropped
+    "cas_backoff_mixed_signs",
 }
 
 

@@ -215,8 +215,9 @@ func checkObject(obj *jsonObject, desc protoreflect.MessageDescriptor, format st
 				hint = didYouMean(key, fieldKeys(desc))
 			}
 			return nil, &DecodeError{
-				Field:  key,
-				Reason: fmt.Sprintf("unknown field of %s (known: %s)%s", desc.Name(), knownKeys(desc), hint),
+				Field: key,
+				// The hint first: a message is cut at maxErrorChars, and the list of known keys is long.
+				Reason: fmt.Sprintf("unknown field of %s%s (known: %s)", desc.Name(), hint, knownKeys(desc)),
 				Format: format,
 			}
 		}

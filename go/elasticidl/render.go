@@ -9,6 +9,7 @@ package elasticidl
 import (
 	"fmt"
 	"maps"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -841,8 +842,10 @@ func ElasticPolicyOf(e *eidlpluginsv1.ElasticConfig) *ElasticPolicy {
 
 // rdzvConf is the rendezvous options a config states: typed timeouts as whole
 // seconds ("900", an integer as torch reads it; a fraction is invalid, rule
-// elastic.duration.whole_seconds, so only its seconds are written), then the
-// free-form options in order (a repeated key keeps its first place).
+// elastic.duration.whole_seconds, so only its seconds are written) and
+// cas_backoff_max_seconds, which torch reads as a float (a fraction as Python's
+// repr writes it: "0.5"), then the free-form options in order (a repeated key
+// keeps its first place).
 func rdzvConf(e *eidlpluginsv1.ElasticConfig) []RdzvConf {
 	var out []RdzvConf
 	index := map[string]int{} // key -> its place in out
@@ -858,8 +861,8 @@ func rdzvConf(e *eidlpluginsv1.ElasticConfig) []RdzvConf {
 	for _, name := range rdzvTimeoutFields {
 		fd := m.Descriptor().Fields().ByName(protoreflect.Name(name))
 		if m.Has(fd) {
-			s, _ := durationOf(m.Get(fd).Message())
-			put(name, strconv.FormatInt(s, 10))
+			s, n := durationOf(m.Get(fd).Message())
+			put(name, secondsText(s, n))
 		}
 	}
 	for _, opt := range e.GetRdzvOptions() {
@@ -913,4 +916,18 @@ func entrypointProblem(words []string) string {
 		return fmt.Sprintf("%s %q looks like an option: give the script first (a file of that name: ./%s)", what, first, first)
 	}
 	return ""
+}
+
+// secondsText is a valid Duration's seconds as the reference's rdzv_configs
+// writes them: the integer when there are no nanos, else the float's repr
+// (Python's str of seconds + nanos / 1e9, an integer again when that float is one).
+func secondsText(s int64, n int32) string {
+	if n == 0 {
+		return strconv.FormatInt(s, 10)
+	}
+	f := float64(s) + float64(n)/1e9
+	if f == math.Trunc(f) {
+		return strconv.FormatFloat(f, 'f', 0, 64)
+	}
+	return pyFloatRepr(f)
 }

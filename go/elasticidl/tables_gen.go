@@ -12,6 +12,7 @@ var rules = []Rule{
 	{"elastic.rdzv_backend.known", "rdzv_backend is one of '' (c10d), c10d, etcd, etcd-v2, static"},
 	{"elastic.static.fixed_size", "the static backend requires min_replicas == max_replicas"},
 	{"elastic.duration.positive", "every timeout and interval is > 0"},
+	{"elastic.duration.non_negative", "cas_backoff_max_seconds is >= 0 (0 is torch's default: no delay)"},
 	{"elastic.duration.valid", "a Duration has seconds and nanos of one sign, |nanos| < 1e9, |seconds| <= 315576000000"},
 	{"elastic.duration.whole_seconds", "join/last_call/close/read_timeout, shutdown_timeout and nccl_heartbeat_timeout are whole seconds (torch reads them as integers)"},
 	{"elastic.monitor_interval.max", "monitor_interval <= 3600 s"},
@@ -20,7 +21,7 @@ var rules = []Rule{
 	{"elastic.rdzv_options.key", "an rdzv option key is non-empty and has no ',' or '='"},
 	{"elastic.rdzv_options.value", "an rdzv option value has no ','"},
 	{"elastic.rdzv_options.unique", "rdzv option keys are unique"},
-	{"elastic.rdzv_options.typed", "join/last_call/close/read timeouts use their typed fields, not rdzv_options"},
+	{"elastic.rdzv_options.typed", "join/last_call/close/read timeouts and cas_backoff_max_seconds use their typed fields, not rdzv_options"},
 	{"elastic.rdzv_id.format", "rdzv_id is printable ASCII without spaces or ',', at most 253 chars"},
 	{"elastic.rdzv_host.format", "rdzv_host has no whitespace, ',' or '/', at most 253 chars"},
 	{"elastic.rdzv_port.range", "rdzv_port is in 0..65535 (0 = runtime's choice)"},
@@ -55,12 +56,13 @@ const maxDurationS = 315576000000
 // elastic_idl._task.names.KNOWN_BACKENDS
 var knownBackends = []string{"c10d", "etcd", "etcd-v2", "static"}
 
-// elastic_idl._task.names.RDZV_TIMEOUTS: rendezvous option key -> its typed ElasticConfig field.
+// elastic_idl._task.names.RDZV_TYPED: rendezvous option key -> its typed ElasticConfig field.
 var typedRdzvKeys = []strPair{
 	{"join_timeout", "join_timeout"},
 	{"last_call_timeout", "last_call_timeout"},
 	{"close_timeout", "close_timeout"},
 	{"read_timeout", "read_timeout"},
+	{"cas_backoff_max_seconds", "cas_backoff_max_seconds"},
 }
 
 // Names of Python's signal.Signals on the generating platform (Linux).
@@ -105,8 +107,11 @@ const quantityPattern = "(?P<sign>[+-]?)(?P<number>[0-9]+(?:\\.[0-9]*)?|\\.[0-9]
 // elastic_idl._task.names.WHOLE_SECONDS: the Durations torch reads as integers (rule elastic.duration.whole_seconds).
 var wholeSecondsFields = []string{"join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "shutdown_timeout", "nccl_heartbeat_timeout"}
 
+// elastic_idl._task.names.NON_NEGATIVE_DURATIONS: the Durations that may be 0 (rule elastic.duration.non_negative).
+var nonNegativeDurationFields = []string{"cas_backoff_max_seconds"}
+
 // elastic_idl._task.names.DURATION_FIELDS: every ElasticConfig Duration, in the order they are checked.
-var durationFields = []string{"monitor_interval", "join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "shutdown_timeout", "collective_timeout", "nccl_heartbeat_timeout"}
+var durationFields = []string{"monitor_interval", "join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "shutdown_timeout", "collective_timeout", "nccl_heartbeat_timeout", "cas_backoff_max_seconds"}
 
 // elastic_idl._task.names.FAILURE_TIMEOUTS: the Durations bounded by rule elastic.failure_timeout.max.
 var failureTimeoutFields = []string{"collective_timeout", "nccl_heartbeat_timeout"}
@@ -128,7 +133,7 @@ var toggleEnvValues = []enumText{
 }
 
 // ElasticConfig Durations rendered into rdzvConf, in order (elastic_idl._task.view.rdzv_configs).
-var rdzvTimeoutFields = []string{"join_timeout", "last_call_timeout", "close_timeout", "read_timeout"}
+var rdzvTimeoutFields = []string{"join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "cas_backoff_max_seconds"}
 
 // elastic_idl._backend.pytorchjob.API_VERSION
 const apiVersion = "kubeflow.org/v1"

@@ -119,7 +119,7 @@ var checks = []check{
 				"static needs min_replicas == max_replicas, got %d:%d", e.GetMinReplicas(), e.GetMaxReplicas())
 		}
 	})},
-	{[]string{ruleDurationValid, "elastic.duration.positive", "elastic.duration.whole_seconds"}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {
+	{[]string{ruleDurationValid, "elastic.duration.positive", "elastic.duration.non_negative", "elastic.duration.whole_seconds"}, onElastic(func(e *eidlpluginsv1.ElasticConfig, r *report) {
 		m := e.ProtoReflect()
 		for _, name := range durationFields {
 			fd := m.Descriptor().Fields().ByName(protoreflect.Name(name))
@@ -130,7 +130,9 @@ var checks = []check{
 			switch {
 			case n <= -1e9 || n >= 1e9 || s > maxDurationS || s < -maxDurationS || (s > 0 && n < 0) || (s < 0 && n > 0):
 				r.add(ec+"."+name, ruleDurationValid, "invalid Duration seconds=%d nanos=%d", s, n)
-			case s < 0 || (s == 0 && n <= 0):
+			case contains(nonNegativeDurationFields, name) && (s < 0 || n < 0):
+				r.add(ec+"."+name, "elastic.duration.non_negative", "must be >= 0, got %ds %dns", s, n)
+			case !contains(nonNegativeDurationFields, name) && (s < 0 || (s == 0 && n <= 0)):
 				r.add(ec+"."+name, "elastic.duration.positive", "must be > 0, got %ds %dns", s, n)
 			case n != 0 && contains(wholeSecondsFields, name):
 				r.add(ec+"."+name, "elastic.duration.whole_seconds",

@@ -37,8 +37,10 @@ type WorstCaseTerms struct {
 	DetectPeerS         float64 `json:"detect_peer_s"`
 	DetectStoreS        float64 `json:"detect_store_s"`
 	StopS               float64 `json:"stop_s"`       // S = shutdown_timeout
-	RendezvousS         float64 `json:"rendezvous_s"` // Z = join_timeout
-	LeaveS              float64 `json:"leave_s"`      // L = 1 s + monitor_interval + shutdown_timeout
+	RendezvousS         float64 `json:"rendezvous_s"` // Z = JoinTimeoutS + CasBackoffMaxS
+	JoinTimeoutS        float64 `json:"join_timeout_s"`
+	CasBackoffMaxS      float64 `json:"cas_backoff_max_s"` // the delay after a failed rendezvous write (torch 2.15); 0 unset
+	LeaveS              float64 `json:"leave_s"`           // L = 1 s + monitor_interval + shutdown_timeout
 	CollectiveTimeoutS  float64 `json:"collective_timeout_s"`
 	MonitorIntervalS    float64 `json:"monitor_interval_s"`
 	KeepAliveIntervalS  float64 `json:"keep_alive_interval_s"`
@@ -177,6 +179,7 @@ func (t *Task) WorstCase(restartPolicy string) (*WorstCase, error) {
 	interval, attempts := float64(ivl), float64(att)
 	read := durationS(e.GetReadTimeout(), defaultReadTimeoutS)
 	join := durationS(e.GetJoinTimeout(), defaultJoinTimeoutS)
+	cas := durationS(e.GetCasBackoffMaxSeconds(), 0)
 	stop := durationS(e.GetShutdownTimeout(), defaultShutdownTimeoutS)
 
 	stuck := collective + monitor + stuckMarginS
@@ -191,13 +194,14 @@ func (t *Task) WorstCase(restartPolicy string) (*WorstCase, error) {
 	}
 	rounds := int64(e.GetMaxRestarts()) + 1
 	leave := stateCacheS + monitor + stop
-	per := float64(float64(rounds)*(detect+stop+join)) + leave
+	rendezvous := join + cas
+	per := float64(float64(rounds)*(detect+stop+rendezvous)) + leave
 
 	backoff, deadline := v.runPolicy.GetBackoffLimit(), v.runPolicy.GetActiveDeadlineSeconds()
 	terms := WorstCaseTerms{
 		Rounds: rounds, DetectS: detect, DetectedBy: by,
 		DetectStuckS: stuck, DetectPeerS: peer, DetectStoreS: store,
-		StopS: stop, RendezvousS: join, LeaveS: leave, CollectiveTimeoutS: collective, MonitorIntervalS: monitor,
+		StopS: stop, RendezvousS: rendezvous, JoinTimeoutS: join, CasBackoffMaxS: cas, LeaveS: leave, CollectiveTimeoutS: collective, MonitorIntervalS: monitor,
 		KeepAliveIntervalS: interval, KeepAliveMaxAttempt: att, ReadTimeoutS: read, StuckMarginS: stuckMarginS,
 	}
 	var total *float64

@@ -37,6 +37,7 @@ __all__ = [
     "SkewError",
     "SkewWarning",
     "TorchPrivateAPIError",
+    "TorchVersionError",
     "TorchrunError",
     "TorchrunUsageError",
     "TorchrunValidationError",
@@ -411,6 +412,22 @@ class TorchPrivateAPIError(ElasticIdlError, RuntimeError):
             f"torch {torch_version} lacks {', '.join(self.missing)}, which the elastic-idl launcher uses "
             "(private torch API: see elastic_idl._torch_private); use a torch this release supports"
         )
+
+
+class TorchVersionError(ValidationError):
+    """The task sets a field the installed torch cannot apply: refused at launch (rule
+    ``launch.torch_version``), never by validation or rendering, which accept it on every torch.
+
+    A `ValidationError` (the CLI exits 1): each violation names the field, and its message the
+    installed torch version and the first that applies the field.
+
+    Attributes:
+        torch_version: The installed torch's version (``torch.__version__`` without its local part).
+    """
+
+    def __init__(self, torch_version: str, violations: Iterable[Violation]) -> None:
+        self.torch_version = torch_version
+        super().__init__(violations)
 
 
 class NotBuiltError(ElasticIdlError, NotImplementedError):

@@ -391,10 +391,6 @@ def _cmd_torchrun(args: argparse.Namespace) -> int:
         local_addr=node.local_addr,
         log_dir=node.log_dir,
         failure_path=failure_file,
-        # torchrun (2.13 on) falls back to this variable when neither the flag nor PET_ gives one.
-        log_line_prefix_template=node.log_line_prefix_template
-        or os.environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")
-        or None,
     )
     return EXIT_OK
 

@@ -12,7 +12,10 @@ order in both languages, so both give the same number.
   D_store = read_timeout + keep_alive_interval x keep_alive_max_attempt + 1 s + monitor_interval
   (the rendezvous store's host lost).
 - S = shutdown_timeout (the workers stop: SIGTERM, SIGKILL after it).
-- Z = join_timeout (the next round forms, or fails after it).
+- Z = join_timeout + cas_backoff_max_seconds (the next round forms, or fails after join_timeout; torch
+  2.15's rendezvous checks that deadline only after the random delay that follows a failed write of the
+  rendezvous state, so the last delay, up to cas_backoff_max_seconds, can begin just before the deadline
+  and end after it; unset, 0).
 - L = 1 s + monitor_interval + shutdown_timeout, the leave: a node that ends with an error waits
   until the other nodes of its round have decided (they see the closed rendezvous within 1 s +
   monitor_interval and stop their workers), so that none takes a finished store host for a lost one.
@@ -32,6 +35,7 @@ from typing import Any, Final
 
 from elastic_idl._errors import ValidationError, Violation
 from elastic_idl._task.names import (
+    CAS_BACKOFF_MAX,
     DEFAULT_JOIN_TIMEOUT_S,
     DEFAULT_READ_TIMEOUT_S,
     DEFAULT_SHUTDOWN_TIMEOUT_S,
@@ -173,6 +177,7 @@ def worst_case(task: TaskView, restart_policy: str) -> WorstCase | None:
     attempts = float(_keep_alive(options, KEEP_ALIVE_MAX_ATTEMPT, DEFAULT_KEEP_ALIVE_MAX_ATTEMPT))
     read = float(options.get(READ_TIMEOUT, DEFAULT_READ_TIMEOUT_S))
     join = float(options.get(JOIN_TIMEOUT, DEFAULT_JOIN_TIMEOUT_S))
+    cas = float(options.get(CAS_BACKOFF_MAX, 0))
     shutdown = e.shutdown_timeout
     stop = float(DEFAULT_SHUTDOWN_TIMEOUT_S) if shutdown is None else duration_seconds(shutdown)
 
@@ -184,7 +189,8 @@ def worst_case(task: TaskView, restart_policy: str) -> WorstCase | None:
     detected_by = "stuck" if detect == stuck else "peer" if detect == peer else "store"
     rounds = int(e.max_restarts) + 1
     leave = STATE_CACHE_S + monitor + stop
-    per = float(rounds) * (detect + stop + join) + leave
+    rendezvous = join + cas
+    per = float(rounds) * (detect + stop + rendezvous) + leave
 
     rp = task.run_policy
     backoff = int(rp.backoff_limit) if rp is not None else 0  # 0 is unset (proto3): not rendered
@@ -210,7 +216,9 @@ def worst_case(task: TaskView, restart_policy: str) -> WorstCase | None:
         "detect_peer_s": peer,
         "detect_store_s": store,
         "stop_s": stop,
-        "rendezvous_s": join,
+        "rendezvous_s": rendezvous,
+        "join_timeout_s": join,
+        "cas_backoff_max_s": cas,
         "leave_s": leave,
         "collective_timeout_s": collective,
         "monitor_interval_s": monitor,

@@ -165,7 +165,7 @@ from elastic_idl._launch.failures import (
     timed_out_at,
     user_traceback,
 )
-from elastic_idl._launch.spec import LaunchSpec
+from elastic_idl._launch.spec import LaunchSpec, check_torch_support
 from elastic_idl._sdk.torchrun import TorchrunSurface
 from elastic_idl._task.names import (
     C10D,
@@ -264,6 +264,17 @@ class LazyLogsSpecs(DefaultLogsSpecs):
         return super().reify(envs)
 
 
+def installed_torch_version() -> str:
+    """The installed torch's version without its local part (``2.13.0``, not ``2.13.0+cu130``)."""
+    return torch.__version__.split("+", 1)[0]
+
+
+def check_installed_torch(spec: LaunchSpec) -> None:
+    """Refuse a spec with a field the installed torch cannot apply (`TorchVersionError`, naming the field and
+    the version): ``${hostname}`` in the log-line prefix template before torch 2.14, a cas backoff before 2.15."""
+    check_torch_support(spec, installed_torch_version())
+
+
 def installed_torchrun_surface() -> TorchrunSurface:
     """The flags of the installed torch's torchrun, read from its own parser (``get_args_parser()``).
 
@@ -284,7 +295,7 @@ def installed_torchrun_surface() -> TorchrunSurface:
         options.update(action.option_strings)
         if action.option_strings and action.nargs == 0:
             switches.update(action.option_strings)
-    return TorchrunSurface(torch.__version__.split("+", 1)[0], frozenset(options), frozenset(switches))
+    return TorchrunSurface(installed_torch_version(), frozenset(options), frozenset(switches))
 
 
 def build_launch_config(
@@ -294,7 +305,6 @@ def build_launch_config(
     start_method: str | None = None,
     log_dir: str | None = None,
     local_addr: str | None = None,
-    log_line_prefix_template: str | None = None,
 ) -> LaunchConfig:
     """torch's LaunchConfig for a LaunchSpec, every field set explicitly.
 
@@ -304,8 +314,8 @@ def build_launch_config(
         start_method: Overrides the spec's start method.
         log_dir: Root of torch's per-attempt log and error files (None: a temp dir torch creates).
         local_addr: This node's address as the other nodes should see it.
-        log_line_prefix_template: The prefix of tee'd log lines (torchrun's
-            ``--log-line-prefix-template``; None: torch's default).
+
+    The prefix of tee'd log lines is the spec's log_line_prefix_template (None: torch's default).
     """
     nproc = nproc_per_node if nproc_per_node is not None else resolve_nproc(spec)
     numa = None
@@ -330,7 +340,7 @@ def build_launch_config(
         max_restarts=spec.max_restarts,
         monitor_interval=spec.monitor_interval,
         start_method=start_method or spec.start_method,
-        log_line_prefix_template=log_line_prefix_template,
+        log_line_prefix_template=spec.log_line_prefix_template,
         metrics_cfg={},
         local_addr=local_addr if local_addr is not None else spec.local_addr,
         event_log_handler="null",

@@ -427,7 +427,10 @@ def launch(
         workers' values by global rank.
 
     Raises:
-        ValidationError: The task breaks a rule, or a launch-time value breaks its field's rule.
+        ValidationError: The task breaks a rule, or a launch-time value breaks its field's rule;
+            `TorchVersionError` (a ValidationError, rule ``launch.torch_version``) when the task
+            sets a field the installed torch cannot apply (``${hostname}`` in
+            log_line_prefix_template before torch 2.14, cas_backoff_max_seconds > 0 before 2.15).
         TypeError, FileNotFoundError, ImportError: The entrypoint is unusable
             (ModuleNotFoundError, an ImportError, for a module that does not exist).
         OSError: ``failure_path`` or ``log_dir`` cannot be written.
@@ -470,14 +473,12 @@ def launch_values(
     node_rank: int | None = None,
     local_addr: str | None = None,
     fresh_store: bool = True,
-    log_line_prefix_template: str | None = None,
 ) -> dict[int, Any]:
     """`launch`, returning this node's workers' values by global rank (internal: pod, CLI, bench).
 
     ``fresh_store=False`` keeps torch's shared rendezvous store across rounds instead of
     `FreshStoreHandler` (only bench/stress_restart.py's
     "stock" arm uses it, to measure torch's behaviour with everything else equal).
-    ``log_line_prefix_template``: torchrun's ``--log-line-prefix-template`` (the drop-in's).
     """
     spec = to_launch_spec(task, env=env, run_id=run_id, rdzv_endpoint=rdzv_endpoint, start_method=start_method)
     spec = _overrides(spec, node_rank=node_rank, local_addr=local_addr)
@@ -489,7 +490,6 @@ def launch_values(
         failure_path=failure_path,
         log_dir=log_dir,
         fresh_store=fresh_store,
-        log_line_prefix_template=log_line_prefix_template,
     )
 
 
@@ -501,7 +501,6 @@ def run_spec(
     failure_path: str | os.PathLike[str] | None = None,
     log_dir: str | os.PathLike[str] | None = None,
     fresh_store: bool = True,
-    log_line_prefix_template: str | None = None,
 ) -> dict[int, Any]:
     """Run a resolved spec's agent on this node; this node's workers' values by global rank.
 
@@ -516,6 +515,7 @@ def run_spec(
             raise HostNotFoundError(host, spec.rdzv_endpoint, reason)
     from elastic_idl._launch import agent  # imports torch: from here on the launch has started
 
+    agent.check_installed_torch(spec)  # a field this torch cannot apply: refused before anything starts
     loopback = is_loopback(host)
     spec = _standalone_run_id(spec)
     nproc = agent.resolve_nproc(spec)
@@ -539,7 +539,6 @@ def run_spec(
                 start_method=method,
                 log_dir=root,
                 local_addr=_local_addr(host) if loopback and not spec.local_addr else spec.local_addr,
-                log_line_prefix_template=log_line_prefix_template,
             )
             return agent.run_agent(
                 config,

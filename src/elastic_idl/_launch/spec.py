@@ -7,14 +7,18 @@ torch's ``LaunchConfig`` lives in ``elastic_idl._launch.agent``, the one module 
 from __future__ import annotations
 
 import logging
+import re
+import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
-from elastic_idl._errors import ValidationError, Violation
+from elastic_idl._errors import TorchVersionError, ValidationError, Violation
 from elastic_idl._task.enums import NPROC_POLICY, NUMA_BINDING, START_METHOD, STD_STREAMS
 from elastic_idl._task.names import (
+    CAS_BACKOFF_MAX,
+    CAS_BACKOFF_MIN_TORCH,
     DEFAULT_COLLECTIVE_TIMEOUT_S,
     DEFAULT_LOCAL_HOST,
     DEFAULT_ROLE,
@@ -22,6 +26,8 @@ from elastic_idl._task.names import (
     DEFAULT_SIGNALS,
     DEFAULT_START_METHOD,
     ENV,
+    LOG_LINE_PREFIX_MACROS,
+    LOG_LINE_PREFIX_TEMPLATE,
     MAX_RDZV_NAME_LEN,
     is_rdzv_id_text,
     parse_rdzv_conf,
@@ -30,12 +36,16 @@ from elastic_idl._task.validate import RULES, check
 from elastic_idl._task.view import ElasticValues, TaskView, of, rdzv_configs, values_of
 
 __all__ = [
+    "TORCH_VERSION_RULE",
     "EnvDecision",
     "LaunchSpec",
+    "check_torch_support",
     "entrypoint_problem",
     "override_violations",
     "split_endpoint",
     "to_launch_spec",
+    "torch_support_violations",
+    "torch_version_tuple",
 ]
 
 _log = logging.getLogger("elastic_idl")
@@ -125,6 +135,8 @@ class LaunchSpec:
     shutdown_timeout: int | None = None
     virtual_local_rank: bool = False
     local_addr: str | None = None
+    #: The prefix template of tee'd console lines (the task's log_line_prefix_template; None: torch's default).
+    log_line_prefix_template: str | None = None
     #: The process-group timeout the workers get when their code gives none (seconds; the task's
     #: collective_timeout, else DEFAULT_COLLECTIVE_TIMEOUT_S). Not a LaunchConfig field: the launcher
     #: passes it to the workers (COLLECTIVE_TIMEOUT_ENV).
@@ -156,6 +168,7 @@ class LaunchSpec:
             "shutdown_timeout": self.shutdown_timeout,
             "virtual_local_rank": self.virtual_local_rank,
             "local_addr": self.local_addr,
+            "log_line_prefix_template": self.log_line_prefix_template,
             "collective_timeout": self.collective_timeout,
             "nccl_env": dict(self.nccl_env),
         }
@@ -428,8 +441,92 @@ def to_launch_spec(
             "shutdown_timeout": None if shutdown is None else int(shutdown.seconds),
             "virtual_local_rank": e.virtual_local_rank,
             "local_addr": None,
+            "log_line_prefix_template": e.log_line_prefix_template or None,
             "collective_timeout": e.collective_timeout_s(),
             "nccl_env": MappingProxyType(e.nccl_env()),
             "decisions": tuple(d.made) if d is not None else (),
         }
     )
+
+
+#: The rule of a task field the installed torch cannot apply: checked by the launcher only (validation and
+#: rendering accept the field on every torch), so it is not one of `elastic_idl.RULES`.
+TORCH_VERSION_RULE = "launch.torch_version"
+
+
+def torch_version_tuple(version: str) -> tuple[int, int]:
+    """(major, minor) of a torch version string: ``"2.15.0+cu130"`` -> (2, 15).
+
+    Raises:
+        ValueError: The text does not start with two dot-separated numbers.
+    """
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m is None:
+        raise ValueError(f"{version!r} is not a torch version")
+    return int(m[1]), int(m[2])
+
+
+def _template_macros(template: str) -> list[str]:
+    """The macros a log-line prefix template names, as torch's string.Template reads it ($x and ${x}; not $$x)."""
+    out: list[str] = []
+    for m in string.Template.pattern.finditer(template):
+        name = m.group("named") or m.group("braced")
+        if name is not None:
+            out.append(name)
+    return out
+
+
+def torch_support_violations(spec: LaunchSpec, torch_version: str) -> list[Violation]:
+    """What of ``spec`` a torch of ``torch_version`` cannot apply (rule `TORCH_VERSION_RULE`); [] when nothing.
+
+    - log_line_prefix_template: torch 2.13's agent applies the template (LaunchConfig has it) with
+      ${role_name}, ${rank} and ${local_rank}; ${hostname} arrived in 2.14, and 2.13 would print it as
+      written. A template naming a macro newer than the torch is refused; one without is applied anywhere.
+    - cas_backoff_max_seconds: torch before 2.15 ignores the rendezvous option; a value above 0 is refused
+      there (0 is what an older torch does anyway: no delay).
+    """
+    have = torch_version_tuple(torch_version)
+    shown = ".".join(map(str, have))
+    out: list[Violation] = []
+    template = spec.log_line_prefix_template
+    if template:
+        newer = [
+            m for m in _template_macros(template) if m in LOG_LINE_PREFIX_MACROS and LOG_LINE_PREFIX_MACROS[m] > have
+        ]
+        for macro in dict.fromkeys(newer):
+            since = ".".join(map(str, LOG_LINE_PREFIX_MACROS[macro]))
+            out.append(
+                Violation(
+                    f"elastic_config.{LOG_LINE_PREFIX_TEMPLATE}",
+                    TORCH_VERSION_RULE,
+                    f"the macro ${{{macro}}} needs torch {since} or newer; the installed torch {torch_version} "
+                    f"({shown}) would print it as written: drop it, or launch on torch {since}+",
+                )
+            )
+    cas = spec.rdzv_configs.get(CAS_BACKOFF_MAX)
+    if cas is not None and have < CAS_BACKOFF_MIN_TORCH and _positive(cas):
+        since = ".".join(map(str, CAS_BACKOFF_MIN_TORCH))
+        out.append(
+            Violation(
+                f"elastic_config.{CAS_BACKOFF_MAX}",
+                TORCH_VERSION_RULE,
+                f"{cas} s needs torch {since} or newer; the installed torch {torch_version} ignores the rendezvous "
+                f"option (no delay): leave it unset (or 0), or launch on torch {since}+",
+            )
+        )
+    return out
+
+
+def _positive(value: Any) -> bool:
+    """Whether a rendezvous option value (a number, or text from PET_RDZV_CONF) is a number above 0."""
+    try:
+        return float(value) > 0
+    except (TypeError, ValueError):
+        return True  # not a number: torch 2.15 would refuse it, an older torch ignores it; refused here too
+
+
+def check_torch_support(spec: LaunchSpec, torch_version: str) -> None:
+    """Raise `TorchVersionError` when a torch of ``torch_version`` cannot apply a field of ``spec``."""
+    found = torch_support_violations(spec, torch_version)
+    if found:
+        raise TorchVersionError(torch_version, found)

@@ -17,7 +17,7 @@ from google.protobuf.duration_pb2 import Duration
 from elastic_idl._errors import Violation, reject_unknown_keywords
 from elastic_idl._task.enums import NPROC_POLICY, SDK_RESOURCE, CleanPodPolicy
 from elastic_idl._task.messages import ElasticConfig, KubeflowTask
-from elastic_idl._task.names import INT32, MAX_DURATION_S, RDZV_TIMEOUTS
+from elastic_idl._task.names import INT32, MAX_DURATION_S, RDZV_TYPED
 
 __all__ = [
     "Problems",
@@ -177,9 +177,10 @@ def split_rdzv(
     argument: str,
     problems: Problems,
 ) -> None:
-    """Put rendezvous settings on ``config``: typed timeouts as Durations, every other key as an option."""
+    """Put rendezvous settings on ``config``: typed ones (timeouts, cas_backoff_max_seconds) as Durations, every
+    other key as an option."""
     for key, value in items:
-        if key in RDZV_TIMEOUTS:
+        if key in RDZV_TYPED:
             d = duration_of(value, f"{argument}.{key}", problems)
             if d is not None:
                 getattr(config, key).CopyFrom(d)

@@ -51,10 +51,12 @@ from elastic_idl._task.enums import (
 from elastic_idl._task.messages import ElasticConfig, KubeflowTask
 from elastic_idl._task.messages import RunPolicy as RunPolicyMessage
 from elastic_idl._task.names import (
+    CAS_BACKOFF_MAX,
     DEFAULT_RDZV_BACKEND,
     DYNAMIC_BACKENDS,
     FAILURE_TIMEOUTS,
     JOIN_TIMEOUT,
+    LOG_LINE_PREFIX_TEMPLATE,
     RDZV_TIMEOUTS,
     STANDALONE_TASK_TYPE,
     TASK_TYPE,
@@ -296,14 +298,41 @@ class _ElasticBuilder:
     def rendezvous(self, backend: str) -> None:
         """rdzv_configs (typed timeouts and options), rdzv id, host, port, and the role."""
         cfg, config, problems = self.cfg, self.config, self.problems
-        split_rdzv(cfg._rdzv_items(backend, problems), config, "rdzv_configs", problems)
-        # What the message holds, as numbers (typed timeouts) and text (options): what from_task gives back.
+        items = self._cas_backoff(cfg._rdzv_items(backend, problems))
+        split_rdzv(items, config, "rdzv_configs", problems)
+        # What the message holds, as numbers (typed ones) and text (options): what from_task gives back.
         self.put("rdzv_configs", FrozenDict(rdzv_configs(elastic_values(config))))
+        has_cas = config.HasField(CAS_BACKOFF_MAX)
+        self.put(CAS_BACKOFF_MAX, seconds_value(config.cas_backoff_max_seconds) if has_cas else None)
         config.rdzv_id = _str(cfg.rdzv_id, "rdzv_id", problems)
         config.rdzv_host = _str(cfg.rdzv_host, "rdzv_host", problems)
         config.rdzv_port = int32(cfg.rdzv_port, "rdzv_port", problems)
         self.put("rdzv_port", config.rdzv_port)
         config.role = _str(cfg.role, "role", problems)
+
+    def _cas_backoff(self, items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        """The rdzv_configs items with the ``cas_backoff_max_seconds`` argument among them: the argument and the
+        rdzv_configs key of that name are one field; given both, they must be equal."""
+        value = self.cfg.cas_backoff_max_seconds
+        if value is None:
+            return items
+        given = [v for k, v in items if k == CAS_BACKOFF_MAX]
+        if not given:
+            return [*items, (CAS_BACKOFF_MAX, value)]
+        a = duration_of(value, CAS_BACKOFF_MAX, self.problems)
+        b = duration_of(given[-1], f"rdzv_configs.{CAS_BACKOFF_MAX}", self.problems)
+        if a is not None and b is not None and a != b:
+            self.problems.add(
+                CAS_BACKOFF_MAX,
+                f"{value!r} differs from rdzv_configs[{CAS_BACKOFF_MAX!r}] ({given[-1]!r}): they are one field, "
+                "give it once (or the same value twice)",
+            )
+        return items
+
+    def log_line_prefix(self) -> None:
+        """The log-line prefix template: any text (torch keeps what it does not substitute)."""
+        template = _str(self.cfg.log_line_prefix_template, LOG_LINE_PREFIX_TEMPLATE, self.problems)
+        self.config.log_line_prefix_template = template
 
     def streams(self) -> None:
         """redirects, tee, local ranks filter, NUMA binding, signals, and the two switches."""
@@ -407,9 +436,9 @@ class Elastic:
             ``monitor_interval=5`` to keep it.
         max_restarts: Worker-group restarts per node before the job fails (>= 0). Default 0.
         rdzv_configs: Rendezvous settings, flytekit's dict. ``join_timeout``,
-            ``last_call_timeout``, ``close_timeout``, ``read_timeout`` (seconds) go to typed
-            fields; other keys are passed through as text. ``timeout`` is torch's legacy overall
-            timeout: with ``c10d``/``etcd-v2`` (which ignore it and wait ``join_timeout``) it
+            ``last_call_timeout``, ``close_timeout``, ``read_timeout`` (seconds) and
+            ``cas_backoff_max_seconds`` (see below) go to typed fields; other keys are passed
+            through as text. ``timeout`` is torch's legacy overall timeout: with ``c10d``/``etcd-v2`` (which ignore it and wait ``join_timeout``) it
             becomes ``join_timeout`` when that is absent, is merged when equal, and is an error
             (``sdk.rdzv_timeout``) when different; with ``etcd``/``static`` (which read it) it is
             passed through. Default: flytekit's ``{"timeout": 900, "join_timeout": 900}``, so
@@ -453,6 +482,15 @@ class Elastic:
             None leaves torch's default.
         nccl_enable_monitoring: True/False exports ``TORCH_NCCL_ENABLE_MONITORING`` 1/0; None
             leaves torch's default.
+        log_line_prefix_template: The prefix of each console line of a tee'd worker stream, a
+            ``string.Template`` with torch's macros ``${role_name}``, ``${rank}``, ``${local_rank}``
+            and (torch 2.14 on) ``${hostname}``; other text is kept as written. "" (default): torch's
+            ``[${role_name}${local_rank}]:``. The launcher refuses ``${hostname}`` on torch 2.13.
+        cas_backoff_max_seconds: The upper bound of the random delay after a failed write of the
+            rendezvous state (torch 2.15's rendezvous option), seconds (fractions allowed) or a
+            timedelta, >= 0; None: unset (no delay). The rdzv_configs key of the same name is the
+            same field (give either, or both equal). The launcher refuses a value above 0 on torch
+            before 2.15, which ignores it.
 
     Example:
         ```python
@@ -490,6 +528,8 @@ class Elastic:
     nccl_heartbeat_timeout: float | Decimal | str | timedelta | None = None
     nccl_async_error_handling: bool | None = None
     nccl_enable_monitoring: bool | None = None
+    log_line_prefix_template: str = ""
+    cas_backoff_max_seconds: float | Decimal | str | timedelta | None = None
     _task: KubeflowTask = field(init=False, repr=False, compare=False)
     _standalone: bool = field(init=False, repr=False, compare=False)
 
@@ -502,6 +542,7 @@ class Elastic:
         backend = b.launch_settings()
         b.rendezvous(backend)
         b.streams()
+        b.log_line_prefix()
         b.failure_budget()
         run_policy = b.run_policy()
         replica = b.replica_settings()
@@ -726,6 +767,8 @@ def _arguments_of(t: TaskView) -> dict[str, Any]:
         nccl_heartbeat_timeout=None if e.nccl_heartbeat_timeout is None else seconds_value(e.nccl_heartbeat_timeout),
         nccl_async_error_handling=_TOGGLE_FLAG[e.nccl_async_error_handling],
         nccl_enable_monitoring=_TOGGLE_FLAG[e.nccl_enable_monitoring],
+        log_line_prefix_template=e.log_line_prefix_template,
+        cas_backoff_max_seconds=None if e.cas_backoff_max_seconds is None else seconds_value(e.cas_backoff_max_seconds),
         **kwargs,
     )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -41,16 +42,19 @@ from elastic_idl._task.enums import NPROC_POLICY, NUMA_BINDING, START_METHOD
 from elastic_idl._task.messages import ElasticConfig, Task
 from elastic_idl._task.names import (
     C10D,
+    CAS_BACKOFF_MAX,
     DEFAULT_MASTER_PORT,
     DEFAULT_PORTS,
     DEFAULT_RDZV_BACKEND,
     DEFAULT_SIGNALS,
     FAILURE_TIMEOUTS,
     INT32,
+    LOG_LINE_PREFIX_TEMPLATE_ENV,
     LOOPBACK_HOST,
     NCCL_ENV_FIELDS,
     PET_PREFIX,
     RDZV_TIMEOUTS,
+    RDZV_TYPED,
     STATIC,
     format_rdzv_conf,
     parse_rdzv_conf,
@@ -207,6 +211,13 @@ def _read_rdzv_conf(f: _Flag, v: _Value, r: _Reading) -> None:
                 int(conf[key])
             except ValueError:
                 raise TorchrunError(flag, f"{key}={conf[key]!r} is not a whole number of seconds") from None
+    if CAS_BACKOFF_MAX in conf:
+        try:  # torch 2.15 reads it with float() and refuses what is not finite
+            ok = math.isfinite(float(conf[CAS_BACKOFF_MAX]))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise TorchrunError(flag, f"{CAS_BACKOFF_MAX}={conf[CAS_BACKOFF_MAX]!r} is not a finite number of seconds")
     problems = Problems()
     split_rdzv(conf.items(), r.config, flag, problems)
     _raise_first(problems)
@@ -280,6 +291,11 @@ def _read_switch(f: _Flag, v: _Value, r: _Reading) -> None:
     setattr(r.config, f.dest, v.value)
 
 
+def _read_text(f: _Flag, v: _Value, r: _Reading) -> None:
+    if v.value:
+        setattr(r.config, f.dest, v.value)
+
+
 # ---------------------------------------------------------------- writers (to_torchrun)
 
 
@@ -325,6 +341,9 @@ def _write_rdzv_conf(f: _Flag, w: _Writing) -> str | None:
     flag, e = _flag_name(f), w.elastic
     # Whole seconds: to_torchrun runs on a valid task (rule elastic.duration.whole_seconds).
     conf = [(key, str(d.seconds)) for key in RDZV_TIMEOUTS if (d := _set_duration(e, key)) is not None]
+    cas = _set_duration(e, CAS_BACKOFF_MAX)
+    if cas is not None:
+        conf.append((CAS_BACKOFF_MAX, duration_text(cas)))  # torch reads a float: exact decimal text
     for key, value in _options(e):
         if key.strip() != key or not value.strip() or value.strip() != value:
             raise TorchrunError(flag, f"torch strips keys and values and needs a value: {key!r}={value!r}")
@@ -394,7 +413,7 @@ FLAGS: tuple[_Flag, ...] = (
         "env",
         "",
         "covered",
-        "join/last_call/close/read_timeout, rdzv_options",
+        "join/last_call/close/read_timeout, cas_backoff_max_seconds, rdzv_options",
         read=_read_rdzv_conf,
         write=_write_rdzv_conf,
     ),
@@ -564,13 +583,16 @@ FLAGS: tuple[_Flag, ...] = (
 )
 #: Flags of later torchruns (not in 2.13's), accepted only where the installed torchrun has them.
 NEWER_FLAGS: tuple[_Flag, ...] = (
-    # torch 2.14: PET_LOG_LINE_PREFIX_TEMPLATE, then TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (read by the CLI).
+    # torch 2.14: PET_LOG_LINE_PREFIX_TEMPLATE, then TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (which torchrun 2.13
+    # reads too, flag or not: `_convert` applies it).
     _f(
         ("--log-line-prefix-template", "--log_line_prefix_template"),
         "env",
         "",
-        "launch",
-        "the prefix of each tee'd log line: this run's setting, passed to the launcher",
+        "covered",
+        "log_line_prefix_template",
+        read=_read_text,
+        write=_write_if_set,
     ),
     # torch 2.14: prints a shell completion script and exits; nothing to launch.
     _f(
@@ -665,14 +687,11 @@ class NodeSettings:
         node_rank: ``--node-rank`` of a ``static`` rendezvous (None: not given, 0).
         local_addr: ``--local-addr``, this node's address.
         log_dir: ``--log-dir``, where torch keeps this node's per-attempt logs.
-        log_line_prefix_template: ``--log-line-prefix-template`` (torch 2.14 on), the prefix of
-            tee'd log lines.
     """
 
     node_rank: int | None = None
     local_addr: str | None = None
     log_dir: str | None = None
-    log_line_prefix_template: str | None = None
 
     def given(self) -> list[str]:
         """The flags set, in their dash spelling."""
@@ -680,7 +699,6 @@ class NodeSettings:
             ("node_rank", "--node-rank"),
             ("local_addr", "--local-addr"),
             ("log_dir", "--log-dir"),
-            ("log_line_prefix_template", "--log-line-prefix-template"),
         )
         return [flag for attr, flag in names if getattr(self, attr) is not None]
 
@@ -916,12 +934,14 @@ def _convert(
             node_rank=_node_rank(v["node_rank"], backend, hi),
             local_addr=v["local_addr"].value or None,  # "" means unset, as in torchrun
             log_dir=v["log_dir"].value or None,
-            log_line_prefix_template=v["log_line_prefix_template"].value or None,
         )
         reading = _Reading(config, backend)
-        for f in FLAGS:
+        for f in _KNOWN:  # a flag the surface lacks has its default here, which no reader writes
             if f.read is not None:
                 f.read(f, v[f.dest], reading)
+        if not config.log_line_prefix_template:
+            # torchrun (2.13 on): the flag or its PET_ variable (2.14 on), else this variable.
+            config.log_line_prefix_template = (env or {}).get(LOG_LINE_PREFIX_TEMPLATE_ENV, "")
     except TorchrunError as exc:
         raise _naming_the_env(exc, v) from None
     task = task_of(config, None, None)
@@ -954,7 +974,7 @@ _FLAG_OF_FIELD = {
     "rdzv_host": "rdzv_endpoint",
     "rdzv_port": "rdzv_endpoint",
     "rdzv_options": "rdzv_conf",
-    **dict.fromkeys(RDZV_TIMEOUTS, "rdzv_conf"),
+    **dict.fromkeys(RDZV_TYPED, "rdzv_conf"),
 }
 
 
@@ -1058,8 +1078,11 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
     """Render the torchrun arguments (without ``torchrun`` itself) that launch ``task``'s elastic config.
 
     ``from_torchrun(to_torchrun(task, ep))`` gives back the same elastic config (an empty
-    rdzv_backend comes back as "c10d", the same thing), and the same entrypoint. Flags come in
-    `FLAGS` order (torchrun's; each row's writer renders it), every one as ``--flag=value``
+    rdzv_backend comes back as "c10d", the same thing), and the same entrypoint, read with the
+    surface of a torchrun that has every flag written: a log_line_prefix_template is written as
+    ``--log-line-prefix-template``, torchrun 2.14's flag (torchrun 2.13 takes the template only
+    from ``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE``). Flags come in `FLAGS` order, then
+    `NEWER_FLAGS` (torchrun's; each row's writer renders it), every one as ``--flag=value``
     or a bare switch; the launch settings are always explicit (nnodes, nproc, backend,
     max restarts), others only when set. A host left empty renders no ``--rdzv-endpoint``, so
     torchrun takes it from ``PET_RDZV_ENDPOINT`` in a pod. Only the elastic config is
@@ -1111,7 +1134,7 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
             )
     writing = _Writing(e, ep, e.rdzv_backend or DEFAULT_RDZV_BACKEND)
     out: list[str] = []
-    for f in FLAGS:
+    for f in _KNOWN:
         text = f.write(f, writing) if f.write is not None else None
         if text is True:
             out.append(_flag_name(f))

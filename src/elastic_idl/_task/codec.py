@@ -1156,7 +1156,8 @@ def _check_mapping(
                 continue
             known = sorted(x.json_name for x in desc.fields)
             hint = _other_shape_hint(desc, key) or did_you_mean(key, [*known, *(x.name for x in desc.fields)])
-            raise DecodeError(fpath, f"unknown field of {desc.name} (known: {', '.join(known)}){hint}", format=fmt)
+            # The hint first: a message is cut at MAX_ERROR_CHARS, and the list of known keys is long.
+            raise DecodeError(fpath, f"unknown field of {desc.name}{hint} (known: {', '.join(known)})", format=fmt)
         fpath = f"{path}.{f.name}" if path else f.name
         if f.name in given:
             raise DecodeError(fpath, f"given twice, as {given[f.name]!r} and {key!r}", format=fmt)

@@ -13,6 +13,8 @@ from typing import Final
 __all__ = [
     "AGENT_SIGNALS",
     "C10D",
+    "CAS_BACKOFF_MAX",
+    "CAS_BACKOFF_MIN_TORCH",
     "CLOSE_TIMEOUT",
     "COLLECTIVE_TIMEOUT",
     "COLLECTIVE_TIMEOUT_ENV",
@@ -39,6 +41,9 @@ __all__ = [
     "JOIN_TIMEOUT",
     "KNOWN_BACKENDS",
     "LAST_CALL_TIMEOUT",
+    "LOG_LINE_PREFIX_MACROS",
+    "LOG_LINE_PREFIX_TEMPLATE",
+    "LOG_LINE_PREFIX_TEMPLATE_ENV",
     "LOOPBACK_HOST",
     "MAX_DURATION_S",
     "MAX_FAILURE_TIMEOUT_S",
@@ -47,9 +52,11 @@ __all__ = [
     "NCCL_ENV",
     "NCCL_ENV_FIELDS",
     "NCCL_HEARTBEAT_TIMEOUT",
+    "NON_NEGATIVE_DURATIONS",
     "OPERATOR_ENV",
     "PET_PREFIX",
     "RDZV_TIMEOUTS",
+    "RDZV_TYPED",
     "READ_TIMEOUT",
     "SHUTDOWN_TIMEOUT",
     "SIGNAL_NAMES",
@@ -83,10 +90,36 @@ SHUTDOWN_TIMEOUT: Final = "shutdown_timeout"
 #: The failure-detection budget's Durations (ElasticConfig fields 119, 120).
 COLLECTIVE_TIMEOUT: Final = "collective_timeout"
 NCCL_HEARTBEAT_TIMEOUT: Final = "nccl_heartbeat_timeout"
+#: torch 2.15's rendezvous option (ElasticConfig field 124, a Duration of the same name): the upper bound
+#: of the random delay after a failed compare-and-set of the rendezvous state; torch reads a float >= 0.
+CAS_BACKOFF_MAX: Final = "cas_backoff_max_seconds"
+#: Every typed ElasticConfig field whose name is a rendezvous option key: rendered into the rendezvous
+#: options (``rdzv_configs``, ``--rdzv-conf``, ``PET_RDZV_CONF``) and refused as a free-form option.
+RDZV_TYPED = (*RDZV_TIMEOUTS, CAS_BACKOFF_MAX)
 #: The durations torch reads as whole seconds (``int()``).
 WHOLE_SECONDS = (*RDZV_TIMEOUTS, SHUTDOWN_TIMEOUT, NCCL_HEARTBEAT_TIMEOUT)
+#: The durations for which 0 is a value (torch's own default, "no delay"): rule elastic.duration.non_negative
+#: instead of elastic.duration.positive.
+NON_NEGATIVE_DURATIONS = (CAS_BACKOFF_MAX,)
 #: Every Duration field of ElasticConfig, in field order.
-DURATION_FIELDS = ("monitor_interval", *RDZV_TIMEOUTS, SHUTDOWN_TIMEOUT, COLLECTIVE_TIMEOUT, NCCL_HEARTBEAT_TIMEOUT)
+DURATION_FIELDS = (
+    "monitor_interval",
+    *RDZV_TIMEOUTS,
+    SHUTDOWN_TIMEOUT,
+    COLLECTIVE_TIMEOUT,
+    NCCL_HEARTBEAT_TIMEOUT,
+    CAS_BACKOFF_MAX,
+)
+#: ElasticConfig field 123: the template of the prefix of each tee'd console line (torch's string.Template).
+LOG_LINE_PREFIX_TEMPLATE: Final = "log_line_prefix_template"
+#: The macros torch substitutes in the template, and the torch version that added each (2.13: the floor).
+LOG_LINE_PREFIX_MACROS = {"role_name": (2, 13), "rank": (2, 13), "local_rank": (2, 13), "hostname": (2, 14)}
+#: The env var torchrun (2.13 on) reads the template from when neither its flag nor PET_LOG_LINE_PREFIX_TEMPLATE
+#: (torch 2.14 on) gives one.
+LOG_LINE_PREFIX_TEMPLATE_ENV: Final = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"
+#: The first torch that reads cas_backoff_max_seconds (an older one ignores the option: the launcher refuses
+#: a task that sets it above 0 there).
+CAS_BACKOFF_MIN_TORCH = (2, 15)
 #: The failure-detection timeouts with an upper bound (rule elastic.failure_timeout.max).
 FAILURE_TIMEOUTS = (COLLECTIVE_TIMEOUT, NCCL_HEARTBEAT_TIMEOUT)
 

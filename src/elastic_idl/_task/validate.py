@@ -18,7 +18,8 @@ from elastic_idl._task.names import (
     MAX_FAILURE_TIMEOUT_S,
     MAX_MONITOR_INTERVAL_S,
     MAX_RDZV_NAME_LEN,
-    RDZV_TIMEOUTS,
+    NON_NEGATIVE_DURATIONS,
+    RDZV_TYPED,
     SIGNAL_NAMES,
     STATIC,
     WHOLE_SECONDS,
@@ -41,6 +42,7 @@ RULES: dict[str, str] = {
     "elastic.rdzv_backend.known": "rdzv_backend is one of '' (c10d), c10d, etcd, etcd-v2, static",
     "elastic.static.fixed_size": "the static backend requires min_replicas == max_replicas",
     "elastic.duration.positive": "every timeout and interval is > 0",
+    "elastic.duration.non_negative": "cas_backoff_max_seconds is >= 0 (0 is torch's default: no delay)",
     "elastic.duration.valid": "a Duration has seconds and nanos of one sign, |nanos| < 1e9, |seconds| <= 315576000000",
     "elastic.duration.whole_seconds": "join/last_call/close/read_timeout, shutdown_timeout and nccl_heartbeat_timeout "
     "are whole seconds (torch reads them as integers)",
@@ -51,7 +53,8 @@ RULES: dict[str, str] = {
     "elastic.rdzv_options.key": "an rdzv option key is non-empty and has no ',' or '='",
     "elastic.rdzv_options.value": "an rdzv option value has no ','",
     "elastic.rdzv_options.unique": "rdzv option keys are unique",
-    "elastic.rdzv_options.typed": "join/last_call/close/read timeouts use their typed fields, not rdzv_options",
+    "elastic.rdzv_options.typed": "join/last_call/close/read timeouts and cas_backoff_max_seconds use their typed "
+    "fields, not rdzv_options",
     "elastic.rdzv_id.format": f"rdzv_id is printable ASCII without spaces or ',', at most {MAX_RDZV_NAME_LEN} chars",
     "elastic.rdzv_host.format": f"rdzv_host has no whitespace, ',' or '/', at most {MAX_RDZV_NAME_LEN} chars",
     "elastic.rdzv_port.range": "rdzv_port is in 0..65535 (0 = runtime's choice)",
@@ -109,16 +112,18 @@ _DURATION_SLICE = slice(
     ElasticValues._fields.index(DURATION_FIELDS[0]), ElasticValues._fields.index(DURATION_FIELDS[-1]) + 1
 )
 _NO_DURATIONS = (None,) * len(DURATION_FIELDS)
-#: Duration field -> (its position in ElasticValues, its path, whether it must be whole seconds), in field order.
+#: Duration field -> (its position in ElasticValues, its path, whether it must be whole seconds, whether 0 is a
+#: value), in field order.
 _DURATIONS = tuple(
-    (ElasticValues._fields.index(name), f"{_P}.{name}", name in WHOLE_SECONDS) for name in DURATION_FIELDS
+    (ElasticValues._fields.index(name), f"{_P}.{name}", name in WHOLE_SECONDS, name in NON_NEGATIVE_DURATIONS)
+    for name in DURATION_FIELDS
 )
 #: The bounded failure-detection timeouts as (position in ElasticValues, path), in field order.
 _FAILURE_TIMEOUTS = tuple((ElasticValues._fields.index(name), f"{_P}.{name}") for name in FAILURE_TIMEOUTS)
 _SPACE = re.compile(r"\s")
 _BAD_HOST = re.compile(r"[\s,/]")
 _SIGNALS = frozenset(SIGNAL_NAMES)
-_TIMEOUT_KEYS = frozenset(RDZV_TIMEOUTS)
+_TIMEOUT_KEYS = frozenset(RDZV_TYPED)
 _RUN_POLICY_INTS = tuple(
     (name, f"run_policy.{name}") for name in ("ttl_seconds_after_finished", "active_deadline_seconds", "backoff_limit")
 )
@@ -129,8 +134,8 @@ def _enum(out: list[Violation], field: str, value: int, enum: Any) -> None:
     out.append(_v(field, "enum.known", f"{value} is not a value of {enum.DESCRIPTOR.name}"))
 
 
-def _duration(out: list[Violation], field: str, d: Duration, whole: bool) -> bool:
-    """The Duration rules of one field; whether ``d`` passed them."""
+def _duration(out: list[Violation], field: str, d: Duration, whole: bool, zero: bool = False) -> bool:
+    """The Duration rules of one field (``zero``: 0 is a value of it); whether ``d`` passed them."""
     seconds, nanos = d.seconds, d.nanos
     if (
         abs(nanos) >= 1_000_000_000
@@ -139,7 +144,9 @@ def _duration(out: list[Violation], field: str, d: Duration, whole: bool) -> boo
         or (seconds < 0 and nanos > 0)
     ):
         out.append(_v(field, "elastic.duration.valid", f"invalid Duration seconds={seconds} nanos={nanos}"))
-    elif seconds < 0 or (seconds == 0 and nanos <= 0):
+    elif zero and (seconds < 0 or nanos < 0):
+        out.append(_v(field, "elastic.duration.non_negative", f"must be >= 0, got {seconds + nanos / 1e9:g} s"))
+    elif not zero and (seconds < 0 or (seconds == 0 and nanos <= 0)):
         out.append(_v(field, "elastic.duration.positive", f"must be > 0, got {seconds + nanos / 1e9:g} s"))
     elif nanos and whole:
         out.append(
@@ -208,9 +215,9 @@ def _backend(out: list[Violation], e: ElasticValues) -> None:
 def _durations(out: list[Violation], e: ElasticValues) -> None:
     row: Any = e  # indexed by position: the type checker sees the union of every field's type
     passed = set()
-    for at, field, whole in _DURATIONS:
+    for at, field, whole, zero in _DURATIONS:
         d = row[at]
-        if d is not None and _duration(out, field, d, whole):
+        if d is not None and _duration(out, field, d, whole, zero):
             passed.add(at)
     for at, field in _FAILURE_TIMEOUTS:
         d = row[at]

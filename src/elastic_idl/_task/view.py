@@ -32,7 +32,7 @@ from elastic_idl._task.names import (
     DEFAULT_RDZV_BACKEND,
     DURATION_FIELDS,
     NCCL_ENV_FIELDS,
-    RDZV_TIMEOUTS,
+    RDZV_TYPED,
     TOGGLE_ENV_VALUES,
 )
 
@@ -103,6 +103,7 @@ class ElasticValues(NamedTuple):
     virtual_local_rank: bool
     nccl_async_error_handling: int
     nccl_enable_monitoring: int
+    log_line_prefix_template: str
     # The Durations, in DURATION_FIELDS order.
     monitor_interval: Duration | None
     join_timeout: Duration | None
@@ -112,6 +113,7 @@ class ElasticValues(NamedTuple):
     shutdown_timeout: Duration | None
     collective_timeout: Duration | None
     nccl_heartbeat_timeout: Duration | None
+    cas_backoff_max_seconds: Duration | None
     # The repeated fields.
     rdzv_options: tuple[tuple[str, str], ...]
     local_ranks_filter: tuple[int, ...]
@@ -418,12 +420,13 @@ def seconds_number(x: float) -> int | float:
     return int(x) if float(x).is_integer() else x
 
 
-#: The typed rendezvous timeouts as (name, position in ElasticValues), in RDZV_TIMEOUTS order.
-_TIMEOUT_AT = tuple((name, _FIELDS.index(name)) for name in RDZV_TIMEOUTS)
+#: The typed rendezvous options as (name, position in ElasticValues), in RDZV_TYPED order.
+_TIMEOUT_AT = tuple((name, _FIELDS.index(name)) for name in RDZV_TYPED)
 
 
 def rdzv_configs(v: ElasticValues) -> dict[str, Any]:
-    """The rendezvous options a config states: typed timeouts (seconds), then the extras in order."""
+    """The rendezvous options a config states: typed ones (seconds: an int when whole, else a float), then the
+    extras in order."""
     out: dict[str, Any] = {}
     row: Any = v  # indexed by position: the type checker sees the union of every field's type
     for name, at in _TIMEOUT_AT:

@@ -135,8 +135,9 @@ class ElasticConfig(betterproto.Message):
        what the local launcher does when the endpoint is unset; it must never reach
        Kubeflow, where `standalone` crashes torchrun 2.13 at start-up.
      - `rdzv_timeout`: deprecated in torch; use `join_timeout`.
-     - `--duplicate-stdout-filters`, `--duplicate-stderr-filters`,
-       `log_line_prefix_template`: console formatting of one node, not job semantics.
+     - `--duplicate-stdout-filters`, `--duplicate-stderr-filters`: console
+       filtering of one node, not job semantics. (`log_line_prefix_template` is
+       held, field 123: it names each worker's lines in a multi-node job's logs.)
     """
 
     rdzv_backend: str = betterproto.string_field(1)
@@ -369,6 +370,36 @@ class ElasticConfig(betterproto.Message):
      missed its heartbeat for nccl_heartbeat_timeout). Unspecified leaves the
      env var out (torch's default). Exported as `TORCH_NCCL_ENABLE_MONITORING`:
      "1" for on, "0" for off.
+    """
+
+    log_line_prefix_template: str = betterproto.string_field(123)
+    """
+    The template of the prefix put before each console line of a tee'd worker
+     stream (a Python string.Template). torch substitutes ${role_name},
+     ${rank} and ${local_rank}; torch 2.14 adds ${hostname} (the node's short
+     host name). Any other text, an unknown macro or a lone "$" is kept as
+     written (torch's safe_substitute), so every string is valid. Empty means
+     torch's default prefix `[${role_name}${local_rank}]:`.
+     Maps to `LaunchConfig.log_line_prefix_template`, torchrun 2.14's
+     `--log-line-prefix-template` (env `PET_LOG_LINE_PREFIX_TEMPLATE`; torchrun
+     2.13 on also reads `TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE`). Not rendered
+     into the PyTorchJob: the pod's launcher reads it from the task. The
+     launcher refuses a template that uses ${hostname} on torch 2.13, which would
+     print it literally.
+    """
+
+    cas_backoff_max_seconds: timedelta = betterproto.message_field(124)
+    """
+    The upper bound of the random delay a node waits after a failed
+     compare-and-set of the rendezvous state (torch 2.15's c10d and etcd-v2
+     option, which spreads out the retries of nodes that joined together).
+     Range >= 0 (rule elastic.duration.non_negative; 0 means no delay, as does
+     unset, torch's default); fractions of a second are allowed (torch reads a
+     float). The name is torch's rendezvous option key, as join_timeout's is.
+     Maps to `LaunchConfig.rdzv_configs["cas_backoff_max_seconds"]` (seconds),
+     rendered in `spec.elasticPolicy.rdzvConf` and exported in `PET_RDZV_CONF`,
+     torchrun `--rdzv-conf cas_backoff_max_seconds=<seconds>`. torch before 2.15
+     ignores the option: the launcher refuses a task that sets it above 0 there.
     """
 
 

@@ -197,8 +197,9 @@ class ElasticConfig(google.protobuf.message.Message):
       what the local launcher does when the endpoint is unset; it must never reach
       Kubeflow, where `standalone` crashes torchrun 2.13 at start-up.
     - `rdzv_timeout`: deprecated in torch; use `join_timeout`.
-    - `--duplicate-stdout-filters`, `--duplicate-stderr-filters`,
-      `log_line_prefix_template`: console formatting of one node, not job semantics.
+    - `--duplicate-stdout-filters`, `--duplicate-stderr-filters`: console
+      filtering of one node, not job semantics. (`log_line_prefix_template` is
+      held, field 123: it names each worker's lines in a multi-node job's logs.)
     """
 
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
@@ -231,6 +232,8 @@ class ElasticConfig(google.protobuf.message.Message):
     NCCL_HEARTBEAT_TIMEOUT_FIELD_NUMBER: builtins.int
     NCCL_ASYNC_ERROR_HANDLING_FIELD_NUMBER: builtins.int
     NCCL_ENABLE_MONITORING_FIELD_NUMBER: builtins.int
+    LOG_LINE_PREFIX_TEMPLATE_FIELD_NUMBER: builtins.int
+    CAS_BACKOFF_MAX_SECONDS_FIELD_NUMBER: builtins.int
     rdzv_backend: builtins.str
     """Rendezvous backend: one of "c10d", "etcd", "etcd-v2" or "static".
     Empty means "c10d" (what upstream flytekit always writes and what the
@@ -329,6 +332,20 @@ class ElasticConfig(google.protobuf.message.Message):
     missed its heartbeat for nccl_heartbeat_timeout). Unspecified leaves the
     env var out (torch's default). Exported as `TORCH_NCCL_ENABLE_MONITORING`:
     "1" for on, "0" for off.
+    """
+    log_line_prefix_template: builtins.str
+    """The template of the prefix put before each console line of a tee'd worker
+    stream (a Python string.Template). torch substitutes ${role_name},
+    ${rank} and ${local_rank}; torch 2.14 adds ${hostname} (the node's short
+    host name). Any other text, an unknown macro or a lone "$" is kept as
+    written (torch's safe_substitute), so every string is valid. Empty means
+    torch's default prefix `[${role_name}${local_rank}]:`.
+    Maps to `LaunchConfig.log_line_prefix_template`, torchrun 2.14's
+    `--log-line-prefix-template` (env `PET_LOG_LINE_PREFIX_TEMPLATE`; torchrun
+    2.13 on also reads `TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE`). Not rendered
+    into the PyTorchJob: the pod's launcher reads it from the task. The
+    launcher refuses a template that uses ${hostname} on torch 2.13, which would
+    print it literally.
     """
     @property
     def monitor_interval(self) -> google.protobuf.duration_pb2.Duration:
@@ -434,6 +451,20 @@ class ElasticConfig(google.protobuf.message.Message):
         `TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=<seconds>`.
         """
 
+    @property
+    def cas_backoff_max_seconds(self) -> google.protobuf.duration_pb2.Duration:
+        """The upper bound of the random delay a node waits after a failed
+        compare-and-set of the rendezvous state (torch 2.15's c10d and etcd-v2
+        option, which spreads out the retries of nodes that joined together).
+        Range >= 0 (rule elastic.duration.non_negative; 0 means no delay, as does
+        unset, torch's default); fractions of a second are allowed (torch reads a
+        float). The name is torch's rendezvous option key, as join_timeout's is.
+        Maps to `LaunchConfig.rdzv_configs["cas_backoff_max_seconds"]` (seconds),
+        rendered in `spec.elasticPolicy.rdzvConf` and exported in `PET_RDZV_CONF`,
+        torchrun `--rdzv-conf cas_backoff_max_seconds=<seconds>`. torch before 2.15
+        ignores the option: the launcher refuses a task that sets it above 0 there.
+        """
+
     def __init__(
         self,
         *,
@@ -465,9 +496,11 @@ class ElasticConfig(google.protobuf.message.Message):
         nccl_heartbeat_timeout: google.protobuf.duration_pb2.Duration | None = ...,
         nccl_async_error_handling: global___Toggle.ValueType = ...,
         nccl_enable_monitoring: global___Toggle.ValueType = ...,
+        log_line_prefix_template: builtins.str = ...,
+        cas_backoff_max_seconds: google.protobuf.duration_pb2.Duration | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["close_timeout", b"close_timeout", "collective_timeout", b"collective_timeout", "join_timeout", b"join_timeout", "last_call_timeout", b"last_call_timeout", "monitor_interval", b"monitor_interval", "nccl_heartbeat_timeout", b"nccl_heartbeat_timeout", "read_timeout", b"read_timeout", "shutdown_timeout", b"shutdown_timeout"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["close_timeout", b"close_timeout", "collective_timeout", b"collective_timeout", "join_timeout", b"join_timeout", "last_call_timeout", b"last_call_timeout", "local_ranks_filter", b"local_ranks_filter", "max_replicas", b"max_replicas", "max_restarts", b"max_restarts", "min_replicas", b"min_replicas", "monitor_interval", b"monitor_interval", "nccl_async_error_handling", b"nccl_async_error_handling", "nccl_enable_monitoring", b"nccl_enable_monitoring", "nccl_heartbeat_timeout", b"nccl_heartbeat_timeout", "nproc_per_node", b"nproc_per_node", "nproc_policy", b"nproc_policy", "numa_binding", b"numa_binding", "rdzv_backend", b"rdzv_backend", "rdzv_host", b"rdzv_host", "rdzv_id", b"rdzv_id", "rdzv_options", b"rdzv_options", "rdzv_port", b"rdzv_port", "read_timeout", b"read_timeout", "redirects", b"redirects", "role", b"role", "shutdown_timeout", b"shutdown_timeout", "signals_to_handle", b"signals_to_handle", "start_method", b"start_method", "tee", b"tee", "virtual_local_rank", b"virtual_local_rank"]) -> None: ...
+    def HasField(self, field_name: typing.Literal["cas_backoff_max_seconds", b"cas_backoff_max_seconds", "close_timeout", b"close_timeout", "collective_timeout", b"collective_timeout", "join_timeout", b"join_timeout", "last_call_timeout", b"last_call_timeout", "monitor_interval", b"monitor_interval", "nccl_heartbeat_timeout", b"nccl_heartbeat_timeout", "read_timeout", b"read_timeout", "shutdown_timeout", b"shutdown_timeout"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["cas_backoff_max_seconds", b"cas_backoff_max_seconds", "close_timeout", b"close_timeout", "collective_timeout", b"collective_timeout", "join_timeout", b"join_timeout", "last_call_timeout", b"last_call_timeout", "local_ranks_filter", b"local_ranks_filter", "log_line_prefix_template", b"log_line_prefix_template", "max_replicas", b"max_replicas", "max_restarts", b"max_restarts", "min_replicas", b"min_replicas", "monitor_interval", b"monitor_interval", "nccl_async_error_handling", b"nccl_async_error_handling", "nccl_enable_monitoring", b"nccl_enable_monitoring", "nccl_heartbeat_timeout", b"nccl_heartbeat_timeout", "nproc_per_node", b"nproc_per_node", "nproc_policy", b"nproc_policy", "numa_binding", b"numa_binding", "rdzv_backend", b"rdzv_backend", "rdzv_host", b"rdzv_host", "rdzv_id", b"rdzv_id", "rdzv_options", b"rdzv_options", "rdzv_port", b"rdzv_port", "read_timeout", b"read_timeout", "redirects", b"redirects", "role", b"role", "shutdown_timeout", b"shutdown_timeout", "signals_to_handle", b"signals_to_handle", "start_method", b"start_method", "tee", b"tee", "virtual_local_rank", b"virtual_local_rank"]) -> None: ...
 
 global___ElasticConfig = ElasticConfig
 
