@@ -16,6 +16,7 @@ TESTS=(
 	tests/test_torch_private.py
 	tests/test_torchrun.py
 	tests/test_torchrun_surface.py
+	tests/test_torch_version.py
 	tests/test_cli.py
 	tests/test_launcher.py
 	tests/test_launcher_unit.py

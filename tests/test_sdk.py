@@ -787,3 +787,58 @@ def test_the_failure_budget_arguments_are_typed_and_reach_the_task() -> None:
     with pytest.raises(ei.ValidationError) as info:
         Elastic(nnodes=2, collective_timeout=timedelta(days=2))
     assert [v.rule for v in info.value.violations] == ["elastic.failure_timeout.max"]
+
+
+# ---------------------------------------------------------------- issue 33: the template and the CAS backoff
+
+
+def test_the_log_line_prefix_template_and_the_cas_backoff_round_trip() -> None:
+    from datetime import timedelta
+
+    cfg = Elastic(nnodes="1:2", log_line_prefix_template="${hostname}:${rank}| ", cas_backoff_max_seconds=0.25)
+    e = cfg.to_task().elastic_config
+    assert e.log_line_prefix_template == "${hostname}:${rank}| "
+    assert (e.cas_backoff_max_seconds.seconds, e.cas_backoff_max_seconds.nanos) == (0, 250_000_000)
+    assert cfg.rdzv_configs == {"join_timeout": 900, "cas_backoff_max_seconds": 0.25}  # one field, shown in both
+    assert Elastic.from_task(cfg.to_task()) == cfg
+    custom = cfg.to_template().custom
+    assert custom is not None
+    assert custom["elasticConfig"]["logLinePrefixTemplate"] == "${hostname}:${rank}| "
+    assert custom["elasticConfig"]["casBackoffMaxSeconds"] == "0.250s"
+    # the same field through rdzv_configs, as torchrun's --rdzv-conf says it; a timedelta; an explicit 0
+    by_key = Elastic(
+        nnodes="1:2",
+        rdzv_configs={"join_timeout": 900, "cas_backoff_max_seconds": "0.25"},
+        log_line_prefix_template="${hostname}:${rank}| ",
+    )
+    assert by_key == cfg and by_key.cas_backoff_max_seconds == 0.25
+    assert Elastic(nnodes=2, cas_backoff_max_seconds=timedelta(milliseconds=250)).cas_backoff_max_seconds == 0.25
+    zero = Elastic(nnodes=2, cas_backoff_max_seconds=0)
+    assert zero.to_task().elastic_config.HasField("cas_backoff_max_seconds") and zero.cas_backoff_max_seconds == 0
+    # both given: equal is one value, different is refused naming the argument
+    assert Elastic(
+        nnodes=2, cas_backoff_max_seconds=1, rdzv_configs={"join_timeout": 900, "cas_backoff_max_seconds": "1.0"}
+    ) == Elastic(nnodes=2, cas_backoff_max_seconds=1)
+    with pytest.raises(ei.ValidationError) as err:
+        Elastic(nnodes=2, cas_backoff_max_seconds=1, rdzv_configs={"cas_backoff_max_seconds": 2})
+    assert [(v.field, v.rule) for v in err.value.violations] == [("cas_backoff_max_seconds", "sdk.argument")]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "rule"),
+    [
+        ({"cas_backoff_max_seconds": -0.5}, "cas_backoff_max_seconds", "elastic.duration.non_negative"),
+        ({"rdzv_configs": {"cas_backoff_max_seconds": -1}}, "cas_backoff_max_seconds", "elastic.duration.non_negative"),
+        ({"cas_backoff_max_seconds": "soon"}, "cas_backoff_max_seconds", "sdk.argument"),
+        ({"log_line_prefix_template": 3}, "log_line_prefix_template", "sdk.argument"),
+    ],
+)
+def test_a_bad_template_or_cas_backoff_names_the_argument(kwargs: dict[str, Any], field: str, rule: str) -> None:
+    with pytest.raises(ei.ValidationError) as err:
+        Elastic(nnodes=2, **kwargs)
+    assert [(v.field, v.rule) for v in err.value.violations] == [(field, rule)]
+
+
+def test_any_template_is_valid_as_torch_keeps_what_it_does_not_substitute() -> None:
+    for template in ("${node}|", "${rank", "$", "$$", "100% ${rank}"):
+        assert Elastic(nnodes=2, log_line_prefix_template=template).log_line_prefix_template == template

@@ -317,9 +317,9 @@ class _ElasticBuilder:
         if value is None:
             return items
         given = [v for k, v in items if k == CAS_BACKOFF_MAX]
-        if not given:
-            return [*items, (CAS_BACKOFF_MAX, value)]
         a = duration_of(value, CAS_BACKOFF_MAX, self.problems)
+        if not given:
+            return [*items, (CAS_BACKOFF_MAX, seconds_value(a))] if a is not None else items
         b = duration_of(given[-1], f"rdzv_configs.{CAS_BACKOFF_MAX}", self.problems)
         if a is not None and b is not None and a != b:
             self.problems.add(
