@@ -10,6 +10,7 @@ what it guarantees:
 - ``arbitrary_tasks(shape)``: any task the message types can hold (valid or not): random
   field values, plus valid tasks with one or more rule-breaking edits.
 - ``elastic_kwargs()``: keyword arguments that ``Elastic(**kwargs)`` accepts.
+- ``flyte2_kwargs()``: flyteplugins-pytorch's ``Elastic`` arguments that ``elastic_idl.flyte2.Elastic`` accepts too.
 - ``torchrun_tasks()``: valid kubeflow tasks whose elastic config a torchrun command line
   can say (``to_torchrun`` does not raise), and ``torchrun_entrypoints()``.
 - ``torchrun_command_lines()``: (argv, env, task, entrypoint): a torchrun invocation in any
@@ -414,6 +415,50 @@ def elastic_kwargs(draw: st.DrawFn, *, extensions: bool = True) -> dict[str, Any
         kw["nccl_heartbeat_timeout"] = draw(st.sampled_from([60, 300.0, timedelta(seconds=480)]))
     for name in ("nccl_async_error_handling", "nccl_enable_monitoring"):
         kw[name] = draw(st.sampled_from([None, True, False]))
+    return kw
+
+
+@st.composite
+def flyte2_kwargs(draw: st.DrawFn) -> dict[str, Any]:
+    """flyteplugins-pytorch's ``Elastic`` arguments, in the values both it and ``elastic_idl.flyte2.Elastic``
+    serialize (elastic-idl's rules hold); ``run_policy`` is a dict of its fields (each test makes its class)."""
+    lo = draw(st.integers(1, 6))
+    hi = draw(st.integers(lo, 8))
+    kw: dict[str, Any] = {
+        "nnodes": draw(st.sampled_from([lo, str(lo), f"{lo}:{hi}", hi])),
+        "nproc_per_node": draw(st.integers(1, 16)),
+    }
+    backend = draw(st.sampled_from(["c10d", "etcd", "etcd-v2", None]))
+    if backend is not None:
+        kw["rdzv_backend"] = backend
+    if draw(st.booleans()):
+        kw["run_policy"] = draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "clean_pod_policy": st.sampled_from(["None", "all", "Running"]),
+                    "ttl_seconds_after_finished": st.integers(0, 86400),
+                    "active_deadline_seconds": st.integers(0, 86400),
+                    "backoff_limit": st.integers(0, 10),
+                },
+            )
+        )
+    if draw(st.booleans()):
+        kw["monitor_interval"] = draw(st.integers(1, 3600))
+    if draw(st.booleans()):
+        kw["max_restarts"] = draw(st.integers(0, 10))
+    if draw(st.booleans()):
+        rdzv = draw(st.dictionaries(st.sampled_from(TIMEOUT_FIELDS), st.integers(1, 3600), max_size=4))
+        if draw(st.booleans()):  # torch's legacy "timeout": equal to join_timeout where both are read as one
+            rdzv["timeout"] = rdzv.get("join_timeout", draw(st.integers(1, 3600)))
+        kw["rdzv_configs"] = rdzv
+    if draw(st.booleans()):
+        kw["nccl_heartbeat_timeout_sec"] = draw(st.none() | st.integers(1, 86400))
+    if draw(st.booleans()):
+        kw["nccl_collective_timeout_sec"] = draw(st.none() | st.integers(1, 86400))
+    for name in ("nccl_async_error_handling", "nccl_enable_monitoring"):
+        if draw(st.booleans()):
+            kw[name] = draw(st.booleans())
     return kw
 
 

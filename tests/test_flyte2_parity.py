@@ -24,8 +24,10 @@ from typing import Any
 
 import pytest
 from google.protobuf.json_format import MessageToDict
+from hypothesis import given, settings
 
 import elastic_idl as ei
+from strategies import flyte2_kwargs
 
 pytest.importorskip("flyte")
 pytest.importorskip("flyteplugins.pytorch")
@@ -460,3 +462,17 @@ def test_the_config_and_the_task_pickle_and_a_task_override_rebuilds_our_task() 
     other = task.override(plugin_config=Elastic(nnodes=3, nproc_per_node=1))
     assert type(other) is ElasticFunctionTask
     assert other.custom_config(SCTX)["elasticConfig"]["maxReplicas"] == 3
+
+
+@settings(max_examples=150, derandomize=True, database=None)
+@given(flyte2_kwargs())
+def test_any_setting_both_accept_serializes_the_same_custom(kwargs: dict[str, Any]) -> None:
+    """Beyond the table: Hypothesis draws flyteplugins-pytorch's arguments; custom_config() of both tasks
+    is equal once the extension fields are removed, and so are task type and version."""
+    theirs = flyte.TaskEnvironment(name="h", plugin_config=upstream.Elastic(**_as_upstream(kwargs))).task(train)
+    ours = flyte.TaskEnvironment(name="h", plugin_config=Elastic(**_as_ours(kwargs))).task(train)
+    assert (ours.task_type, ours.task_type_version) == (theirs.task_type, theirs.task_type_version)
+    custom = ours.custom_config(SCTX)
+    extensions = {k: custom["elasticConfig"].pop(k) for k in list(custom["elasticConfig"]) if k in EXTENSIONS}
+    assert custom == theirs.custom_config(SCTX)
+    assert extensions == _expected_extensions(kwargs)
