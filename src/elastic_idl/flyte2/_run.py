@@ -29,7 +29,7 @@ from typing import Any
 
 import elastic_idl as ei
 from elastic_idl._errors import NotBuiltError
-from elastic_idl._sdk.local import import_root, one_node, unpicklable
+from elastic_idl._sdk.local import import_root, one_node, pickles, unpicklable
 from elastic_idl._task.names import DEFAULT_START_METHOD
 
 __all__ = ["run_task"]
@@ -103,7 +103,7 @@ def run_task(task: Any, config: ei.Elastic, args: tuple[Any, ...], kwargs: dict[
             f"task {task.name} runs in Flyte 2 mode {mode!r}; elastic-idl's Flyte 2 plugin launches workers in "
             "local mode only (flyte.with_runcontext(mode='local'), flyte run --local). Running in Flyte 2 pods "
             "(remote and hybrid modes) is issue 32's item 3; until it is built use flyteplugins.pytorch.Elastic "
-            "for remote runs (docs/quickstart/flyte2.md)",
+            "for remote runs (docs/guide/flyte2.md, What is not built yet)",
         )
     fn = task.func
     bound = inspect.signature(fn).bind(*args, **kwargs)
@@ -116,8 +116,16 @@ def run_task(task: Any, config: ei.Elastic, args: tuple[Any, ...], kwargs: dict[
         error = unpicklable(fn, inputs, task.name, _COLD_HERE)
         if error is not None:
             raise error
-        if unpicklable(tctx, {}, task.name, _COLD_HERE) is not None:
-            tctx = None  # the function still runs; flyte.ctx() is then None in its workers
+        problem = pickles(tctx)
+        if problem is not None:  # the function still runs, without the context
+            _log.warning(
+                "elastic-idl: task %s: its Flyte context cannot be sent to the workers (%s: %s); "
+                "flyte.ctx() is None in them",
+                task.name,
+                type(problem).__name__,
+                problem,
+            )
+            tctx = None
     root = import_root(fn)
     entry = _Entry(fn, inputs, tctx, (root,) if root else ())
     values = ei.launch(config.to_task(), entry, return_all=True)
