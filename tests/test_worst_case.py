@@ -71,6 +71,7 @@ def formula(terms: dict[str, Any], policy: str) -> tuple[float | None, float]:
         terms["read_timeout_s"] + ka_i * ka_n + 1 + mon,
     )
     assert terms["leave_s"] == pytest.approx(1.0 + terms["monitor_interval_s"] + terms["stop_s"], rel=1e-12)
+    assert terms["rendezvous_s"] == pytest.approx(terms["join_timeout_s"] + terms["cas_backoff_max_s"], rel=1e-12)
     p = terms["rounds"] * (d + terms["stop_s"] + terms["rendezvous_s"]) + terms["leave_s"]
     bl, deadline = terms["backoff_limit"] or 0, terms["active_deadline_s"] or 0
     t: float | None = None

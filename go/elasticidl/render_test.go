@@ -270,3 +270,28 @@ func TestEnvMayNotGiveAnNcclVariableTheTaskSets(t *testing.T) {
 		t.Errorf("env %s, want %s", got, want)
 	}
 }
+
+// TestSecondsText: a typed rendezvous option as the reference's rdzv_configs writes it into
+// rdzvConf (str() of the seconds: an int, else the float's repr). The wants are the reference's
+// output for the same Durations.
+func TestSecondsText(t *testing.T) {
+	for _, c := range []struct {
+		s    int64
+		n    int32
+		want string
+	}{
+		{0, 1, "1e-09"},
+		{0, 10000, "1e-05"},
+		{0, 100000, "0.0001"},
+		{1, 500000000, "1.5"},
+		{0, 250000000, "0.25"},
+		{315576000000, 999999999, "315576000001"},
+		{12345, 6, "12345.000000006"},
+		{2, 0, "2"},
+		{0, 0, "0"},
+	} {
+		if got := secondsText(c.s, c.n); got != c.want {
+			t.Errorf("secondsText(%d, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}
