@@ -129,6 +129,8 @@ def test_wheel_metadata(wheel: Path) -> None:
     assert requires == [
         "betterproto==2.0.0b7",
         f"cloudpickle>=2; {flytekit_only}",
+        "cloudpickle>=2; extra == 'flyte2'",
+        "flyte<2.13,>=2.12.1; extra == 'flyte2'",
         f"flytekit<1.17,>=1.16.31; {flytekit_only}",
         f"kubernetes>=12; {flytekit_only}",
         f"protobuf<8,>={_protobuf_floor()}",
@@ -137,6 +139,7 @@ def test_wheel_metadata(wheel: Path) -> None:
     ]
     assert "Provides-Extra: torch" in meta
     assert "Provides-Extra: flytekit" in meta
+    assert "Provides-Extra: flyte2" in meta
     (ep_name,) = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
     entry_points = zf.read(ep_name).decode()
     assert "elastic-idl = elastic_idl.cli:main" in entry_points
