@@ -17,6 +17,7 @@ TESTS=(
 	tests/test_torchrun.py
 	tests/test_torchrun_surface.py
 	tests/test_torch_version.py
+	tests/test_signal_enrichment.py
 	tests/test_cli.py
 	tests/test_launcher.py
 	tests/test_launcher_unit.py

@@ -130,6 +130,7 @@ with warnings.catch_warnings():
     )
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, LogsSpecs, SignalException, Std
+    from torch.distributed.elastic.multiprocessing import errors as torch_errors
     from torch.distributed.elastic.multiprocessing.api import LogsDest
     from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousParameters
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous as _dr
@@ -159,6 +160,7 @@ from elastic_idl._errors import RendezvousClosedError as ClosedByAnotherNodeErro
 from elastic_idl._launch.failures import (
     STUCK_MARK,
     FailureLog,
+    SignalEnricher,
     WorkerExit,
     describe_attempt,
     file_clock_ns,
@@ -262,6 +264,25 @@ class LazyLogsSpecs(DefaultLogsSpecs):
     def reify(self, envs: dict[int, dict[str, str]]) -> LogsDest:
         self._ensure_root()
         return super().reify(envs)
+
+
+def signal_failure_enricher() -> SignalEnricher | None:
+    """torch's hook that enriches the message of a worker a signal killed, where the installed torch has it.
+
+    torch 2.15's ``@record`` failure rendering passes such a worker's message and error file through
+    ``get_error_handler().maybe_enrich_signal_failure_message`` (public API of
+    ``torch.distributed.elastic.multiprocessing.errors``; the stock handler returns the message unchanged,
+    a torch build may swap in one that adds GPU fault context). The FailureReport does the same: the handler
+    is looked up at each failure, as torch does. None on a torch without the hook (2.13).
+    """
+    if not hasattr(torch_errors.ErrorHandler, "maybe_enrich_signal_failure_message"):
+        return None
+
+    def enrich(message: str, error_file: str) -> str:
+        handler: Any = torch_errors.get_error_handler()  # typed by the installed torch, which may predate the hook
+        return str(handler.maybe_enrich_signal_failure_message(message, error_file))
+
+    return enrich
 
 
 def installed_torch_version() -> str:

@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ __all__ = [
     "STUCK_MARK",
     "TIMEOUT_MARKERS",
     "FailureLog",
+    "SignalEnricher",
     "WorkerExit",
     "check_writable",
     "describe_attempt",
@@ -127,13 +128,26 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-class FailureLog:
-    """Every worker failure of one launch on this node, in the order of attempts."""
+#: What enriches the message of a worker killed by a signal: (message, error_file) -> message. torch 2.15's
+#: ``ErrorHandler.maybe_enrich_signal_failure_message``, which a torch build may override to add device-fault
+#: context (a GPU memory fault) read near the worker's error file; the launcher passes it where torch has it.
+SignalEnricher = Callable[[str, str], str]
 
-    def __init__(self, *, run_id: str, role: str, node: str | None = None) -> None:
+
+class FailureLog:
+    """Every worker failure of one launch on this node, in the order of attempts.
+
+    ``enrich_signal``: applied to the message of every worker a signal ended, as torch 2.15's ``@record``
+    failure rendering applies its error handler's hook (None: the message is kept as is).
+    """
+
+    def __init__(
+        self, *, run_id: str, role: str, node: str | None = None, enrich_signal: SignalEnricher | None = None
+    ) -> None:
         self.run_id = run_id
         self.role = role
         self.node = node or socket.gethostname()
+        self.enrich_signal = enrich_signal
         # (attempt, time_ns, recorded, seq, record): recorded is 1 when the worker left an error file
         self._records: list[tuple[int, int, int, int, Any]] = []
         self.attempts_seen = 0
@@ -162,6 +176,8 @@ class FailureLog:
                 rec.signal = -w.exitcode
                 if not rec.message:
                     rec.message = f"killed by {_signal_name(-w.exitcode)}"
+                if self.enrich_signal is not None:
+                    rec.message = self._enriched(rec.message, w.error_file)
             elif w.exitcode is not None and w.exitcode > 0:
                 rec.exit_code = w.exitcode
                 if not rec.message:
@@ -173,6 +189,16 @@ class FailureLog:
             self._records.append(entry)
             new.append(entry)
         return [r for *_, r in sorted(new, key=_order)]
+
+    def _enriched(self, message: str, error_file: str) -> str:
+        """``message`` through `enrich_signal`; as it was when the hook fails (best effort, as torch does)."""
+        assert self.enrich_signal is not None
+        try:
+            out = self.enrich_signal(message, error_file)
+        except Exception:
+            _log.warning("elastic-idl: torch's error handler failed to enrich a signal failure", exc_info=True)
+            return message
+        return out if isinstance(out, str) and out else message
 
     @property
     def records(self) -> list[Any]:

@@ -519,7 +519,7 @@ def run_spec(
     loopback = is_loopback(host)
     spec = _standalone_run_id(spec)
     nproc = agent.resolve_nproc(spec)
-    log = FailureLog(run_id=spec.run_id, role=spec.role)
+    log = FailureLog(run_id=spec.run_id, role=spec.role, enrich_signal=agent.signal_failure_enricher())
     note_launcher_threads(os.environ.get("OMP_NUM_THREADS"))  # before the launch env changes it
     try:
         with contextlib.ExitStack() as stack:
