@@ -131,6 +131,10 @@ EXEMPT_BLOCKS: dict[tuple[str, str, str], str] = {
         "Configuration",
         "text",
     ): "the refusal a task above max-worst-case gets; go/flyteplugin's TestMaxWorstCase asserts the message",
+    ("docs/guide/flyte2.md", "Moving from flyteplugins-pytorch", "text"): (
+        "needs a clone of flyte-sdk, which CI cannot fetch (only package registries): the page gives the counts "
+        "scripts/flyte2_peer_suite.py printed"
+    ),
 }
 #: The message of our DeprecationWarnings (elastic_idl._errors.deprecated), as a warnings filter.
 DEPRECATED = r".* is deprecated and will be removed in 0\.3"
