@@ -2,7 +2,8 @@
 
 flyteplugins-pytorch's local mode calls the function once; ours starts ``nproc_per_node`` workers
 through elastic-idl's launcher and returns rank 0's value, each worker under the task's Flyte
-context. Outside local mode the task raises ``NotBuiltError`` (the pod path is issue 32's item 3).
+context; so does a Flyte 2 pod outside a PyTorchJob (remote mode, no ``PET_*`` env). In hybrid mode
+outside a pod the task raises ``NotBuiltError``. The pods of a job: tests/test_flyte2_pods.py.
 """
 
 from __future__ import annotations
@@ -99,21 +100,32 @@ def _chain(exc: BaseException | None) -> list[BaseException]:
     return out
 
 
-def test_outside_local_mode_the_task_raises_not_built_naming_the_pod_path() -> None:
-    tctx = TaskContext(
-        action=ActionID(name="a0"),
+def _context(mode: str) -> TaskContext:
+    return TaskContext(
+        action=ActionID(name="a0", run_name="elastic-remote"),
         version="v1",
         raw_data_path=RawDataPath(path="/tmp/raw"),
         output_path="/tmp/out",
         run_base_dir="/tmp/base",
         report=Report(name="a0"),
-        mode="remote",
+        mode=mode,  # type: ignore[arg-type]
     )
-    with internal_ctx().replace_task_context(tctx), pytest.raises(NotBuiltError) as info:
+
+
+def test_in_hybrid_mode_outside_a_pod_the_task_raises_not_built_naming_the_mode() -> None:
+    with internal_ctx().replace_task_context(_context("hybrid")), pytest.raises(NotBuiltError) as info:
         asyncio.run(ranks.execute(base=1))
     assert isinstance(info.value, NotImplementedError) and isinstance(info.value, ei.ElasticIdlError)
-    assert info.value.missing == "the Flyte 2 pod path of elastic_idl.flyte2"
-    assert "mode 'remote'" in str(info.value) and "item 3" in str(info.value)
+    assert info.value.missing == "elastic_idl.flyte2 in Flyte 2 mode 'hybrid'"
+    assert "outside a pod of a PyTorchJob" in str(info.value)
+
+
+def test_in_remote_mode_outside_a_pytorchjob_the_task_runs_one_node_here() -> None:
+    """A Flyte 2 pod that is no PyTorchJob's (no PET_* env: the python-task of nnodes=1) launches here."""
+    assert not any(k.startswith("PET_") for k in os.environ)
+    with internal_ctx().replace_task_context(_context("remote")):
+        value = asyncio.run(ranks.execute(base=2))
+    assert value == f"2+0: {[(0, 2, 'elastic-remote'), (1, 2, 'elastic-remote')]}"
 
 
 @failing.task

@@ -71,7 +71,7 @@ from elastic_idl._launch.spec import entrypoint_problem, to_launch_spec
 from elastic_idl._launch.worker import cwd_first_on_path
 from elastic_idl._task.codec import decode, format_of_path, from_custom, load_document, read_task_file
 from elastic_idl._task.messages import Task, task_class
-from elastic_idl._task.names import DEFAULT_RUN_ID, TASK_ENV, TASK_TYPE_VERSION_ENV
+from elastic_idl._task.names import DEFAULT_RUN_ID, ENV, TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._task.view import TaskView, view
 from elastic_idl.exit_codes import (
     EXIT_CODES_TEXT,
@@ -100,7 +100,9 @@ __all__ = [
     "OUTPUT_ENV",
     "RDZV_ENDPOINT_OVERRIDE_ENV",
     "ExitCode",
+    "PodEnv",
     "main",
+    "pod_env_here",
     "pod_main",
 ]
 
@@ -131,6 +133,41 @@ _EPILOG = (
     f"{EXIT_CODES_TEXT}"
 )
 _NO_ENTRYPOINT = "give what to run: -- SCRIPT [ARGS...], --module MODULE or --call pkg.module:function"
+
+
+class PodEnv(NamedTuple):
+    """What an SDK plugin's task reads of its process's env, once (`pod_env_here`).
+
+    Attributes:
+        env: The env, when it is a pod of an elastic PyTorchJob (the operator's ``PET_RDZV_ENDPOINT``
+            or ``PET_NNODES`` is set); None anywhere else (a local run, a ``python-task`` pod).
+        rdzv_endpoint: ``$ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE``, which replaces ``PET_RDZV_ENDPOINT``; None if unset.
+        execution_id: ``$FLYTE_INTERNAL_EXECUTION_ID`` (what flytekit pods share); None if unset.
+    """
+
+    env: dict[str, str] | None
+    rdzv_endpoint: str | None
+    execution_id: str | None
+
+    @property
+    def in_pytorchjob(self) -> bool:
+        """Whether this process is a pod of an elastic PyTorchJob."""
+        return self.env is not None
+
+
+def pod_env_here(environ: Mapping[str, str] | None = None) -> PodEnv:
+    """The pod env of this process for an SDK plugin's task (``environ`` defaults to ``os.environ``).
+
+    With the CLI, this module is where the SDK plugins read the env: they pass ``env``,
+    ``rdzv_endpoint`` on to `elastic_idl.launch` and take the run id from their SDK.
+    """
+    env = dict(os.environ if environ is None else environ)
+    in_job = ENV.RDZV_ENDPOINT in env or ENV.NNODES in env
+    return PodEnv(
+        env if in_job else None,
+        env.get(RDZV_ENDPOINT_OVERRIDE_ENV) or None,
+        env.get(FLYTE_EXECUTION_ID_ENV) or None,
+    )
 
 
 class _Usage(Exception):

@@ -20,7 +20,7 @@ Public names (loaded on first use):
 
 - `Elastic`, `RunPolicy`: the config and its run policy, shaped as flyteplugins-pytorch's.
 - `ElasticFunctionTask`: the task class ``@env.task`` builds for either config type.
-- `NotBuiltError`: what a task raises outside local mode (the Flyte 2 pod path is not built yet).
+- `NotBuiltError`: what a task raises in hybrid mode outside a pod (not built: untested without a backend).
 """
 
 from __future__ import annotations

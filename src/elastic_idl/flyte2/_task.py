@@ -5,12 +5,13 @@ where flyteplugins-pytorch writes it (``nnodes`` the int 1), and ``custom_config
 of `elastic_idl.to_custom`: flyteplugins-pytorch's ``DistributedPyTorchTrainingTask`` dict plus
 every extension field the config sets (monitor interval, rendezvous timeouts and options, the
 NCCL knobs), so that a backend sees what the pods will do. Execution: a local run launches the
-workers through elastic-idl's launcher (`elastic_idl.flyte2._run`); anywhere else it raises
-`elastic_idl.flyte2.NotBuiltError` (the pod path is not built yet).
+workers through elastic-idl's launcher (`elastic_idl.flyte2._run`), and so does a run in the
+pods of the task's PyTorchJob, where the pod holding rank 0 writes the outputs.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from flyte.models import SerializationContext
 
 import elastic_idl as ei
 from elastic_idl._task.names import TASK_TYPE, TASK_TYPE_VERSION
-from elastic_idl.flyte2._run import run_task
+from elastic_idl.flyte2._run import run_task, task_context
 
 __all__ = ["ElasticFunctionTask", "elastic_of"]
 
@@ -69,5 +70,18 @@ class ElasticFunctionTask(AsyncFunctionTaskTemplate[..., Any, Any]):
         return ei.to_custom(self._elastic.to_task())
 
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the function on every worker (locally); rank 0's value is the task's output."""
-        return run_task(self, self._elastic, args, kwargs)
+        """Run the function on every worker of this node; rank 0's value is the task's output.
+
+        Around the launch, ``pre`` and ``post`` as Flyte 2's own function tasks call them: what
+        ``pre`` returns is the task context's ``data`` the workers see.
+        """
+        from flyte._context import internal_ctx
+
+        ctx = internal_ctx()
+        tctx = task_context()
+        if tctx is not None:
+            tctx = tctx.replace(data=await self.pre(*args, **kwargs))
+        with ctx.replace_task_context(tctx) if tctx is not None else contextlib.nullcontext():
+            value = run_task(self, self._elastic, tctx, args, kwargs)
+            await self.post(value)
+        return value

@@ -54,10 +54,7 @@ where the cluster would, with a hint, instead of passing locally and failing in 
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import tempfile
-import time
 from typing import Any
 
 import flytekit
@@ -66,21 +63,18 @@ from flytekit.exceptions.user import FlyteRecoverableException, FlyteUserRuntime
 from flytekit.extend import IgnoreOutputs
 
 import elastic_idl as ei
+from elastic_idl._sdk import in_pod
 from elastic_idl._sdk.local import import_root, unpicklable
 from elastic_idl._sdk.local import one_node as _one_node
-from elastic_idl.exit_codes import EXIT_STORE_LOST
 from elastic_idl.flytekit import _fastpath, _runtime
 from elastic_idl.flytekit._checkpoint import checkpoint_paths
 from elastic_idl.flytekit._worker import TaskEntry, WorkerResult, recoverable_marker
+from elastic_idl.pod import pod_env_here
 
 __all__ = ["RANK0_OUTCOME_WAIT_S", "run_task"]
 
-#: How long a pod without rank 0 waits for rank 0's outputs or error document (seconds): by
-#: then the workers of every node have passed torch's exit barrier together, so only rank 0's
-#: own upload is left (its outputs' type conversion and upload, which may include files).
-RANK0_OUTCOME_WAIT_S = 600.0
-#: How often it looks (seconds): one listing of the output prefix each time.
-RANK0_POLL_S = 1.0
+#: How long a pod without rank 0 waits for rank 0's outputs or error document (seconds).
+RANK0_OUTCOME_WAIT_S = in_pod.OUTCOME_WAIT_S
 
 _log = logging.getLogger("elastic_idl")
 #: Reasons for a cold start already logged by this process (each is said once).
@@ -125,61 +119,17 @@ def _check_picklable(task: Any, kwargs: dict[str, Any]) -> None:
 
 def _await_rank_0(ctx: Any, prefix: str, timeout_s: float = RANK0_OUTCOME_WAIT_S) -> bool:
     """Wait until rank 0's pod wrote outputs.pb or an error document under ``prefix``; False on timeout."""
-    fs = ctx.file_access.get_filesystem_for_path(prefix)
-    root = prefix.rstrip("/")
-    started = time.monotonic()
-    _log.info("elastic-idl: waiting for rank 0's outcome under %s (at most %.0f s)", prefix, timeout_s)
-    while True:
-        fs.invalidate_cache(root)  # s3fs and gcsfs cache listings
-        try:
-            names = {str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)}
-        except FileNotFoundError:
-            names = set()
-        if "outputs.pb" in names or any(n.startswith("error") and n.endswith(".pb") for n in names):
-            _log.info("elastic-idl: rank 0's outcome is written (%.1f s)", time.monotonic() - started)
-            return True
-        if time.monotonic() - started >= timeout_s:
-            _log.warning(
-                "elastic-idl: rank 0's outcome is not under %s after %.0f s; this pod ends without it",
-                prefix,
-                timeout_s,
-            )
-            return False
-        time.sleep(RANK0_POLL_S)
-
-
-def _store_lost(err: Any) -> BaseException:
-    _log.warning(
-        "elastic-idl: %s; exiting %d (retryable) with nothing written: the job re-forms when the lost pod is recreated",
-        str(err).splitlines()[0],
-        int(EXIT_STORE_LOST),
-    )
-    return SystemExit(int(EXIT_STORE_LOST))
-
-
-def _interrupted(err: Any) -> BaseException:
-    signum = int(getattr(err, "signal", signal.SIGTERM))
-    _log.warning("elastic-idl: %s; no outputs are written", err)
-    if signum == signal.SIGINT:
-        return KeyboardInterrupt()
-    return SystemExit(128 + signum)
+    return in_pod.await_outcome(ctx.file_access.get_filesystem_for_path(prefix), prefix, timeout_s)
 
 
 def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
     """``execute`` of `ElasticFunctionTask` (see the module docs)."""
     config = task.task_config
-    environ = dict(os.environ)
-    endpoint = environ.get(_runtime.RDZV_ENDPOINT_OVERRIDE_ENV) or None
+    pod = pod_env_here()
+    endpoint, env, in_a_pod = pod.rdzv_endpoint, pod.env, pod.in_pytorchjob
     params = flytekit.current_context()
-    env: dict[str, str] | None = None
-    run_id: str | None = None
-    in_pod = _runtime.in_pytorchjob(environ)
-    if in_pod:
-        env = environ
-        if not environ.get(_runtime.ENV.RDZV_ID) and not config.rdzv_id:
-            # What every pod of the job shares (the launch spec's own default is "none").
-            run_id = params.execution_id.name or environ.get(_runtime.FLYTE_EXECUTION_ID_ENV) or None
-    else:
+    run_id = in_pod.run_id(config, pod, params.execution_id.name)
+    if not in_a_pod:
         config, line = _one_node(config)
         if line:
             _log.warning(line)
@@ -209,14 +159,14 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
         try:
             values = ei.launch(config.to_task(), entry, return_all=True, env=env, run_id=run_id, rdzv_endpoint=endpoint)
         except ei.LaunchInterruptedError as err:
-            raise _interrupted(err) from None
+            raise in_pod.interrupted(err) from None
         except (ei.RendezvousStoreLostError, ei.PeerLostError, ei.RendezvousClosedError) as err:
-            if not in_pod:
+            if not in_a_pod:
                 raise _failure_error(err, marker_dir) from None
             if isinstance(err, ei.RendezvousClosedError):
                 _log.warning("elastic-idl: %s; this pod writes nothing (IgnoreOutputs)", str(err).splitlines()[0])
                 raise IgnoreOutputs() from None
-            raise _store_lost(err) from None
+            raise in_pod.store_lost(err) from None
         except ei.LaunchFailedError as err:
             raise _failure_error(err, marker_dir) from None
         except ImportError as err:
@@ -229,7 +179,7 @@ def run_task(task: Any, kwargs: dict[str, Any]) -> Any:
     if 0 not in values:
         _log.info("elastic-idl: this pod ran global ranks %s, not 0: no outputs (IgnoreOutputs)", sorted(values))
         prefix = str(params.output_metadata_prefix or "")
-        if in_pod and prefix:
+        if in_a_pod and prefix:
             _await_rank_0(ctx, prefix)
         raise IgnoreOutputs()
     result = values[0]

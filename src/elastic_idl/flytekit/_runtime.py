@@ -6,29 +6,19 @@ When the runtime's private modules move, only this file changes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from elastic_idl._launch.worker import Sent
 from elastic_idl._task.enums import K8S_RESOURCE
 from elastic_idl._task.messages import Resources as ResourceName
-from elastic_idl._task.names import DEFAULT_START_METHOD, ENV
-from elastic_idl.pod import FLYTE_EXECUTION_ID_ENV, RDZV_ENDPOINT_OVERRIDE_ENV
+from elastic_idl._task.names import DEFAULT_START_METHOD
+from elastic_idl.pod import RDZV_ENDPOINT_OVERRIDE_ENV
 
 __all__ = [
     "DEFAULT_START_METHOD",
-    "ENV",
-    "FLYTE_EXECUTION_ID_ENV",
     "RDZV_ENDPOINT_OVERRIDE_ENV",
     "RESOURCE_NAMES",
     "ResourceName",
     "Sent",
-    "in_pytorchjob",
 ]
 
 #: flyteidl ResourceName -> Kubernetes resource name.
 RESOURCE_NAMES = K8S_RESOURCE.text
-
-
-def in_pytorchjob(environ: Mapping[str, str]) -> bool:
-    """Whether the training operator's env is there: this process is a pod of an elastic PyTorchJob."""
-    return ENV.RDZV_ENDPOINT in environ or ENV.NNODES in environ
