@@ -167,6 +167,12 @@ def elastic_configs(draw: st.DrawFn, *, upstream_only: bool = False, torchrun: b
     if draw(st.booleans()):
         e.shutdown_timeout.CopyFrom(draw(durations(max_seconds=600, whole=True)))
     e.virtual_local_rank = draw(st.booleans())
+    if not torchrun and draw(st.integers(0, 3)) == 0:  # a torchrun line says it only where torchrun is 2.14+
+        e.log_line_prefix_template = draw(
+            st.one_of(st.sampled_from(["${hostname}:${rank}| ", "[${role_name}${local_rank}]:", "${x", "$"]), free_text)
+        )
+    if draw(st.integers(0, 3)) == 0:
+        e.cas_backoff_max_seconds.CopyFrom(draw(durations(max_seconds=60)))
     return e
 
 
@@ -415,6 +421,10 @@ def elastic_kwargs(draw: st.DrawFn, *, extensions: bool = True) -> dict[str, Any
         kw["nccl_heartbeat_timeout"] = draw(st.sampled_from([60, 300.0, timedelta(seconds=480)]))
     for name in ("nccl_async_error_handling", "nccl_enable_monitoring"):
         kw[name] = draw(st.sampled_from([None, True, False]))
+    if draw(st.booleans()):
+        kw["log_line_prefix_template"] = draw(st.sampled_from(["${hostname}|", "${rank}: ", ""]))
+    if draw(st.booleans()):
+        kw["cas_backoff_max_seconds"] = draw(st.sampled_from([0, 0.5, "2", timedelta(milliseconds=250)]))
     return kw
 
 
