@@ -1169,7 +1169,7 @@ DROP_IN_COLLECTIVE_TIMEOUT = DROP_IN_PREFIX + "collective-timeout"
 
 
 def torchrun_help(prog: str = "elastic-idl torchrun") -> str:
-    """The help of the torchrun drop-in: every torchrun 2.13 flag, and what becomes of it (from `FLAGS`)."""
+    """The help of the torchrun drop-in: every torchrun flag, and what becomes of it (from `FLAGS` and `NEWER_FLAGS`)."""
     lines = [
         f"usage: {prog} [{DROP_IN_FAILURE_FILE} PATH] [{DROP_IN_COLLECTIVE_TIMEOUT} SECONDS] [torchrun flags] SCRIPT "
         "[ARGS...]",
@@ -1189,11 +1189,11 @@ def torchrun_help(prog: str = "elastic-idl torchrun") -> str:
     ]
     for status, title in _HELP_SECTIONS:
         lines += ["", f"{title}:"]
-        for f in FLAGS:
+        for f in (*FLAGS, *NEWER_FLAGS):
             if f.status != status:
                 continue
             names = ", ".join(o for o in f.options if not (o.startswith("--") and "_" in o))
-            note = f.note
+            note = f.note if f in FLAGS else f"{f.note} (torchrun 2.14 on)"
             if f.options[0] == "--no-python":
                 note += "; the drop-in runs Python only (use torchrun itself for other programs)"
             lines.append(f"  {names:<34} {note}")
