@@ -328,6 +328,10 @@ clean:
 
 ## make test-torch    the launcher, drop-in, round-trip and flytekit tests on each other torch (TORCH_VERSIONS: 2.14.1 2.15.0), each in build/venv-torch-<version>, made when missing; not part of make test
 TORCH_VERSIONS ?= 2.14.1 2.15.0
-.PHONY: test-torch
+.PHONY: test-torch test-torch-ci
 test-torch:
 	nice -n 19 scripts/torch_matrix.sh $(TORCH_VERSIONS)
+
+## make test-torch-ci  CI's part of the matrix (scripts/torch_matrix.sh --ci: the launcher, drop-in, private-name and flytekit round-trip tests) on TORCH_VERSIONS; .ci/run runs it after make test
+test-torch-ci:
+	scripts/torch_matrix.sh --ci $(TORCH_VERSIONS)
