@@ -1,9 +1,9 @@
-"""The FailureReport takes what torch 2.15's ``@record`` failure rendering adds for a worker a signal killed
+"""The FailureReport takes what torch 2.15's ``@record`` failure rendering (and 2.14.1's) adds for a worker a signal killed
 (issue 33, item 4): its error handler's ``maybe_enrich_signal_failure_message``, which the stock handler
 leaves a no-op and a torch build may override to add device-fault context.
 
 The pure part runs on `FailureLog`; the launch part kills a worker with SIGKILL under the installed torch,
-with a handler that enriches (as a build's would): on 2.15 the record carries the enriched message, as torch's
+with a handler that enriches (as a build's would): on 2.14.1 and 2.15 the record carries the enriched message, as torch's
 own ``ChildFailedError`` rendering does; on 2.13 (no hook) the record is what it always was. `make test-torch`
 runs this file on 2.14.1 and 2.15.0.
 """

@@ -269,7 +269,7 @@ class LazyLogsSpecs(DefaultLogsSpecs):
 def signal_failure_enricher() -> SignalEnricher | None:
     """torch's hook that enriches the message of a worker a signal killed, where the installed torch has it.
 
-    torch 2.15's ``@record`` failure rendering passes such a worker's message and error file through
+    torch's ``@record`` failure rendering (2.14.1, 2.15) passes such a worker's message and error file through
     ``get_error_handler().maybe_enrich_signal_failure_message`` (public API of
     ``torch.distributed.elastic.multiprocessing.errors``; the stock handler returns the message unchanged,
     a torch build may swap in one that adds GPU fault context). The FailureReport does the same: the handler

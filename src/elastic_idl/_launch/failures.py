@@ -128,7 +128,7 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-#: What enriches the message of a worker killed by a signal: (message, error_file) -> message. torch 2.15's
+#: What enriches the message of a worker killed by a signal: (message, error_file) -> message. torch's (2.14.1, 2.15)
 #: ``ErrorHandler.maybe_enrich_signal_failure_message``, which a torch build may override to add device-fault
 #: context (a GPU memory fault) read near the worker's error file; the launcher passes it where torch has it.
 SignalEnricher = Callable[[str, str], str]
@@ -137,7 +137,7 @@ SignalEnricher = Callable[[str, str], str]
 class FailureLog:
     """Every worker failure of one launch on this node, in the order of attempts.
 
-    ``enrich_signal``: applied to the message of every worker a signal ended, as torch 2.15's ``@record``
+    ``enrich_signal``: applied to the message of every worker a signal ended, as torch's (2.14.1, 2.15) ``@record``
     failure rendering applies its error handler's hook (None: the message is kept as is).
     """
 
