@@ -12,34 +12,30 @@ Every Kubernetes key is a constant below, defined once; env var names live in
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import re
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, overload
+from typing import Any, overload
 
-from google.protobuf.message import Message
-
-from elastic_idl._errors import (
-    RenderError,
-    SkewWarning,
-    ValidationError,
-    Violation,
-    brief,
-    deprecated,
-    reject_unknown_keywords,
+from elastic_idl._backend.common import (
+    DNS1035,
+    MAX_NAME_LEN,
+    POD_ENTRYPOINT,
+    Container,
+    K,
+    check_image,
+    check_namespace,
+    check_option_text,
+    container,
+    metadata_of,
+    replica_resources,
+    task_for_render,
 )
-from elastic_idl._launch.spec import entrypoint_problem
-from elastic_idl._task.codec import from_custom, lone_surrogate
+from elastic_idl._errors import RenderError, ValidationError, Violation, deprecated, reject_unknown_keywords
 from elastic_idl._task.encoding import to_custom
-from elastic_idl._task.enums import CLEAN_POD_POLICY, K8S_RESOURCE, NPROC_POLICY, RESTART_POLICY
-from elastic_idl._task.messages import TASK_CLASSES, Resources, task_class
-from elastic_idl._task.names import ENV, NCCL_ENV_FIELDS, OPERATOR_ENV, TASK_ENV, TASK_TYPE_VERSION_ENV
-from elastic_idl._task.resources import quantity_problems
+from elastic_idl._task.enums import CLEAN_POD_POLICY, NPROC_POLICY, RESTART_POLICY
+from elastic_idl._task.names import ENV, OPERATOR_ENV, TASK_ENV, TASK_TYPE_VERSION_ENV
 from elastic_idl._task.validate import check
-from elastic_idl._task.view import ElasticValues, Replica, TaskView, message_of, of, rdzv_configs, values_of
+from elastic_idl._task.view import ElasticValues, Replica, TaskView, rdzv_configs, values_of
 from elastic_idl.plugins.kubeflow.v1 import common_pb2
 
 __all__ = [
@@ -63,57 +59,6 @@ __all__ = [
     "tolerated_in_upstream_mode",
     "worker_restart_policy",
 ]
-
-
-class K:
-    """Kubernetes / PyTorchJob keys, defined once."""
-
-    API_VERSION = "apiVersion"
-    KIND = "kind"
-    METADATA = "metadata"
-    NAME = "name"
-    NAMESPACE = "namespace"
-    LABELS = "labels"
-    ANNOTATIONS = "annotations"
-    SPEC = "spec"
-    # spec
-    ELASTIC_POLICY = "elasticPolicy"
-    NPROC_PER_NODE = "nprocPerNode"
-    REPLICA_SPECS = "pytorchReplicaSpecs"
-    RUN_POLICY = "runPolicy"
-    # spec.elasticPolicy
-    MIN_REPLICAS = "minReplicas"
-    MAX_REPLICAS = "maxReplicas"
-    RDZV_BACKEND = "rdzvBackend"
-    RDZV_HOST = "rdzvHost"
-    RDZV_PORT = "rdzvPort"
-    RDZV_ID = "rdzvId"
-    MAX_RESTARTS = "maxRestarts"
-    RDZV_CONF = "rdzvConf"
-    KEY = "key"
-    VALUE = "value"
-    STANDALONE = "standalone"  # read only to refuse it: never rendered
-    DEPRECATED_NPROC = "nProcPerNode"  # rendered in the upstream mode only (see _job_spec)
-    # spec.runPolicy
-    CLEAN_POD_POLICY = "cleanPodPolicy"
-    TTL_SECONDS = "ttlSecondsAfterFinished"
-    ACTIVE_DEADLINE_SECONDS = "activeDeadlineSeconds"
-    BACKOFF_LIMIT = "backoffLimit"
-    # replica spec
-    REPLICAS = "replicas"
-    RESTART_POLICY = "restartPolicy"
-    TEMPLATE = "template"
-    CONTAINERS = "containers"
-    # container
-    IMAGE = "image"
-    COMMAND = "command"
-    ARGS = "args"
-    ENV = "env"
-    PORTS = "ports"
-    CONTAINER_PORT = "containerPort"
-    RESOURCES = "resources"
-    REQUESTS = "requests"
-    LIMITS = "limits"
 
 
 #: apiVersion and kind of the object.
@@ -148,8 +93,6 @@ UPSTREAM_TOLERATED_RULES: frozenset[str] = frozenset(
     {"replicas.workers_required", "replicas.worker_matches_max", "replicas.master_count"}
 )
 
-#: Container command that runs the pod entrypoint (``python -m elastic_idl.pod``).
-POD_ENTRYPOINT: tuple[str, ...] = ("python", "-m", "elastic_idl.pod")
 
 #: task message class -> its task_type_version.
 
@@ -247,17 +190,6 @@ RESERVED_ENV = frozenset(
 )
 
 
-#: Kubernetes name limits. The operator names pods and their (headless) Services
-#: ``<job>-<type>-<index>``; a Service name is a DNS-1035 label, so that must fit too.
-MAX_NAME_LEN = 63
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-
-
 # --------------------------------------------------------------------------- checks of options
 
 
@@ -269,7 +201,7 @@ def replica_name(job_name: str, replica_type: str, index: int) -> str:
 def _check_name(name: Any, replica_counts: Mapping[str, int]) -> None:
     if not isinstance(name, str) or not name:
         raise RenderError("name", "the job name is required (a DNS-1035 label)")
-    if len(name) > MAX_NAME_LEN or not _DNS1035.match(name):
+    if len(name) > MAX_NAME_LEN or not DNS1035.match(name):
         raise RenderError(
             "name",
             f"{name!r} is not a DNS-1035 label (the operator's webhook requires one): "
@@ -287,224 +219,7 @@ def _check_name(name: Any, replica_counts: Mapping[str, int]) -> None:
             )
 
 
-def _check_namespace(namespace: Any) -> None:
-    if not isinstance(namespace, str) or len(namespace) > MAX_NAME_LEN or not _DNS1123_LABEL.match(namespace):
-        raise RenderError("namespace", f"{namespace!r} is not a DNS-1123 label (at most {MAX_NAME_LEN} characters)")
-
-
-_WHITESPACE = re.compile(r"\s")
-
-
-def _no_text(value: Any) -> str | None:
-    """The first str in an option value (a str, list items, mapping keys and values) that is no
-    text: it holds a lone surrogate (JSON's ``"\\ud800"``, an undecodable byte of an env var), which
-    has no UTF-8 form; None when there is none. Other types are left to the option's own check."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if lone_surrogate(item) is not None:
-                return item
-        elif isinstance(item, Mapping):
-            stack.extend(reversed([x for pair in item.items() for x in pair]))
-        elif isinstance(item, (list, tuple)):
-            stack.extend(reversed(item))
-    return None
-
-
-def _check_option_text(options: JobOptions) -> None:
-    """Refuse an option holding a str that is no text, naming the option (the str cannot be written)."""
-    for f in dataclasses.fields(options):
-        found = _no_text(getattr(options, f.name))
-        if found is not None:
-            at = lone_surrogate(found) or 0
-            raise RenderError(
-                f.name, f"holds a lone surrogate (U+{ord(found[at]):04X}), which is no text (not UTF-8): {brief(found)}"
-            )
-
-
-def _check_image(field: str, image: Any) -> None:
-    if not isinstance(image, str) or not image:
-        raise RenderError(field, "a container image is required")
-    if _WHITESPACE.search(image):
-        raise RenderError(field, f"{image!r} is not an image reference (no whitespace)")
-
-
-def _qualified_key(field: str, key: Any) -> None:
-    if not isinstance(key, str) or not key:
-        raise RenderError(field, f"key {key!r} must be a non-empty string")
-    prefix, sep, name = key.rpartition("/")
-    if sep and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
-        raise RenderError(f"{field}.{key}", f"prefix {prefix!r} is not a DNS-1123 subdomain")
-    if len(name) > 63 or not _QUALIFIED_NAME.match(name):
-        raise RenderError(
-            f"{field}.{key}",
-            "name part must be at most 63 characters of letters, digits, '-', '_' or '.', "
-            "starting and ending with a letter or digit",
-        )
-
-
-def _sorted_keys(field: str, mapping: Mapping[Any, Any]) -> list[str]:
-    """The keys in order; a key that is not a string is a RenderError (not sorted() raising TypeError)."""
-    for key in mapping:
-        if not isinstance(key, str):
-            raise RenderError(field, f"keys must be strings, got {type(key).__name__} {key!r}")
-    return sorted(mapping)
-
-
-def _labels(field: str, labels: Mapping[str, str] | None, *, is_label: bool) -> dict[str, str]:
-    if labels is None:
-        return {}
-    if not isinstance(labels, Mapping):
-        raise RenderError(field, f"expected a mapping of strings, got {type(labels).__name__}")
-    out: dict[str, str] = {}
-    for key in _sorted_keys(field, labels):
-        _qualified_key(field, key)
-        value = labels[key]
-        if not isinstance(value, str):
-            raise RenderError(f"{field}.{key}", f"value must be a string, got {type(value).__name__}")
-        if is_label and (len(value) > 63 or not _LABEL_VALUE.match(value)):
-            raise RenderError(f"{field}.{key}", f"{value!r} is not a valid label value (at most 63 characters)")
-        out[key] = value
-    return out
-
-
-def _strings(field: str, value: Sequence[str] | None) -> list[str] | None:
-    if value is None:
-        return None
-    if type(value) not in (list, tuple) and (isinstance(value, (str, bytes)) or not isinstance(value, Sequence)):
-        raise RenderError(field, "expected a list of strings")  # (the exact types first: the ABC check is slow)
-    for i, item in enumerate(value):
-        if not isinstance(item, str):
-            raise RenderError(f"{field}[{i}]", f"expected a string, got {type(item).__name__}")
-    return list(value)
-
-
-def _user_env(env: Mapping[str, str] | None) -> list[dict[str, str]]:
-    if env is None:
-        return []
-    if not isinstance(env, Mapping):
-        raise RenderError("env", f"expected a mapping of strings, got {type(env).__name__}")
-    out = []
-    for key in _sorted_keys("env", env):
-        if not _ENV_NAME.match(key):
-            raise RenderError(f"env.{key}", "not a valid environment variable name")
-        if key in RESERVED_ENV:
-            raise RenderError(f"env.{key}", "is set by the operator or the renderer; it cannot be given")
-        value = env[key]
-        if not isinstance(value, str):
-            raise RenderError(f"env.{key}", f"value must be a string, got {type(value).__name__}")
-        out.append({K.NAME: key, K.VALUE: value})
-    return out
-
-
-def _k8s_resources(field: str, res: Mapping[str, Any] | None) -> dict[str, dict[str, str]]:
-    """Normalise a Kubernetes ``resources`` mapping (the ``resources`` option)."""
-    if res is None:
-        return {}
-    if not isinstance(res, Mapping):
-        raise RenderError(field, f"expected {{'requests': {{...}}, 'limits': {{...}}}}, got {type(res).__name__}")
-    out: dict[str, dict[str, str]] = {}
-    for kind in (K.REQUESTS, K.LIMITS):
-        entries = res.get(kind)
-        if entries is None:
-            continue
-        if not isinstance(entries, Mapping):
-            raise RenderError(f"{field}.{kind}", "expected a mapping of resource name to quantity")
-        block: dict[str, str] = {}
-        for name in _sorted_keys(f"{field}.{kind}", entries):
-            _qualified_key(f"{field}.{kind}", name)  # a resource name is a qualified name
-            qty = entries[name]
-            # A number is written as str() writes it, as Elastic(requests=...) does; the parser then checks it.
-            if isinstance(qty, bool) or not isinstance(qty, (str, int, float)) or str(qty) == "":
-                raise RenderError(f"{field}.{kind}.{name}", f"expected a quantity such as '2' or '4Gi', got {qty!r}")
-            block[str(name)] = str(qty)
-        if block:
-            out[kind] = block
-    unknown = [key for key in _sorted_keys(field, res) if key not in (K.REQUESTS, K.LIMITS)]
-    if unknown:
-        raise RenderError(f"{field}.{unknown[0]}", "only 'requests' and 'limits' are allowed")
-    requests, limits = (list(out.get(kind, {}).items()) for kind in (K.REQUESTS, K.LIMITS))
-    problems = quantity_problems(requests, limits)
-    if problems:
-        kind, index, message = problems[0]
-        name = (requests if kind == K.REQUESTS else limits)[index][0]
-        raise RenderError(f"{field}.{kind}.{name}", message)
-    return out
-
-
-def _replica_resources(res: Resources, path: str) -> dict[str, dict[str, str]]:
-    """A replica's task resources as Kubernetes resources; STORAGE is dropped with a SkewWarning.
-
-    ``storage`` is no container resource: the API server refuses a pod that names it (the job is
-    accepted and its pods are never created). Upstream's plugin drops it too.
-    """
-    out: dict[str, dict[str, str]] = {}
-    for kind in (K.REQUESTS, K.LIMITS):
-        entries: dict[str, str] = {}
-        for i, e in enumerate(getattr(res, kind)):
-            if e.name == Resources.STORAGE:
-                _warn_skew(f"{path}.{kind}[{i}]", STORAGE_DROPPED)
-                continue
-            entries[K8S_RESOURCE.text[e.name]] = e.value
-        if entries:
-            out[kind] = dict(sorted(entries.items()))
-    return out
-
-
-#: Why a task resource STORAGE is not rendered (the SkewWarning's text after the field).
-STORAGE_DROPPED = (
-    "STORAGE is not a container resource (the API server refuses a pod that requests it); "
-    "dropped, as upstream's plugin drops it"
-)
-
-
-def _warn_skew(field: str, reason: str) -> None:
-    warnings.warn(SkewWarning(f"{field}: {reason}", fields=(field,)), stacklevel=4)
-
-
 # --------------------------------------------------------------------------- render
-
-
-def _task_for_render(task: Any, task_type_version: int | None) -> TaskView:
-    """The task as one TaskView of the declared shape, converted once; or a typed error.
-
-    A custom dict is decoded as ``task_type_version`` says (required then); a message or a view
-    is converted once (`of`) and, when a version is declared, must
-    be of that shape.
-    """
-    if task_type_version is not None:
-        task_class(task_type_version)  # UnsupportedVersionError for anything but 0 / 1, before any other check
-    if type(task) is TaskView and task_type_version in (None, task.task_type_version):
-        return task  # the common case, before the slower checks below
-    if isinstance(task, Mapping):
-        if task_type_version is None:
-            raise RenderError(
-                "task_type_version",
-                "a TaskTemplate.custom dict needs the template's task_type_version (0 legacy, 1 kubeflow)",
-            )
-        # The backend's input: TaskTemplate.custom; DecodeError names the field. Forward compatible:
-        # a newer SDK's field is left out with a SkewWarning naming it (from_custom).
-        return of(from_custom(task, task_type_version=task_type_version))
-    if isinstance(task, (bytes, bytearray, memoryview, str)):
-        raise RenderError(
-            "task", "expected a task message, a TaskView or a custom dict; decode with ei.view(data) first"
-        )
-    try:
-        t = of(task)
-    except TypeError as exc:
-        if task_type_version is None or not isinstance(task, Message):
-            raise RenderError("task", str(exc)) from None
-        got = f"a message ({task.DESCRIPTOR.full_name})"
-    else:
-        if task_type_version is None or t.task_type_version == task_type_version:
-            return t
-        got = f"a task_type_version {t.task_type_version} task ({message_of(t).DESCRIPTOR.full_name})"
-    raise RenderError(
-        "task_type_version",
-        f"declared {task_type_version} ({TASK_CLASSES[task_type_version].DESCRIPTOR.full_name}) but got "
-        f"{got}; the backend would read it as the declared shape and lose fields (flyteplugins#359)",
-    )
 
 
 def tolerated_in_upstream_mode(v: Violation, t: TaskView) -> bool:
@@ -555,70 +270,6 @@ def _replica_counts(t: TaskView, mode: str = STRICT) -> dict[str, int]:
         # Upstream: "number of workers must be greater than 0"; the webhook agrees.
         raise RenderError(t.worker.replicas_path, f"a non-elastic job needs at least 1 worker, got {workers}")
     return {WORKER: workers} if t.elastic is not None else {MASTER: 1, WORKER: workers}
-
-
-class _Container(NamedTuple):
-    """The container every replica runs (a replica's own image and resources replace the task's)."""
-
-    image: str
-    command: list[str]
-    args: list[str]
-    env: list[dict[str, str]]
-    port: int
-    resources: dict[str, dict[str, str]]
-    labels: dict[str, str]
-    annotations: dict[str, str]
-
-
-def _command_and_args(options: JobOptions) -> tuple[list[str], list[str]]:
-    """Container command and args: the pod entrypoint with ``[*pod_args, "--", *entrypoint]`` unless given."""
-    cmd = _strings("command", options.command)
-    arg_list = _strings("args", options.args)
-    entry = _strings("entrypoint", options.entrypoint)
-    flags = _strings("pod_args", options.pod_args) or []
-    if "--" in flags:
-        raise RenderError("pod_args", "'--' separates the pod flags from the entrypoint; it cannot be a flag")
-    if arg_list is None:
-        if cmd is None and not entry:
-            raise RenderError("entrypoint", "what the pod runs is required (a script or module and its args)")
-        problem = entrypoint_problem(entry) if cmd is None and entry is not None else None
-        if problem is not None:  # the pod entrypoint would refuse it: the job could never start
-            raise RenderError("entrypoint", problem)
-        arg_list = [*flags, "--", *entry] if entry else flags
-    elif entry or flags:
-        raise RenderError("entrypoint" if entry else "pod_args", "give either entrypoint/pod_args or args, not both")
-    return (list(POD_ENTRYPOINT) if cmd is None else cmd), arg_list
-
-
-#: The task's custom dict as the compact, key-sorted JSON of its env var (one encoder: ``json.dumps``
-#: with options builds a new one per call; the dict is the renderer's own, new and acyclic).
-_compact_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False).encode
-
-
-def _container(t: TaskView, custom: dict[str, Any], options: JobOptions) -> _Container:
-    """The checked options as one container, carrying the task (``custom``) in its env."""
-    _check_image("image", options.image)
-    command, args = _command_and_args(options)
-    labels = _labels("labels", options.labels, is_label=True)
-    annotations = _labels("annotations", options.annotations, is_label=False)
-    resources = _k8s_resources("resources", options.resources)
-    user_env = _user_env(options.env)
-    values = values_of(t)
-    nccl = {} if values is None else values.nccl_env()
-    for item in user_env:
-        if item[K.NAME] in nccl:
-            field = next(f for f, name in NCCL_ENV_FIELDS if name == item[K.NAME])
-            raise RenderError(
-                f"env.{item[K.NAME]}", f"is set by the task's elastic_config.{field}; give it there, not in env"
-            )
-    env = [
-        {K.NAME: TASK_ENV, K.VALUE: _compact_json(custom)},
-        {K.NAME: TASK_TYPE_VERSION_ENV, K.VALUE: str(t.task_type_version)},
-        *({K.NAME: name, K.VALUE: value} for name, value in nccl.items()),
-        *user_env,
-    ]
-    port = int(values.rdzv_port) if values is not None and values.rdzv_port else DEFAULT_PORT
-    return _Container(options.image, command, args, env, port, resources, labels, annotations)
 
 
 def _nproc(e: ElasticValues) -> str:
@@ -712,7 +363,7 @@ def worker_restart_policy(task: TaskView, elastic_restart: str = ELASTIC_WORKER_
 
 
 def _replica_spec(
-    c: _Container,
+    c: Container,
     replicas: int,
     replica: Replica | None,
     *,
@@ -726,11 +377,11 @@ def _replica_spec(
     """
     own_image = replica.image if replica is not None else ""
     if own_image:
-        _check_image(f"{replica.spec_path}.image" if replica is not None else "image", own_image)
+        check_image(f"{replica.spec_path}.image" if replica is not None else "image", own_image)
     resources = c.resources
     if replica is not None and replica.resources is not None:
         # Upstream: the replica's resources replace the task's for this replica.
-        resources = _replica_resources(replica.resources, f"{replica.spec_path}.resources")
+        resources = replica_resources(replica.resources, f"{replica.spec_path}.resources")
     container: dict[str, Any] = {
         K.NAME: CONTAINER_NAME,
         K.IMAGE: own_image or c.image,
@@ -744,7 +395,7 @@ def _replica_spec(
     if resources:
         container[K.RESOURCES] = {kind: dict(block) for kind, block in resources.items()}
     template: dict[str, Any] = {}
-    metadata = _metadata(c)
+    metadata = metadata_of(c)
     if metadata:
         template[K.METADATA] = metadata
     template[K.SPEC] = {K.CONTAINERS: [container]}
@@ -755,19 +406,9 @@ def _replica_spec(
     }
 
 
-def _metadata(c: _Container) -> dict[str, Any]:
-    """Labels and annotations (each when there are any), as the job and every pod template carry them."""
-    out: dict[str, Any] = {}
-    if c.labels:
-        out[K.LABELS] = dict(c.labels)
-    if c.annotations:
-        out[K.ANNOTATIONS] = dict(c.annotations)
-    return out
-
-
 def _job_spec(
     t: TaskView,
-    c: _Container,
+    c: Container,
     counts: Mapping[str, int],
     mode: str = STRICT,
     restart: str = ELASTIC_WORKER_RESTART_POLICY,
@@ -800,9 +441,9 @@ def _job_spec(
     return spec
 
 
-def _job(options: JobOptions, c: _Container, spec: dict[str, Any]) -> dict[str, Any]:
+def _job(options: JobOptions, c: Container, spec: dict[str, Any]) -> dict[str, Any]:
     """The whole object: apiVersion, kind, metadata, spec."""
-    metadata: dict[str, Any] = {K.NAME: options.name, K.NAMESPACE: options.namespace, **_metadata(c)}
+    metadata: dict[str, Any] = {K.NAME: options.name, K.NAMESPACE: options.namespace, **metadata_of(c)}
     return {K.API_VERSION: API_VERSION, K.KIND: KIND, K.METADATA: metadata, K.SPEC: spec}
 
 
@@ -912,11 +553,11 @@ def render_pytorchjob(
         )
     opts = _options_of(options, legacy)
     mode, restart = _check_mode(opts)
-    t = _task_for_render(task, task_type_version)
+    t = task_for_render(task, task_type_version)
     _check_rules(t, mode)
-    _check_option_text(opts)
+    check_option_text(opts)
     counts = _replica_counts(t, mode)
     _check_name(opts.name, counts)
-    _check_namespace(opts.namespace)
-    c = _container(t, to_custom(t), opts)
+    check_namespace(opts.namespace)
+    c = container(t, to_custom(t), opts, reserved=RESERVED_ENV, default_port=DEFAULT_PORT)
     return _job(opts, c, _job_spec(t, c, counts, mode, restart))
