@@ -20,23 +20,16 @@ run's base directory (``_U_RUN_BASE``). Flyte 2's runtime also builds its remote
 only submits and watches sub-actions: these tasks submit none, so it is never contacted, and no
 backend is played for it.
 
-Differences from a cluster, as in tests/test_flytekit_pods.py: ``<job>-worker-0`` does not resolve,
-so every pod gets ``ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE=127.0.0.1:<port>`` and ``is_host`` (worker-0
-only) in ``PET_RDZV_CONF``.
+Differences from a cluster (tests/sdk_pods.py, shared with tests/test_flytekit_pods.py):
+``<job>-worker-0`` does not resolve, so every pod gets ``ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE=127.0.0.1:<port>``
+and ``is_host`` (worker-0 only) in ``PET_RDZV_CONF``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
-import os
-import signal
-import socket
-import subprocess
-import sys
 import tarfile
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,9 +52,8 @@ with warnings.catch_warnings():
     from google.protobuf.json_format import MessageToDict
 
 import elastic_idl as ei
-from elastic_idl import pod_env
-from elastic_idl.pod import RDZV_ENDPOINT_OVERRIDE_ENV
-from launcher_nodes import session_pids
+import sdk_pods
+from sdk_pods import files
 
 MODULE = "f2_pods_wf"
 #: The user's module. Each rank writes what it saw into $F2_PODS_WORK (when set).
@@ -114,21 +106,13 @@ def train(x: int, fail: str) -> int:
 """
 RUN_NAME = "f2podsrun1"
 ACTION_NAME = "a0"
-POD_TIMEOUT_S = 120
-ROOT = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
 def code(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The user's module on disk, importable in this process."""
-    root = tmp_path_factory.mktemp("code")
-    (root / f"{MODULE}.py").write_text(WORKFLOW)
-    sys.path.insert(0, str(root))
-    try:
+    with sdk_pods.module_on_disk(tmp_path_factory.mktemp("code"), MODULE, WORKFLOW) as root:
         yield root
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop(MODULE, None)
 
 
 def _task() -> Any:
@@ -161,37 +145,8 @@ def _inputs(path: Path, x: int, fail: str) -> None:
     path.write_bytes(inputs.SerializeToString())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _files(path: Path) -> list[str]:
-    return sorted(p.name for p in path.rglob("*") if p.is_file()) if path.exists() else []
-
-
-class Pods:
+class Pods(sdk_pods.Pods):
     """The simulated operator and Flyte 2 backend: starts the job's Worker pods, cleans them up."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.ended: dict[int, float] = {}  # pod index -> when it exited (time.time())
-
-    def pod_dir(self, i: int) -> Path:
-        return self.root / f"worker-{i}"
-
-    @property
-    def output(self) -> Path:
-        """The action's output prefix, which every pod of the job shares, as in Flyte 2."""
-        return self.root / "outputs"
-
-    def log(self, i: int) -> str:
-        return (self.pod_dir(i) / "pod.log").read_text(errors="replace")
-
-    def logs(self) -> str:
-        return "\n".join(f"--- worker-{i}\n{self.log(i)[-4000:]}" for i in range(len(self.procs)))
 
     def start(self, job: dict[str, Any], *, x: int, fail: str, pythonpath: list[str]) -> None:
         spec = job["spec"]["pytorchReplicaSpecs"]["Worker"]
@@ -199,8 +154,6 @@ class Pods:
         assert not container.get("command") and container["args"][0] == "a0"  # Flyte 2's container: the args run
         inputs = self.root / "inputs.pb"
         _inputs(inputs, x, fail)
-        port = _free_port()
-        bin_dir = str(Path(sys.executable).parent)
         (self.root / "work").mkdir()
         self.output.mkdir()  # a prefix in an object store; a folder here must exist before a file is put in it
         for i in range(spec["replicas"]):
@@ -218,12 +171,7 @@ class Pods:
             }
             argv = [fill.get(a, a) for a in container["args"]]
             assert not [a for a in argv if "{{" in a], argv
-            penv = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "ELASTIC_IDL_", "PYTHONPATH"))}
-            penv |= {e["name"]: e["value"] for e in container.get("env", []) if "valueFrom" not in e}
-            penv |= pod_env(job, "Worker", i)
-            penv["PET_RDZV_CONF"] = ",".join([*filter(None, [penv.get("PET_RDZV_CONF")]), f"is_host={int(i == 0)}"])
-            penv |= {
-                RDZV_ENDPOINT_OVERRIDE_ENV: f"127.0.0.1:{port}",
+            penv = self.env(job, container, i, pythonpath) | {
                 # What a Flyte 2 backend sets in a task pod.
                 "_U_ORG_NAME": "o",
                 "FLYTE_INTERNAL_EXECUTION_PROJECT": "p",
@@ -231,43 +179,18 @@ class Pods:
                 "_U_RUN_BASE": str(self.root / "base"),
                 "_F_WN": f"f2-pods-worker-{i}",  # the pod's name (downward API)
                 "F2_PODS_WORK": str(self.root / "work"),
-                "PATH": os.pathsep.join([bin_dir, penv.get("PATH", "")]),
-                "PYTHONPATH": os.pathsep.join(pythonpath),
             }
-            with open(d / "pod.log", "wb") as log:
-                self.procs.append(
-                    subprocess.Popen(
-                        argv, env=penv, cwd=d, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                    )
-                )
-
-    def wait(self, seconds: float = POD_TIMEOUT_S) -> list[int]:
-        """Every pod's exit code, noting when each ended."""
-        deadline = time.monotonic() + seconds
-        while len(self.ended) < len(self.procs):
-            for i, p in enumerate(self.procs):
-                if i not in self.ended and p.poll() is not None:
-                    self.ended[i] = time.time()
-            if time.monotonic() > deadline:
-                pytest.fail(f"pods did not finish within {seconds} s\n{self.logs()}")
-            time.sleep(0.05)
-        return [int(p.returncode) for p in self.procs]
-
-    def cleanup(self) -> None:
-        for p in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+            self.spawn(i, argv, penv)
 
     def outputs(self) -> dict[str, int]:
         """What Flyte 2 reads as the action's outputs: ``outputs.pb``, with no error document beside it."""
-        assert _files(self.output) == ["outputs.pb"], f"{_files(self.output)}\n{self.logs()}"
+        assert files(self.output) == ["outputs.pb"], f"{files(self.output)}\n{self.logs()}"
         outputs = common_pb2.Outputs.FromString((self.output / "outputs.pb").read_bytes())
         return {lit.name: lit.value.scalar.primitive.integer for lit in outputs.literals}
 
     def error(self) -> Any:
         """The action's error document (Flyte 2 writes one, ``error.pb``), with no outputs beside it."""
-        assert _files(self.output) == ["error.pb"], f"{_files(self.output)}\n{self.logs()}"
+        assert files(self.output) == ["error.pb"], f"{files(self.output)}\n{self.logs()}"
         return execution_pb2.ErrorDocument.FromString((self.output / "error.pb").read_bytes()).error
 
     def ranks(self) -> dict[str, list[str]]:
@@ -290,14 +213,6 @@ def _local_value(x: int) -> int:
     return int(run.outputs()[0])
 
 
-def _no_process_left(pods: Pods) -> None:
-    """Nothing of either pod is left (each ran in a session of its own): runtime, fork server, workers."""
-    grace = time.monotonic() + 10
-    while any(session_pids(p.pid) for p in pods.procs) and time.monotonic() < grace:
-        time.sleep(0.1)
-    assert {p.pid: session_pids(p.pid) for p in pods.procs if session_pids(p.pid)} == {}
-
-
 def test_the_pods_run_the_args_flyte_2_wrote_and_rank_0s_pod_alone_writes_the_outputs(code: Path, pods: Pods) -> None:
     template = _template(code)
     args = list(template.container.args)
@@ -315,7 +230,7 @@ def test_the_pods_run_the_args_flyte_2_wrote_and_rank_0s_pod_alone_writes_the_ou
     # job Succeeded when one pod succeeds, and the backend then reads the output prefix.
     (other,) = [i for i in range(2) if "this pod ran global ranks [1], not 0; this pod writes nothing" in pods.log(i)]
     assert pods.ended[other] >= (pods.output / "outputs.pb").stat().st_mtime
-    _no_process_left(pods)
+    assert pods.left() == {}  # nothing of either pod: runtime, fork server, workers
 
 
 def test_a_user_error_in_rank_1_fails_both_pods_with_its_root_cause_in_flyte_2s_error_file(
@@ -340,7 +255,7 @@ def test_a_user_error_in_rank_1_fails_both_pods_with_its_root_cause_in_flyte_2s_
     assert "workers failed in 1 attempt(s) (max_restarts=0)" in error.message, f"{error.message}\n{pods.logs()}"
     assert "root cause: rank 1 (local rank 0" in error.message, f"{error.message}\n{pods.logs()}"
     assert "ValueError: bad batch on rank 1" in error.message
-    _no_process_left(pods)
+    assert pods.left() == {}  # nothing of either pod: runtime, fork server, workers
 
 
 def test_a_cold_start_runs_the_function_cloudpickled_in_a_pkl_bundle(code: Path, pods: Pods, tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ process with exactly the container args flytekit wrote (``pyflyte-execute ...``,
 (``pod_env``), and propeller's part is played by hand: the ``{{.input}}``-style templates
 become file-system paths, the inputs file is written, and ``FLYTE_INTERNAL_EXECUTION_ID`` is set.
 
-Differences from a cluster, as in tests/test_pod_e2e.py: ``<job>-worker-0`` does not resolve,
-so every pod gets ``ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE=127.0.0.1:<port>`` and ``is_host``
+Differences from a cluster (tests/sdk_pods.py, shared with tests/test_flyte2_pods.py): ``<job>-worker-0``
+does not resolve, so every pod gets ``ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE=127.0.0.1:<port>`` and ``is_host``
 (worker-0 only) in ``PET_RDZV_CONF``. As in Flyte, every pod gets the same output prefix and
 checkpoint paths, and propeller's ``_F_WN`` (the pod name) and ``_F_DES`` (its error aggregation
 strategy, which makes each pod's error document a file of its own).
@@ -20,9 +20,6 @@ import contextlib
 import importlib
 import os
 import signal
-import socket
-import subprocess
-import sys
 import tarfile
 import time
 import warnings
@@ -42,11 +39,10 @@ with warnings.catch_warnings():
     from flytekit.configuration import FastSerializationSettings, Image, ImageConfig, SerializationSettings
     from flytekit.tools.translator import get_serializable
 
-from elastic_idl import pod_env
+import sdk_pods
 from elastic_idl.flytekit import render_pytorchjob_from_template
-from elastic_idl.flytekit._runtime import RDZV_ENDPOINT_OVERRIDE_ENV
 from elastic_idl.flytekit._template import TRAINING_CONTAINER
-from launcher_nodes import session_pids
+from sdk_pods import POD_TIMEOUT_S, files
 
 MODULE = "fk_pods_wf"
 #: The user's workflow module. Each rank writes what it saw into $FK_PODS_WORK (when set).
@@ -167,21 +163,14 @@ def wf(x: int, fail: str = "never") -> int:
     return train(x=x, fail=fail)
 """
 EXECUTION_ID = "fk-pods-exec-1"
-POD_TIMEOUT_S = 120
 IMAGE = Image(name="default", fqn="ghcr.io/acme/train", tag="1")
 
 
 @pytest.fixture(scope="module")
 def code(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The workflow module on disk, importable in this process."""
-    root = tmp_path_factory.mktemp("code")
-    (root / f"{MODULE}.py").write_text(WORKFLOW)
-    sys.path.insert(0, str(root))
-    try:
+    with sdk_pods.module_on_disk(tmp_path_factory.mktemp("code"), MODULE, WORKFLOW) as root:
         yield root
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop(MODULE, None)
 
 
 def _template(code: Path, *, fast: str | None = None, task: str = "train") -> Any:
@@ -206,30 +195,8 @@ def _inputs(path: Path, x: int, fail: str) -> None:
     path.write_bytes(lm.SerializeToString())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Pods:
+class Pods(sdk_pods.Pods):
     """The simulated operator and propeller: starts the job's Worker pods, cleans them up."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.ended: dict[int, float] = {}  # pod index -> when it exited (time.time())
-
-    def pod_dir(self, i: int) -> Path:
-        return self.root / f"worker-{i}"
-
-    @property
-    def output(self) -> Path:
-        """The output prefix every pod of the job writes to, as in Flyte."""
-        return self.root / "outputs"
-
-    def log(self, i: int) -> str:
-        return (self.pod_dir(i) / "pod.log").read_text(errors="replace")
 
     def start(
         self, job: dict[str, Any], *, x: int, fail: str, pythonpath: list[str], env: dict[str, str] | None = None
@@ -239,8 +206,6 @@ class Pods:
         assert "command" not in container  # flytekit's container: the args are the command
         inputs = self.root / "inputs.pb"
         _inputs(inputs, x, fail)
-        port = _free_port()
-        bin_dir = str(Path(sys.executable).parent)
         (self.root / "work").mkdir()
         for i in range(spec["replicas"]):
             d = self.pod_dir(i)
@@ -253,54 +218,20 @@ class Pods:
                 "{{.prevCheckpointPrefix}}": "",
             }
             argv = [fill.get(a, a) for a in container["args"]]
-            penv = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "ELASTIC_IDL_", "PYTHONPATH"))}
-            # env with valueFrom (the Worker's _F_WN, the pod's name) is the kubelet's: set below
-            penv |= {e["name"]: e["value"] for e in container["env"] if "valueFrom" not in e}
-            penv |= pod_env(job, "Worker", i)
-            penv["PET_RDZV_CONF"] = ",".join([*filter(None, [penv.get("PET_RDZV_CONF")]), f"is_host={int(i == 0)}"])
-            penv |= env or {}
+            penv = self.env(job, container, i, pythonpath) | (env or {})
             penv |= {
-                RDZV_ENDPOINT_OVERRIDE_ENV: f"127.0.0.1:{port}",
                 "FLYTE_INTERNAL_EXECUTION_ID": EXECUTION_ID,
                 "FLYTE_INTERNAL_EXECUTION_PROJECT": "p",
                 "FLYTE_INTERNAL_EXECUTION_DOMAIN": "d",
                 "FK_PODS_WORK": str(self.root / "work"),
                 "_F_WN": f"fk-pods-worker-{i}",  # propeller: the pod's name (downward API)
                 "_F_DES": "Earliest",  # propeller's error aggregation strategy for PyTorch jobs
-                "PATH": os.pathsep.join([bin_dir, penv.get("PATH", "")]),
-                "PYTHONPATH": os.pathsep.join(pythonpath),
             }
-            with open(d / "pod.log", "wb") as log:
-                self.procs.append(
-                    subprocess.Popen(
-                        argv, env=penv, cwd=d, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                    )
-                )
-
-    def logs(self) -> str:
-        return "\n".join(f"--- worker-{i}\n{self.log(i)[-3000:]}" for i in range(len(self.procs)))
-
-    def wait(self, seconds: float = POD_TIMEOUT_S) -> list[int]:
-        """Every pod's exit code, noting when each ended."""
-        deadline = time.monotonic() + seconds
-        while len(self.ended) < len(self.procs):
-            for i, p in enumerate(self.procs):
-                if i not in self.ended and p.poll() is not None:
-                    self.ended[i] = time.time()
-            if time.monotonic() > deadline:
-                pytest.fail(f"pods did not finish within {seconds} s\n{self.logs()}")
-            time.sleep(0.05)
-        return [int(p.returncode) for p in self.procs]
-
-    def cleanup(self) -> None:
-        for p in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+            self.spawn(i, argv, penv)
 
     def outputs(self) -> dict[str, Any]:
         """The outputs (written by the pod whose node held global rank 0), with no error document beside them."""
-        assert _files(self.output) == ["outputs.pb"], _files(self.output)
+        assert files(self.output) == ["outputs.pb"], files(self.output)
         lm = literals_pb2.LiteralMap.FromString((self.output / "outputs.pb").read_bytes())
         return {k: v.scalar.primitive.integer for k, v in lm.literals.items()}
 
@@ -329,10 +260,6 @@ def pods(tmp_path: Path) -> Iterator[Pods]:
 def _local_value(x: int) -> int:
     mod = importlib.import_module(MODULE)
     return int(mod.wf(x=x))
-
-
-def _files(path: Path) -> list[str]:
-    return sorted(p.name for p in path.rglob("*") if p.is_file()) if path.exists() else []
 
 
 def test_the_pods_run_the_template_flytekit_wrote_and_rank_0_returns_the_local_value(code: Path, pods: Pods) -> None:
@@ -372,7 +299,7 @@ def test_a_permanent_failure_writes_flytekits_error_document_with_the_root_cause
     job = render_pytorchjob_from_template(_template(code), name="fk-pods")
     pods.start(job, x=1, fail="always", pythonpath=[str(code)])
     assert pods.wait() == [0, 0], pods.logs()  # pyflyte-execute exits 0 and leaves the error document
-    assert "outputs.pb" not in _files(pods.output)
+    assert "outputs.pb" not in files(pods.output)
     errors = [doc.error for doc in pods.errors()]
     # The pod whose worker raised names it as the root cause, with the time it raised: propeller's
     # earliest-error strategy picks that document over any other pod's. (The other pod writes one
@@ -417,19 +344,16 @@ def test_a_rank_1_user_error_without_restarts_is_the_root_cause_and_no_pod_exits
     raised_in = (pods.root / "work" / "raised-in").read_text()
     raiser = int(raised_in.rsplit("-", 1)[1])
     assert codes[raiser] == 0, pods.logs()  # flytekit's pod command: exit 0 and an error document
-    assert "outputs.pb" not in _files(pods.output)
+    assert "outputs.pb" not in files(pods.output)
     docs = {d.error.worker: d.error for d in pods.errors()}
-    assert raised_in in docs, f"no error document from {raised_in}: {_files(pods.output)}\n{pods.logs()}"
+    assert raised_in in docs, f"no error document from {raised_in}: {files(pods.output)}\n{pods.logs()}"
     doc = docs[raised_in]
     assert "root cause: rank 1 (local rank " in doc.message, f"{doc.message}\n{pods.logs()}"
     assert "ValueError: bad batch on rank 1 at step 3" in doc.message, f"{doc.message}\n{pods.logs()}"
     assert doc.kind == errors_pb2.ContainerError.NON_RECOVERABLE
     assert doc.origin == execution_pb2.ExecutionError.USER
     # Nothing of either pod is left (each ran in a session of its own): launcher, fork server, workers.
-    grace = time.monotonic() + 10
-    while any(session_pids(p.pid) for p in pods.procs) and time.monotonic() < grace:
-        time.sleep(0.1)
-    assert {p.pid: session_pids(p.pid) for p in pods.procs if session_pids(p.pid)} == {}
+    assert pods.left() == {}
 
 
 def test_sigterm_stops_the_workers_and_the_pod_writes_nothing(code: Path, pods: Pods) -> None:
@@ -441,7 +365,7 @@ def test_sigterm_stops_the_workers_and_the_pod_writes_nothing(code: Path, pods: 
     assert workers  # the launcher's workers (and its fork server) run under pyflyte-execute
     pod.send_signal(signal.SIGTERM)  # what the kubelet sends first
     assert pod.wait(60) == 128 + signal.SIGTERM, pods.log(0)[-3000:]
-    assert _files(pods.output) == []  # neither outputs nor an error document
+    assert files(pods.output) == []  # neither outputs nor an error document
     # Workers and the fork server die with the launcher (stopped, or by their parent-death signal);
     # CPython's resource tracker exits when it reads the end of its pipe: give them a moment.
     grace = time.monotonic() + 10
@@ -471,7 +395,7 @@ def test_losing_worker_0s_pod_makes_the_other_exit_200_with_nothing_written(code
     lost = time.monotonic()
     assert pods.procs[1].wait(POD_TIMEOUT_S) == 200, pods.log(1)[-3000:]
     took = time.monotonic() - lost
-    assert _files(pods.output) == []
+    assert files(pods.output) == []
     assert "exiting 200 (retryable) with nothing written" in pods.log(1)
     # Found by the agent's next look at the store (keep-alive 1 s x 3 here), not a 30-minute timeout.
     assert took < 30, took
