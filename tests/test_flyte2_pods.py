@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
+import signal
 import tarfile
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -275,3 +278,34 @@ def test_a_cold_start_runs_the_function_cloudpickled_in_a_pkl_bundle(code: Path,
     assert pods.outputs() == {"o0": 5}
     assert sorted(pods.ranks()) == ["rank0", "rank1"]
     assert not any((pods.pod_dir(i) / f"{MODULE}.py").exists() for i in range(2))
+
+
+def _until_both_ran(pods: Pods) -> None:
+    """Until both workers wrote what they saw (with fail="hang" they then sleep)."""
+    deadline = time.monotonic() + sdk_pods.POD_TIMEOUT_S
+    while len(list((pods.root / "work").glob("rank*"))) < 2:
+        assert time.monotonic() < deadline, pods.logs()
+        assert all(p.poll() is None for p in pods.procs), pods.logs()
+        time.sleep(0.2)
+
+
+def test_sigterm_stops_the_workers_and_the_pod_ends_as_the_signal_would_writing_nothing(code: Path, pods: Pods) -> None:
+    pods.start(_job(_template(code)), x=1, fail="hang", pythonpath=[str(code)])
+    _until_both_ran(pods)
+    pods.procs[0].send_signal(signal.SIGTERM)  # what the kubelet sends first, to Flyte 2's runtime
+    assert pods.procs[0].wait(60) == 128 + signal.SIGTERM, pods.log(0)[-3000:]
+    assert files(pods.output) == []  # neither outputs nor an error document
+    assert "launch interrupted by SIGTERM" in pods.log(0) and "no outputs are written" in pods.log(0)
+
+
+def test_losing_worker_0s_pod_makes_the_other_exit_200_with_nothing_written(code: Path, pods: Pods) -> None:
+    """worker-0's pod hosts the rendezvous store: the other pod exits 200 (the operator's ExitCode
+    policy recreates it) and writes nothing, where an error.pb would fail the task for good."""
+    pods.start(_job(_template(code)), x=1, fail="hang", pythonpath=[str(code)])
+    _until_both_ran(pods)
+    os.killpg(pods.procs[0].pid, signal.SIGKILL)  # the pod and every process in it, at once
+    lost = time.monotonic()
+    assert pods.procs[1].wait(sdk_pods.POD_TIMEOUT_S) == 200, pods.log(1)[-3000:]
+    assert time.monotonic() - lost < 30  # the agent's next look at the store (keep-alive 1 s x 3 here)
+    assert files(pods.output) == []
+    assert "exiting 200 (retryable) with nothing written" in pods.log(1)
