@@ -309,3 +309,25 @@ def test_losing_worker_0s_pod_makes_the_other_exit_200_with_nothing_written(code
     assert time.monotonic() - lost < 30  # the agent's next look at the store (keep-alive 1 s x 3 here)
     assert files(pods.output) == []
     assert "exiting 200 (retryable) with nothing written" in pods.log(1)
+
+
+def test_a_listing_the_store_refuses_is_said_once_and_tried_again(caplog: pytest.LogCaptureFixture) -> None:
+    """The wait of a pod without rank 0 (elastic_idl._sdk.in_pod.await_outcome) outlives a store's errors."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from elastic_idl._sdk import in_pod
+
+    class Flaky(MemoryFileSystem):  # a store that refuses the first two listings
+        refusals = 2
+
+        def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
+            if Flaky.refusals:
+                Flaky.refusals -= 1
+                raise OSError("503 Slow Down")
+            return super().ls(path, detail=detail, **kwargs)
+
+    fs = Flaky()
+    fs.pipe("/flaky-prefix/outputs.pb", b"")
+    with caplog.at_level("WARNING", logger="elastic_idl"):
+        assert in_pod.await_outcome(fs, "/flaky-prefix", timeout_s=30) is True
+    assert caplog.text.count("503 Slow Down") == 1 and Flaky.refusals == 0

@@ -66,17 +66,25 @@ def is_outcome(name: str) -> bool:
 def await_outcome(fs: Any, prefix: str, timeout_s: float = OUTCOME_WAIT_S) -> bool:
     """Wait until an outcome (`is_outcome`) is under ``prefix`` on the fsspec filesystem ``fs``.
 
-    Returns False when ``timeout_s`` passed first (said in a warning).
+    A listing that fails is said once per distinct error and tried again. Returns False when
+    ``timeout_s`` passed first (said in a warning).
     """
     root = prefix.rstrip("/")
     started = time.monotonic()
+    failed: set[str] = set()
     _log.info("elastic-idl: waiting for rank 0's outcome under %s (at most %.0f s)", prefix, timeout_s)
     while True:
-        fs.invalidate_cache(root)  # s3fs and gcsfs cache listings
+        names: set[str] = set()
         try:
+            fs.invalidate_cache(root)  # s3fs and gcsfs cache listings
             names = {str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)}
         except FileNotFoundError:
-            names = set()
+            pass
+        except Exception as exc:  # the store answered with an error: look again until the deadline
+            text = f"{type(exc).__name__}: {exc}"
+            if text not in failed:
+                failed.add(text)
+                _log.warning("elastic-idl: listing %s failed (%s); looking again", prefix, text)
         if any(is_outcome(n) for n in names):
             _log.info("elastic-idl: rank 0's outcome is written (%.1f s)", time.monotonic() - started)
             return True

@@ -156,10 +156,14 @@ def _error_written(tctx: Any) -> bool:
     prefix = str(getattr(tctx, "output_path", "") or "").rstrip("/")
     if not prefix:
         return False
-    fs = _filesystem(prefix)
     path = f"{prefix}/{ERROR_FILE}"
-    fs.invalidate_cache(prefix)
-    return bool(fs.exists(path))
+    try:
+        fs = _filesystem(prefix)
+        fs.invalidate_cache(prefix)
+        return bool(fs.exists(path))
+    except Exception as exc:  # cannot tell: this pod's own error is written, never hidden
+        _log.warning("elastic-idl: cannot tell whether %s exists (%s: %s)", path, type(exc).__name__, exc)
+        return False
 
 
 def _launch_in_pod(task: Any, config: ei.Elastic, entry: _Entry, tctx: Any, pod: PodEnv) -> Any:
