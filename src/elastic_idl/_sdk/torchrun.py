@@ -1176,8 +1176,9 @@ def torchrun_help(prog: str = "elastic-idl torchrun") -> str:
         f"       {prog} [{DROP_IN_FAILURE_FILE} PATH] [{DROP_IN_COLLECTIVE_TIMEOUT} SECONDS] [torchrun flags] -m MODULE "
         "[ARGS...]",
         "",
-        "A drop-in for torch 2.13's torchrun: the same flags, spellings and PET_<FLAG> env fallbacks",
-        "(the command line wins). The command line becomes a task, which is validated and launched",
+        "A drop-in for torchrun (torch 2.13 to 2.15): the same flags, spellings and PET_<FLAG> env",
+        "fallbacks (the command line wins) as the installed torch's torchrun; a flag newer than it is",
+        "refused naming its version. The command line becomes a task, which is validated and launched",
         "through elastic-idl's launcher. Everything after the script is the script's.",
         "",
         f"The drop-in's own options (named {DROP_IN_PREFIX}*, which no torchrun flag is; right after",
