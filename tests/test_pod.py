@@ -456,3 +456,23 @@ def test_version_and_verbose(capsys: Any, fake: FakeLauncher, tmp_path: Path, mo
     assert run(["-v", "--", "t.py"], operator_env(), tmp_path) == pod.EXIT_OK
     assert logger.level == logging.DEBUG
     assert run(["-v", "-q", "--", "t.py"], operator_env(), tmp_path) == pod.EXIT_USAGE
+
+
+def test_an_sdk_plugins_task_reads_its_pod_env_once_and_takes_the_run_id_by_precedence() -> None:
+    """elastic_idl.pod.pod_env_here and elastic_idl._sdk.in_pod.run_id, what both SDK plugins use in a pod."""
+    from elastic_idl._sdk import in_pod
+
+    here = pod.pod_env_here(
+        {"PET_NNODES": "2:2", pod.RDZV_ENDPOINT_OVERRIDE_ENV: "127.0.0.1:1111", "FLYTE_INTERNAL_EXECUTION_ID": "e1"}
+    )
+    assert here.in_pytorchjob and here.env is not None and here.env["PET_NNODES"] == "2:2"
+    assert (here.rdzv_endpoint, here.execution_id) == ("127.0.0.1:1111", "e1")
+    nowhere = pod.pod_env_here({"HOME": "/root", "FLYTE_INTERNAL_EXECUTION_ID": "e1"})
+    assert not nowhere.in_pytorchjob and nowhere.env is None
+    config = ei.Elastic(nnodes=2)
+    assert in_pod.run_id(config, here, "run-7") == "run-7"  # the SDK's run
+    assert in_pod.run_id(config, here, None) == "e1"  # else the Flyte execution id
+    assert in_pod.run_id(config, nowhere, "run-7") is None  # outside a job: the launch decides
+    assert in_pod.run_id(ei.Elastic(nnodes=2, rdzv_id="mine"), here, "run-7") is None  # the task's wins
+    with_id = pod.pod_env_here({"PET_RDZV_ENDPOINT": "w-0:23456", "PET_RDZV_ID": "op"})
+    assert in_pod.run_id(config, with_id, "run-7") is None  # PET_RDZV_ID wins (the launch spec reads it)
