@@ -103,8 +103,17 @@ API_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "Render for Kubernetes",
         "What the backend creates from a task: the `PyTorchJob`, its NetworkPolicy, and the env the "
-        "operator gives each pod.",
-        ("render_pytorchjob", "JobOptions", "render_objects", "render_network_policy", "pod_env"),
+        "operator gives each pod; the same task as a Trainer v2 `TrainJob` or a `JobSet`, with what each "
+        "cannot carry.",
+        (
+            "render_pytorchjob",
+            "JobOptions",
+            "render_objects",
+            "render_network_policy",
+            "pod_env",
+            "render_target",
+            "TargetLoss",
+        ),
     ),
     (
         "Errors",
@@ -120,6 +129,7 @@ API_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "RenderError",
             "SkewError",
             "SkewWarning",
+            "TargetLossError",
             "LaunchFailedError",
             "LaunchInterruptedError",
             "PeerLostError",

@@ -38,6 +38,8 @@ _EXPORTS: dict[str, str] = {
     "RendezvousStoreLostError": "_errors",
     "SkewError": "_errors",
     "SkewWarning": "_errors",
+    "TargetLoss": "_errors",
+    "TargetLossError": "_errors",
     "TorchrunError": "_errors",
     "UnknownArgumentError": "_errors",
     "UnsupportedFlagError": "_errors",
@@ -72,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "render_pytorchjob": "_backend.pytorchjob",
     "render_network_policy": "_backend.networkpolicy",
     "render_objects": "_backend.networkpolicy",
+    "render_target": "_backend.targets",
     "pod_env": "_backend.operator",
     # SDK side
     "Elastic": "_sdk.elastic",
@@ -114,6 +117,8 @@ __all__ = [
     "RunPolicy",
     "SkewError",
     "SkewWarning",
+    "TargetLoss",
+    "TargetLossError",
     "Task",
     "TaskView",
     "TorchrunEntrypoint",
@@ -137,6 +142,7 @@ __all__ = [
     "render_network_policy",
     "render_objects",
     "render_pytorchjob",
+    "render_target",
     "to_custom",
     "to_launch_config",
     "to_launch_spec",
@@ -164,6 +170,7 @@ if TYPE_CHECKING:
     from elastic_idl._backend.networkpolicy import render_network_policy, render_objects
     from elastic_idl._backend.operator import pod_env
     from elastic_idl._backend.pytorchjob import JobOptions, render_pytorchjob
+    from elastic_idl._backend.targets import render_target
     from elastic_idl._errors import (
         DecodeError,
         ElasticIdlError,
@@ -177,6 +184,8 @@ if TYPE_CHECKING:
         RendezvousStoreLostError,
         SkewError,
         SkewWarning,
+        TargetLoss,
+        TargetLossError,
         TorchrunError,
         UnknownArgumentError,
         UnsupportedFlagError,

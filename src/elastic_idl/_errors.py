@@ -36,6 +36,8 @@ __all__ = [
     "RendezvousStoreLostError",
     "SkewError",
     "SkewWarning",
+    "TargetLoss",
+    "TargetLossError",
     "TorchPrivateAPIError",
     "TorchVersionError",
     "TorchrunError",
@@ -309,6 +311,46 @@ class SkewError(ElasticIdlError, ValueError):
             + ", ".join(self.fields)
             + f" (clear them, or {allow} to drop them with a warning)"
         )
+
+
+@dataclass(frozen=True)
+class TargetLoss:
+    """A task field that a render target cannot carry (``elastic-idl render --target``'s warnings).
+
+    Attributes:
+        field: Dotted path of the task field, e.g. "elastic_config.min_replicas".
+        target: The render target: "trainjob" or "jobset".
+        why: What the target does instead, in words.
+    """
+
+    field: str
+    target: str
+    why: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "why", one_line(self.why))
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.why}"
+
+    def as_dict(self) -> dict[str, str]:
+        """``{"field", "target", "why"}``, the form of ``--json``."""
+        return {"field": self.field, "target": self.target, "why": self.why}
+
+
+class TargetLossError(ElasticIdlError, ValueError):
+    """A strict render (``strict=True``, ``elastic-idl render --strict``) whose target would lose task fields.
+
+    Attributes:
+        target: The render target.
+        losses: Every field the target cannot carry, in task order.
+    """
+
+    def __init__(self, target: str, losses: Sequence[TargetLoss]) -> None:
+        self.target = target
+        self.losses = tuple(losses)
+        fields = ", ".join(loss.field for loss in self.losses)
+        super().__init__(f"a {target} cannot carry {fields} (render without strict to accept the losses)")
 
 
 class SkewWarning(UserWarning):

@@ -249,19 +249,55 @@ def _render(args: argparse.Namespace, entrypoint: list[str], task: Any = None) -
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from elastic_idl._backend.networkpolicy import render_network_policy
-    from elastic_idl._backend.pytorchjob import WORKER, K
+    from elastic_idl._backend.pytorchjob import WORKER, JobOptions, K
+    from elastic_idl._backend.targets import DEFAULT_TARGET, render_target
     from elastic_idl._backend.worst_case import worst_case_line
+    from elastic_idl._errors import TargetLossError
     from elastic_idl._task.view import of
 
+    if args.target != DEFAULT_TARGET and args.max_worst_case is not None:
+        raise _Usage(f"--max-worst-case: the worst case is the PyTorchJob's; not computed for --target {args.target}")
+    if args.trainjob_elastic_policy and args.target != "trainjob":
+        raise _Usage(f"--trainjob-elastic-policy: with --target trainjob only, not {args.target}")
     task = of(_read(args))
-    job = _render(args, list(args.tail), task)
-    # The policy the job was rendered with (an elastic task always has Workers; a Master-only job has none).
-    worker = job[K.SPEC][K.REPLICA_SPECS].get(WORKER, {})
-    w = _worst_case(args, task, worker.get(K.RESTART_POLICY))
-    print(worst_case_line(w), file=sys.stderr)  # stdout is the manifest
-    docs = [job, render_network_policy(job)] if args.network_policy else [job]
-    _out(yaml.safe_dump_all(docs, sort_keys=False))
+    options = JobOptions(
+        name=args.name,
+        image=args.image,
+        namespace=args.namespace,
+        entrypoint=list(args.tail),
+        mode=args.mode,
+        network_policy=args.network_policy,
+    )
+    try:
+        rendered = render_target(
+            task,
+            options,
+            target=args.target,
+            task_type_version=args.task_type_version,
+            strict=args.strict,
+            trainjob_elastic_policy=args.trainjob_elastic_policy,
+        )
+    except TargetLossError as exc:  # one line per field, then the refusal
+        for loss in exc.losses:
+            print(f"elastic-idl: error: {one_line(str(loss))}", file=sys.stderr)
+        print(f"elastic-idl: error: --strict: a {exc.target} cannot carry what the task sets", file=sys.stderr)
+        return EXIT_INVALID
+    for loss in rendered.losses:
+        _warn(str(loss))
+    if rendered.target == DEFAULT_TARGET:
+        # The policy the job was rendered with (an elastic task always has Workers; a Master-only job has none).
+        worker = rendered.objects[0][K.SPEC][K.REPLICA_SPECS].get(WORKER, {})
+        w = _worst_case(args, task, worker.get(K.RESTART_POLICY))
+        print(worst_case_line(w), file=sys.stderr)  # stdout is the manifest
+    if args.json:
+        report = {
+            "target": rendered.target,
+            "objects": rendered.objects,
+            "losses": [loss.as_dict() for loss in rendered.losses],
+        }
+        _out(json.dumps(report, indent=2) + "\n")
+    else:
+        _out(yaml.safe_dump_all(rendered.objects, sort_keys=False))
     return EXIT_OK
 
 
@@ -485,6 +521,29 @@ def build_parser() -> argparse.ArgumentParser:
                 "--network-policy",
                 action="store_true",
                 help="also print a NetworkPolicy admitting only the job's own pods (a second YAML document)",
+            )
+            p.add_argument(
+                "--target",
+                choices=("pytorchjob", "trainjob", "jobset"),
+                default="pytorchjob",
+                help="what to render: a Kubeflow PyTorchJob (default), a Trainer v2.3 TrainJob or a JobSet v0.12; "
+                "what the target cannot carry is a warning per task field",
+            )
+            p.add_argument(
+                "--strict",
+                action="store_true",
+                help="refuse (exit 1) a render whose target cannot carry a field the task sets",
+            )
+            p.add_argument(
+                "--json",
+                action="store_true",
+                help="print {target, objects, losses} as JSON instead of the YAML documents",
+            )
+            p.add_argument(
+                "--trainjob-elastic-policy",
+                action="store_true",
+                help="with --target trainjob: add KEP-2903's proposed spec.trainer.elasticPolicy (a proposal: "
+                "Trainer v2.3 does not have it)",
             )
             _add_worst_case(p)
         if name == "env":
