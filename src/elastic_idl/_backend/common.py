@@ -11,7 +11,7 @@ import dataclasses
 import json
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, Protocol
 
 from google.protobuf.message import Message
@@ -34,6 +34,7 @@ __all__ = [
     "K",
     "RenderOptions",
     "check_image",
+    "check_job_name",
     "check_namespace",
     "check_option_text",
     "checked_labels",
@@ -138,6 +139,29 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+def check_job_name(name: Any, last_pods: Callable[[str], Iterable[str]], *, requirer: str, namer: str) -> None:
+    """The job's name: a DNS-1035 label (``requirer`` says who requires one, e.g. " (the operator's webhook
+    requires one)"), short enough that every name ``last_pods(name)`` gives fits in a label too (``namer``
+    says whose names they are, e.g. "the operator names pods and Services")."""
+    if not isinstance(name, str) or not name:
+        raise RenderError("name", "the job name is required (a DNS-1035 label)")
+    if len(name) > MAX_NAME_LEN or not DNS1035.match(name):
+        raise RenderError(
+            "name",
+            f"{name!r} is not a DNS-1035 label{requirer}: "
+            f"at most {MAX_NAME_LEN} characters, lower-case letters, digits and '-', "
+            "starting with a letter and ending with a letter or digit",
+        )
+    for longest in last_pods(name):
+        if len(longest) > MAX_NAME_LEN:
+            raise RenderError(
+                "name",
+                f"{name!r} is too long: {namer} {longest!r}, "
+                f"which exceeds {MAX_NAME_LEN} characters (use at most "
+                f"{MAX_NAME_LEN - len(longest) + len(name)} characters)",
+            )
 
 
 def check_namespace(namespace: Any) -> None:

@@ -12,7 +12,7 @@ its rendezvous endpoint from that variable, so both renderers write it (`rdzv_en
 
 from __future__ import annotations
 
-from elastic_idl._backend.common import DNS1035, MAX_NAME_LEN, K
+from elastic_idl._backend.common import K, check_job_name
 from elastic_idl._errors import RenderError, TargetLoss
 from elastic_idl._task.names import ENV, STATIC
 from elastic_idl._task.view import Replica, TaskView, values_of
@@ -54,21 +54,12 @@ def node_count(t: TaskView) -> int:
 
 def check_node_name(name: object, nodes: int) -> None:
     """The job's name: a DNS-1035 label short enough for the last pod's host name."""
-    if not isinstance(name, str) or not name:
-        raise RenderError("name", "the job name is required (a DNS-1035 label)")
-    if len(name) > MAX_NAME_LEN or not DNS1035.match(name):
-        raise RenderError(
-            "name",
-            f"{name!r} is not a DNS-1035 label: at most {MAX_NAME_LEN} characters, lower-case letters, digits "
-            "and '-', starting with a letter and ending with a letter or digit",
-        )
-    longest = node_pod_name(name, max(nodes - 1, 0))
-    if len(longest) > MAX_NAME_LEN:
-        raise RenderError(
-            "name",
-            f"{name!r} is too long: JobSet names the last pod (and its host) {longest!r}, which exceeds "
-            f"{MAX_NAME_LEN} characters (use at most {MAX_NAME_LEN - len(longest) + len(name)} characters)",
-        )
+    check_job_name(
+        name,
+        lambda n: [node_pod_name(n, max(nodes - 1, 0))],
+        requirer="",
+        namer="JobSet names the last pod (and its host)",
+    )
 
 
 def rdzv_env(t: TaskView, name: str, default_port: int) -> list[dict[str, str]]:

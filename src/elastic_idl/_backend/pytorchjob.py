@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from elastic_idl._backend.common import (
-    DNS1035,
-    MAX_NAME_LEN,
     POD_ENTRYPOINT,
     Container,
     K,
     check_image,
+    check_job_name,
     check_namespace,
     check_option_text,
     container,
@@ -199,24 +198,12 @@ def replica_name(job_name: str, replica_type: str, index: int) -> str:
 
 
 def _check_name(name: Any, replica_counts: Mapping[str, int]) -> None:
-    if not isinstance(name, str) or not name:
-        raise RenderError("name", "the job name is required (a DNS-1035 label)")
-    if len(name) > MAX_NAME_LEN or not DNS1035.match(name):
-        raise RenderError(
-            "name",
-            f"{name!r} is not a DNS-1035 label (the operator's webhook requires one): "
-            f"at most {MAX_NAME_LEN} characters, lower-case letters, digits and '-', "
-            "starting with a letter and ending with a letter or digit",
-        )
-    for rtype, count in replica_counts.items():
-        longest = replica_name(name, rtype, max(count - 1, 0))
-        if len(longest) > MAX_NAME_LEN:
-            raise RenderError(
-                "name",
-                f"{name!r} is too long: the operator names pods and Services {longest!r}, "
-                f"which exceeds {MAX_NAME_LEN} characters (use at most "
-                f"{MAX_NAME_LEN - len(longest) + len(name)} characters)",
-            )
+    check_job_name(
+        name,
+        lambda n: [replica_name(n, rtype, max(count - 1, 0)) for rtype, count in replica_counts.items()],
+        requirer=" (the operator's webhook requires one)",
+        namer="the operator names pods and Services",
+    )
 
 
 # --------------------------------------------------------------------------- render
