@@ -524,8 +524,10 @@ def _torchrun_section(torchrun: types.ModuleType) -> str:
     usage = [_wrap(ln.removeprefix("usage: ").strip()) for ln in help_lines[:2]]
     out = [
         "```text\n" + "\n".join(usage) + "\n```\n\n",
-        "A drop-in for torch 2.13's `torchrun`: the same flags, spellings and `PET_<FLAG>` env fallbacks (the "
-        "command line wins). The command line becomes a task, which is validated and launched through "
+        "A drop-in for `torchrun` (torch 2.13 to 2.15): the same flags, spellings and `PET_<FLAG>` env fallbacks "
+        "(the command line wins) as the installed torch's `torchrun`; a flag newer than it "
+        "(`--log-line-prefix-template` on 2.13) is refused naming its version. The command line becomes a task, "
+        "which is validated and launched through "
         "elastic-idl's launcher; everything after the script is the script's. Each flag and its torchrun "
         "default: [From torchrun](torchrun.md).\n\n",
         "| option | what it does |\n| --- | --- |\n",

@@ -506,7 +506,8 @@ def build_parser() -> argparse.ArgumentParser:
             "render",
             _cmd_render,
             "print the PyTorchJob YAML the backend would create (dry run), and on stderr the worst case from a "
-            "fault to the job's end",
+            "fault to the job's end; --target trainjob|jobset: a TrainJob or a JobSet, and on stderr what it "
+            "cannot carry",
         ),
         ("env", _cmd_env, "print the env the operator injects into one pod, as KEY=VALUE lines"),
     ):
