@@ -6,13 +6,20 @@
 - the loss report names exactly the fields the task sets that the target cannot carry (a table);
 - the TrainJob and the JobSet survive a round trip through kubeflow-trainer-api 2.3.0's models (which
   drop any field they do not know), but for the proposed elasticPolicy, which they drop;
-- the pod entrypoint's launch spec from each target's env: endpoint node 0, the task's sizes;
+- the pod entrypoint's launch spec from each target's env: endpoint node 0, the task's sizes; and two pods
+  of each target run as processes from that env, rendezvous and train (about 5 s a target);
 - the CLI: --target, the warning lines, --json, --strict.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -392,3 +399,92 @@ def test_cli_refusals(capsys: pytest.CaptureFixture[str], task_file: Path) -> No
         capsys.readouterr()
     code, _, err = _render(capsys, task_file, "--target", "trainjob", "--mode", "upstream")
     assert code == 1 and err.startswith("elastic-idl: error: mode: ")
+
+
+# --------------------------------------------------------------------------- the pods, as processes
+
+#: What each pod's workers run (``--call``): one gloo all_reduce over the world.
+_TRAIN = """
+def train() -> dict:
+    import torch
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    t = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(t)
+    out = {"world": dist.get_world_size(), "sum": float(t)}
+    dist.destroy_process_group()
+    return out
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("target", ["trainjob", "jobset"])
+def test_two_pods_start_from_the_targets_env_and_train(target: str, tmp_path: Path) -> None:
+    """Each target's two node pods as local processes, with the rendered container's command, args and env
+    (Kubernetes' $(VAR) expansion and the downward API played here: restart attempt 3), Trainer's five
+    variables on a TrainJob, and, as tests/test_pod_e2e.py does for the PyTorchJob, the endpoint override
+    (node 0's name does not resolve here) and is_host on node 0 (a cluster decides that by IP)."""
+    pytest.importorskip("torch")
+    custom = {
+        "elasticConfig": {
+            "rdzvBackend": "c10d",
+            "minReplicas": 2,
+            "maxReplicas": 2,
+            "nprocPerNode": 1,
+            "joinTimeout": "60s",
+            "startMethod": "START_METHOD_FORKSERVER",
+        },
+    }
+    options = ei.JobOptions(name="job", image="example.com/train:1", pod_args=["--call"], entrypoint=["tt_train:train"])
+    obj = ei.render_target(custom, options, target=target, task_type_version=1).objects[0]
+    if target == "trainjob":
+        container = obj["spec"]["trainer"]
+    else:
+        container = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    (tmp_path / "tt_train.py").write_text(_TRAIN)
+    port = _free_port()
+    procs = []
+    for i in range(2):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "ELASTIC_IDL_"))}
+        for item in container["env"]:
+            env[item["name"]] = "3" if "valueFrom" in item else _expand(item["value"], env)
+        if target == "trainjob":
+            env |= {
+                "PET_NNODES": "2",
+                "PET_NPROC_PER_NODE": "1",
+                "PET_NODE_RANK": str(i),
+                "PET_MASTER_ADDR": "job-node-0-0.job",
+                "PET_MASTER_PORT": "29500",
+            }
+        d = tmp_path / f"pod-{i}"
+        d.mkdir()
+        env |= {
+            "PET_RDZV_CONF": f"is_host={int(i == 0)}",
+            "ELASTIC_IDL_RDZV_ENDPOINT_OVERRIDE": f"127.0.0.1:{port}",
+            "ELASTIC_IDL_OUTPUT": str(d / "result.json"),
+            "ELASTIC_IDL_FAILURE_PATH": str(d / "failure.json"),
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        }
+        argv = [sys.executable if p == "python" else p for p in container["command"]] + container["args"]
+        with open(d / "pod.log", "wb") as log:
+            procs.append(
+                subprocess.Popen(argv, env=env, cwd=d, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            )
+    try:
+        codes = [p.wait(120) for p in procs]
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    logs = "\n".join((tmp_path / f"pod-{i}" / "pod.log").read_text(errors="replace") for i in range(2))
+    assert codes == [0, 0], logs
+    results = [json.loads(r.read_text()) for r in sorted(tmp_path.glob("pod-*/result.json"))]
+    assert len(results) == 1, logs
+    assert results[0]["return_value"] == {"world": 2, "sum": 3.0}
+    assert results[0]["run_id"] == ("job-3" if target == "jobset" else "none")
