@@ -68,6 +68,29 @@ def train(x: int, fail: str) -> int:
     world = dist.get_world_size()
     dist.destroy_process_group()
     return int(value.item()) // world * 10 + world
+
+
+@env.task
+def steps(n: int, step_seconds: float, log_dir: str) -> int:
+    import time
+    from pathlib import Path
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=30))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    total = 0
+    for step in range(n):
+        value = torch.tensor([float(step + 1)])
+        dist.all_reduce(value)
+        total += int(value.item()) // world
+        if rank == 0:
+            with open(Path(log_dir, "steps"), "a") as f:
+                f.write(f"{time.time()} {step} {world} 0\\n")
+        time.sleep(step_seconds)
+    dist.destroy_process_group()
+    return total
 """
 IMAGE = "example.com/train:1"
 #: Where Flyte 2's runtime unpacks the bundle in each pod: the pod's own /tmp (pods do not share it).
@@ -82,7 +105,7 @@ class Flyte2:
     kube: tc.Kube
     store: dict[str, Any]
     s3: Bucket
-    template: Any  # the task's TaskTemplate, as Flyte 2 serialized it with the bundle
+    templates: dict[str, Any]  # task name -> its TaskTemplate, as Flyte 2 serialized it with the bundle
 
     @property
     def bucket(self) -> str:
@@ -106,17 +129,16 @@ def flyte2(cluster: tc.Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         tar.add(code / f"{MODULE}.py", arcname=f"{MODULE}.py")
     sys.path.insert(0, str(code))
     try:
-        task = importlib.import_module(MODULE).train
+        mod = importlib.import_module(MODULE)
         bundle = CodeBundle(computed_version="v1", tgz=f"s3://{store['bucket']}/f2/code.tgz", destination=DEST_DIR)
+        sctx = SerializationContext(version="v1", root_dir=code, code_bundle=bundle)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            template = translate_task_to_wire(
-                task, SerializationContext(version="v1", root_dir=code, code_bundle=bundle)
-            ).task_template
+            templates = {t: translate_task_to_wire(getattr(mod, t), sctx).task_template for t in ("train", "steps")}
         with tc._objectstore(kube) as (_, client):
             s3 = Bucket(client, store["bucket"])
             s3.put("f2/code.tgz", tarball.getvalue())  # what `flyte run` uploads
-            yield Flyte2(kube, store, s3, template)
+            yield Flyte2(kube, store, s3, templates)
     finally:
         sys.path.remove(str(code))
         sys.modules.pop(MODULE, None)
@@ -149,18 +171,24 @@ class Flyte2Run(tc.Run):
         raise AssertionError(self.job()["status"])
 
 
-def _inputs(x: int, fail: str) -> bytes:
+def _inputs(values: dict[str, Any]) -> bytes:
     from flyteidl2.task import common_pb2
 
     inputs = common_pb2.Inputs()
-    lit = inputs.literals.add()
-    lit.name, lit.value.scalar.primitive.integer = "x", x
-    lit = inputs.literals.add()
-    lit.name, lit.value.scalar.primitive.string_value = "fail", fail
+    for name, value in values.items():
+        lit = inputs.literals.add()
+        lit.name = name
+        primitive = lit.value.scalar.primitive
+        if isinstance(value, int):
+            primitive.integer = value
+        elif isinstance(value, float):
+            primitive.float_value = value
+        else:
+            primitive.string_value = value
     return inputs.SerializeToString()
 
 
-def _start(f2: Flyte2, name: str, x: int, fail: str) -> Flyte2Run:
+def _start(f2: Flyte2, name: str, task_name: str, inputs: dict[str, Any]) -> Flyte2Run:
     from google.protobuf.json_format import MessageToDict
 
     import elastic_idl as ei
@@ -168,8 +196,10 @@ def _start(f2: Flyte2, name: str, x: int, fail: str) -> Flyte2Run:
     base = tc._new_run(f2.kube, name)
     run = Flyte2Run(base.kube, base.name, base.out, flyte2=f2, key=name)
     f2.s3.delete(f"{name}/")
-    f2.s3.put(f"{name}/inputs.pb", _inputs(x, fail))
-    t = f2.template
+    if "log_dir" in inputs:  # the run's host folder, which the pods see
+        inputs = {**inputs, "log_dir": str(run.out)}
+    f2.s3.put(f"{name}/inputs.pb", _inputs(inputs))
+    t = f2.templates[task_name]
     task = ei.from_custom(MessageToDict(t.custom), t.type, t.task_type_version)
     fill = {  # a Flyte 2 backend's part: the templates become paths in the bucket, the run's names
         "{{.input}}": f"{run.prefix}/inputs.pb",
@@ -208,7 +238,7 @@ def test_a_two_node_flyte_2_task_from_its_bucket_bundle_writes_rank_0s_outputs_b
 ) -> None:
     from flyteidl2.task import common_pb2
 
-    run = _start(flyte2, "f2-s3", 4, "never")
+    run = _start(flyte2, "f2-s3", "train", {"x": 4, "fail": "never"})
     assert run.wait_done(300) == "Succeeded", run.logs()
     took = round(time.time() - run.applied, 1)
     # outputs.pb alone, from the pod holding rank 0: no error document from the other pod.
@@ -224,7 +254,7 @@ def test_a_two_node_flyte_2_task_from_its_bucket_bundle_writes_rank_0s_outputs_b
 def test_a_user_error_in_rank_1_leaves_flyte_2s_error_pb_with_the_root_cause_and_no_outputs(flyte2: Flyte2) -> None:
     from flyteidl2.core import execution_pb2
 
-    run = _start(flyte2, "f2-fail", 1, "always")
+    run = _start(flyte2, "f2-fail", "train", {"x": 1, "fail": "always"})
     state = run.wait_done(300)
     assert run.outputs() == ["error.pb"], f"{state} {run.outputs()}\n{run.logs()}"
     error = execution_pb2.ErrorDocument.FromString(run.read("error.pb")).error
@@ -234,3 +264,27 @@ def test_a_user_error_in_rank_1_leaves_flyte_2s_error_pb_with_the_root_cause_and
     # the job is Succeeded for the operator, and the backend reads error.pb.
     assert state == "Succeeded", run.logs()
     shutil.rmtree(run.out, ignore_errors=True)
+
+
+def test_worker_0_force_deleted_the_other_pod_exits_200_and_the_job_re_forms_to_rank_0s_outputs(
+    flyte2: Flyte2,
+) -> None:
+    """worker-0's pod hosts the rendezvous store: losing it makes the other pod exit 200 with nothing
+    written, the operator (ExitCode) recreates both, and the job runs again to outputs.pb alone."""
+    from flyteidl2.task import common_pb2
+
+    n = 20
+    run = _start(flyte2, "f2-kill0", "steps", {"n": n, "step_seconds": 0.5, "log_dir": ""})
+    run.wait_steps(3, 240)
+    pod = "f2-kill0-worker-0"
+    before = run.pods()[pod]
+    flyte2.kube.run("delete", "pod", pod, "-n", tc.TRAIN_NS, "--grace-period=0", "--force")
+    lost = time.time()
+    assert run.wait_done(400) == "Succeeded", run.logs()
+    assert run.pods()[pod]["metadata"]["uid"] != before["metadata"]["uid"]
+    assert run.outputs() == ["outputs.pb"], f"{run.outputs()}\n{run.logs()}"
+    (lit,) = common_pb2.Outputs.FromString(run.read("outputs.pb")).literals
+    assert lit.value.scalar.primitive.integer == n * (n + 1) // 2
+    assert [t for t, s, _, _ in run.steps() if t > lost and s == 0], run.steps()  # the re-formed job ran again
+    assert "exiting 200 (retryable) with nothing written" in run.logs(), run.logs()
+    print(f"\nflyte2 on the cluster: worker-0 lost, apply to Succeeded {round(time.time() - run.applied, 1)} s")

@@ -142,13 +142,38 @@ def _filesystem(path: str) -> Any:
     return flyte.storage.get_underlying_filesystem(path=path)
 
 
-def _ends_writing_nothing(tctx: Any, why: str) -> SystemExit:
+def _quietly(end: BaseException) -> BaseException:
+    """``end`` (a ``SystemExit`` or ``KeyboardInterrupt`` that ends the pod, said in a log line already),
+    kept out of the event loop's "Task exception was never retrieved" report and its traceback.
+
+    Flyte 2's runtime runs the task in an asyncio task, which keeps a ``BaseException`` that passes
+    through it and reports it when it is collected; the loop's exception handler is where that goes.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return end
+    previous = loop.get_exception_handler()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("exception") is end:
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+    return end
+
+
+def _ends_writing_nothing(tctx: Any, why: str) -> BaseException:
     """This pod's end when another pod decides the outcome: after that outcome is written, exit 0."""
     _log.warning("elastic-idl: %s; this pod writes nothing", why)
     prefix = str(getattr(tctx, "output_path", "") or "")
     if prefix:
         in_pod.await_outcome(_filesystem(prefix), prefix)
-    return SystemExit(0)
+    return _quietly(SystemExit(0))
 
 
 def _error_written(tctx: Any) -> bool:
@@ -174,9 +199,9 @@ def _launch_in_pod(task: Any, config: ei.Elastic, entry: _Entry, tctx: Any, pod:
             config.to_task(), entry, return_all=True, env=pod.env, run_id=run_id, rdzv_endpoint=pod.rdzv_endpoint
         )
     except ei.LaunchInterruptedError as err:
-        raise in_pod.interrupted(err) from None
+        raise _quietly(in_pod.interrupted(err)) from None
     except (ei.RendezvousStoreLostError, ei.PeerLostError) as err:
-        raise in_pod.store_lost(err) from None
+        raise _quietly(in_pod.store_lost(err)) from None
     except ei.RendezvousClosedError as err:
         raise _ends_writing_nothing(tctx, str(err).splitlines()[0]) from None
     except ei.LaunchFailedError as err:
@@ -188,7 +213,7 @@ def _launch_in_pod(task: Any, config: ei.Elastic, entry: _Entry, tctx: Any, pod:
                 task.name,
                 first,
             )
-            raise SystemExit(0) from None
+            raise _quietly(SystemExit(0)) from None
         raise
     if 0 not in values:
         raise _ends_writing_nothing(tctx, f"this pod ran global ranks {sorted(values)}, not 0") from None
