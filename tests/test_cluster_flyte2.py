@@ -11,7 +11,7 @@ filled, and the env a backend sets in a task pod (org, project, domain, the run'
 the store's address and credentials) is set. Flyte 2's runtime builds its remote controller too,
 which only submits and watches sub-actions: the task submits none, so nothing contacts a backend.
 
-Selected by ``-m cluster``.
+Selected by ``-m cluster``; the long one (worker-0 lost, 26 s) by ``-m cluster_long``.
 """
 
 from __future__ import annotations
@@ -266,6 +266,7 @@ def test_a_user_error_in_rank_1_leaves_flyte_2s_error_pb_with_the_root_cause_and
     shutil.rmtree(run.out, ignore_errors=True)
 
 
+@pytest.mark.cluster_long
 def test_worker_0_force_deleted_the_other_pod_exits_200_and_the_job_re_forms_to_rank_0s_outputs(
     flyte2: Flyte2,
 ) -> None:
