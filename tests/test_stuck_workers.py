@@ -103,6 +103,29 @@ def test_a_stopped_worker_alone_on_its_node_is_ended_after_the_collective_timeou
     assert not _running(root.pid)
 
 
+def test_a_stopped_worker_ends_at_once_when_a_peer_fails_first(tmp_path: Path) -> None:
+    """A peer fails while a worker is stopped, before collective_timeout (here 60 s): torch's poll
+    stops the group with SIGTERM and waits shutdown_timeout (30 s) for a worker that does not end;
+    a stopped one would hold the signal until then. The launcher continues it first, so the run
+    ends within seconds, rank 0's error the root cause, and no process is left (seen in CI under
+    load: the stuck-rank CLI test ended 33.7 s after the fault, 3 s + torch's 30 s)."""
+    slow = task()
+    slow.elastic_config.collective_timeout.CopyFrom(Duration(seconds=60))
+    marker = tmp_path / "stopped"
+    start = time.monotonic()
+    with pytest.raises(LaunchFailedError) as info:
+        launch(slow, collective_fns.stop_then_peer_raises, str(marker), start_method="fork")
+    took = time.monotonic() - start
+    assert took < START_S, f"the run took {took:.1f} s (torch's shutdown timeout is 30 s)"
+    failures = list(info.value.report.failures)
+    assert failures[0].rank == 0 and "rank 0 failed while rank 1 was stopped" in failures[0].message, failures
+    stopped = int(marker.read_text())
+    deadline = time.monotonic() + 5
+    while _running(stopped) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(stopped), "the stopped worker is left"
+
+
 def _stop_self() -> None:
     os.kill(os.getpid(), signal.SIGSTOP)
 

@@ -85,3 +85,26 @@ def stop_at_step(step: int = 5, steps: int = 50, only_attempt: int | None = None
         done += 1
     dist.destroy_process_group()
     return done
+
+
+def stop_then_peer_raises(marker: str) -> int:
+    """Rank 1 SIGSTOPs itself (after writing ``marker``); rank 0 waits for the marker and raises.
+
+    No collective is waited in: the stop and the failure are independent, so the launcher's only
+    way to end the stopped rank is the failure of its peer (collective_timeout is long).
+    """
+    import os
+    import signal
+    from pathlib import Path
+
+    rank = int(os.environ["RANK"])
+    if rank == 1:
+        Path(marker).write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGSTOP)
+        time.sleep(60)
+        return 1
+    deadline = time.monotonic() + 60
+    while not Path(marker).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # rank 1 is stopped by now (it stops right after writing the marker)
+    raise ValueError("rank 0 failed while rank 1 was stopped")

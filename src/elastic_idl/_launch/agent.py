@@ -1287,6 +1287,7 @@ class _Agent(LocalElasticAgent):
         # doing must be read before it (`_not_progressing`).
         states = {lr: _process_state(p.pid) for lr, p in enumerate(self._processes()) if p.exitcode is None}
         self._end_stopped_workers(states)
+        self._continue_stopped_workers_if_a_worker_failed(states)
         ended = self._ended_workers()
         self._running_before = {lr: state or "?" for lr, state in states.items() if lr not in ended}
         result: RunResult = super()._monitor_workers(worker_group)
@@ -1338,6 +1339,24 @@ class _Agent(LocalElasticAgent):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
             proc.join(5.0)
+
+    def _continue_stopped_workers_if_a_worker_failed(self, states: Mapping[int, str | None]) -> None:
+        """SIGCONT each stopped worker when another worker of this node has failed.
+
+        torch's poll (next) then stops the group: SIGTERM to each worker, and a SIGKILL only after
+        ``shutdown_timeout`` (30 s) for one that has not ended. A stopped worker would hold that
+        SIGTERM until the SIGKILL: continued, it takes it at once. This is the race where a
+        peer's collective times out on the stopped worker just before `_end_stopped_workers`
+        would end it (both wait collective_timeout); the stopped worker is still recorded from
+        its state before the poll (`_not_progressing`).
+        """
+        procs = self._processes()
+        if not any(p.exitcode not in (None, 0) for p in procs):
+            return
+        for lr, proc in enumerate(procs):
+            if states.get(lr) in _STOPPED_STATES and proc.exitcode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGCONT)
 
     def _not_progressing(self, worker_group: WorkerGroup, exits: list[WorkerExit]) -> list[WorkerExit]:
         """This node's workers that were still running, error-free, when a failed worker's collective timed out.
