@@ -23,6 +23,7 @@ from pathlib import Path
 
 # Every module of the reference this script reads, in one place (private modules: re-point here when they move).
 from elastic_idl import __version__, _conformance, _errors
+from elastic_idl._backend import common
 from elastic_idl._backend import networkpolicy as np
 from elastic_idl._backend import pytorchjob
 from elastic_idl._task import codec, enums, names, resources, validate, view
@@ -75,12 +76,12 @@ def go_source() -> str:
     whitespace = [c for c in range(sys.maxunicode + 1) if chr(c).isspace()]
     signals = sorted({s.name for s in signal.Signals})
     patterns = {
-        "dns1035": kf._DNS1035.pattern,
-        "dns1123Label": kf._DNS1123_LABEL.pattern,
-        "dns1123Subdomain": kf._DNS1123_SUBDOMAIN.pattern,
-        "qualifiedName": kf._QUALIFIED_NAME.pattern,
-        "labelValue": kf._LABEL_VALUE.pattern,
-        "envName": kf._ENV_NAME.pattern,
+        "dns1035": common.DNS1035.pattern,
+        "dns1123Label": common._DNS1123_LABEL.pattern,
+        "dns1123Subdomain": common._DNS1123_SUBDOMAIN.pattern,
+        "qualifiedName": common._QUALIFIED_NAME.pattern,
+        "labelValue": common._LABEL_VALUE.pattern,
+        "envName": common._ENV_NAME.pattern,
         "duration": codec._DURATION_RE.pattern,
         "quantity": resources.QUANTITY_PATTERN,
     }
@@ -170,7 +171,7 @@ def go_source() -> str:
         const("defaultNproc", "elastic_idl._backend.pytorchjob.DEFAULT_NPROC", kf.DEFAULT_NPROC),
         const("TaskEnv", "TaskEnv carries the task's custom dict as compact JSON.", n.TASK_ENV),
         const("TaskTypeVersionEnv", "TaskTypeVersionEnv carries the task_type_version.", n.TASK_TYPE_VERSION_ENV),
-        const("maxNameLen", "elastic_idl._backend.pytorchjob.MAX_NAME_LEN", kf.MAX_NAME_LEN),
+        const("maxNameLen", "elastic_idl._backend.common.MAX_NAME_LEN", common.MAX_NAME_LEN),
         var("podEntrypoint", "elastic_idl._backend.pytorchjob.POD_ENTRYPOINT", strings(kf.POD_ENTRYPOINT)),
         var("reservedEnv", "elastic_idl._backend.pytorchjob.RESERVED_ENV", strings(sorted(kf.RESERVED_ENV))),
         *resource_parts(),
@@ -197,7 +198,7 @@ def go_source() -> str:
             "elastic_idl._backend.pytorchjob.UPSTREAM_TOLERATED_RULES",
             strings(sorted(kf.UPSTREAM_TOLERATED_RULES)),
         ),
-        const("storageDropped", "elastic_idl._backend.pytorchjob.STORAGE_DROPPED", kf.STORAGE_DROPPED),
+        const("storageDropped", "elastic_idl._backend.common.STORAGE_DROPPED", common.STORAGE_DROPPED),
         const("unknownFieldReason", "elastic_idl._task.codec.UNKNOWN_FIELD", codec.UNKNOWN_FIELD),
         var(
             "enumShortNames",
@@ -238,10 +239,10 @@ def go_source() -> str:
         ),
         var(
             "k8sKeys",
-            "elastic_idl._backend.pytorchjob.K: every Kubernetes / PyTorchJob key.",
-            pairs("strPair", class_constants(kf.K)),
+            "elastic_idl._backend.common.K: every Kubernetes / PyTorchJob key.",
+            pairs("strPair", class_constants(common.K)),
         ),
-        *(const(f"key{camel(k)}", f"elastic_idl._backend.pytorchjob.K.{k}", v) for k, v in class_constants(kf.K)),
+        *(const(f"key{camel(k)}", f"elastic_idl._backend.common.K.{k}", v) for k, v in class_constants(common.K)),
         *(
             const(f"env{camel(k)}", f"elastic_idl._task.names.ENV / OPERATOR_ENV .{k}", v)
             for k, v in sorted({*class_constants(n.ENV), *class_constants(n.OPERATOR_ENV)})

@@ -165,7 +165,7 @@ const TaskEnv = "ELASTIC_IDL_TASK"
 // TaskTypeVersionEnv carries the task_type_version.
 const TaskTypeVersionEnv = "ELASTIC_IDL_TASK_TYPE_VERSION"
 
-// elastic_idl._backend.pytorchjob.MAX_NAME_LEN
+// elastic_idl._backend.common.MAX_NAME_LEN
 const maxNameLen = 63
 
 // elastic_idl._backend.pytorchjob.POD_ENTRYPOINT
@@ -247,7 +247,7 @@ var renderModes = []string{"strict", "upstream"}
 // elastic_idl._backend.pytorchjob.UPSTREAM_TOLERATED_RULES
 var upstreamToleratedRules = []string{"replicas.master_count", "replicas.worker_matches_max", "replicas.workers_required"}
 
-// elastic_idl._backend.pytorchjob.STORAGE_DROPPED
+// elastic_idl._backend.common.STORAGE_DROPPED
 const storageDropped = "STORAGE is not a container resource (the API server refuses a pod that requests it); dropped, as upstream's plugin drops it"
 
 // elastic_idl._task.codec.UNKNOWN_FIELD
@@ -321,7 +321,7 @@ var nprocPolicies = []enumText{
 	{3, "gpu"},
 }
 
-// elastic_idl._backend.pytorchjob.K: every Kubernetes / PyTorchJob key.
+// elastic_idl._backend.common.K: every Kubernetes / PyTorchJob key.
 var k8sKeys = []strPair{
 	{"API_VERSION", "apiVersion"},
 	{"KIND", "kind"},
@@ -366,127 +366,127 @@ var k8sKeys = []strPair{
 	{"LIMITS", "limits"},
 }
 
-// elastic_idl._backend.pytorchjob.K.API_VERSION
+// elastic_idl._backend.common.K.API_VERSION
 const keyApiVersion = "apiVersion"
 
-// elastic_idl._backend.pytorchjob.K.KIND
+// elastic_idl._backend.common.K.KIND
 const keyKind = "kind"
 
-// elastic_idl._backend.pytorchjob.K.METADATA
+// elastic_idl._backend.common.K.METADATA
 const keyMetadata = "metadata"
 
-// elastic_idl._backend.pytorchjob.K.NAME
+// elastic_idl._backend.common.K.NAME
 const keyName = "name"
 
-// elastic_idl._backend.pytorchjob.K.NAMESPACE
+// elastic_idl._backend.common.K.NAMESPACE
 const keyNamespace = "namespace"
 
-// elastic_idl._backend.pytorchjob.K.LABELS
+// elastic_idl._backend.common.K.LABELS
 const keyLabels = "labels"
 
-// elastic_idl._backend.pytorchjob.K.ANNOTATIONS
+// elastic_idl._backend.common.K.ANNOTATIONS
 const keyAnnotations = "annotations"
 
-// elastic_idl._backend.pytorchjob.K.SPEC
+// elastic_idl._backend.common.K.SPEC
 const keySpec = "spec"
 
-// elastic_idl._backend.pytorchjob.K.ELASTIC_POLICY
+// elastic_idl._backend.common.K.ELASTIC_POLICY
 const keyElasticPolicy = "elasticPolicy"
 
-// elastic_idl._backend.pytorchjob.K.NPROC_PER_NODE
+// elastic_idl._backend.common.K.NPROC_PER_NODE
 const keyNprocPerNode = "nprocPerNode"
 
-// elastic_idl._backend.pytorchjob.K.REPLICA_SPECS
+// elastic_idl._backend.common.K.REPLICA_SPECS
 const keyReplicaSpecs = "pytorchReplicaSpecs"
 
-// elastic_idl._backend.pytorchjob.K.RUN_POLICY
+// elastic_idl._backend.common.K.RUN_POLICY
 const keyRunPolicy = "runPolicy"
 
-// elastic_idl._backend.pytorchjob.K.MIN_REPLICAS
+// elastic_idl._backend.common.K.MIN_REPLICAS
 const keyMinReplicas = "minReplicas"
 
-// elastic_idl._backend.pytorchjob.K.MAX_REPLICAS
+// elastic_idl._backend.common.K.MAX_REPLICAS
 const keyMaxReplicas = "maxReplicas"
 
-// elastic_idl._backend.pytorchjob.K.RDZV_BACKEND
+// elastic_idl._backend.common.K.RDZV_BACKEND
 const keyRdzvBackend = "rdzvBackend"
 
-// elastic_idl._backend.pytorchjob.K.RDZV_HOST
+// elastic_idl._backend.common.K.RDZV_HOST
 const keyRdzvHost = "rdzvHost"
 
-// elastic_idl._backend.pytorchjob.K.RDZV_PORT
+// elastic_idl._backend.common.K.RDZV_PORT
 const keyRdzvPort = "rdzvPort"
 
-// elastic_idl._backend.pytorchjob.K.RDZV_ID
+// elastic_idl._backend.common.K.RDZV_ID
 const keyRdzvId = "rdzvId"
 
-// elastic_idl._backend.pytorchjob.K.MAX_RESTARTS
+// elastic_idl._backend.common.K.MAX_RESTARTS
 const keyMaxRestarts = "maxRestarts"
 
-// elastic_idl._backend.pytorchjob.K.RDZV_CONF
+// elastic_idl._backend.common.K.RDZV_CONF
 const keyRdzvConf = "rdzvConf"
 
-// elastic_idl._backend.pytorchjob.K.KEY
+// elastic_idl._backend.common.K.KEY
 const keyKey = "key"
 
-// elastic_idl._backend.pytorchjob.K.VALUE
+// elastic_idl._backend.common.K.VALUE
 const keyValue = "value"
 
-// elastic_idl._backend.pytorchjob.K.STANDALONE
+// elastic_idl._backend.common.K.STANDALONE
 const keyStandalone = "standalone"
 
-// elastic_idl._backend.pytorchjob.K.DEPRECATED_NPROC
+// elastic_idl._backend.common.K.DEPRECATED_NPROC
 const keyDeprecatedNproc = "nProcPerNode"
 
-// elastic_idl._backend.pytorchjob.K.CLEAN_POD_POLICY
+// elastic_idl._backend.common.K.CLEAN_POD_POLICY
 const keyCleanPodPolicy = "cleanPodPolicy"
 
-// elastic_idl._backend.pytorchjob.K.TTL_SECONDS
+// elastic_idl._backend.common.K.TTL_SECONDS
 const keyTtlSeconds = "ttlSecondsAfterFinished"
 
-// elastic_idl._backend.pytorchjob.K.ACTIVE_DEADLINE_SECONDS
+// elastic_idl._backend.common.K.ACTIVE_DEADLINE_SECONDS
 const keyActiveDeadlineSeconds = "activeDeadlineSeconds"
 
-// elastic_idl._backend.pytorchjob.K.BACKOFF_LIMIT
+// elastic_idl._backend.common.K.BACKOFF_LIMIT
 const keyBackoffLimit = "backoffLimit"
 
-// elastic_idl._backend.pytorchjob.K.REPLICAS
+// elastic_idl._backend.common.K.REPLICAS
 const keyReplicas = "replicas"
 
-// elastic_idl._backend.pytorchjob.K.RESTART_POLICY
+// elastic_idl._backend.common.K.RESTART_POLICY
 const keyRestartPolicy = "restartPolicy"
 
-// elastic_idl._backend.pytorchjob.K.TEMPLATE
+// elastic_idl._backend.common.K.TEMPLATE
 const keyTemplate = "template"
 
-// elastic_idl._backend.pytorchjob.K.CONTAINERS
+// elastic_idl._backend.common.K.CONTAINERS
 const keyContainers = "containers"
 
-// elastic_idl._backend.pytorchjob.K.IMAGE
+// elastic_idl._backend.common.K.IMAGE
 const keyImage = "image"
 
-// elastic_idl._backend.pytorchjob.K.COMMAND
+// elastic_idl._backend.common.K.COMMAND
 const keyCommand = "command"
 
-// elastic_idl._backend.pytorchjob.K.ARGS
+// elastic_idl._backend.common.K.ARGS
 const keyArgs = "args"
 
-// elastic_idl._backend.pytorchjob.K.ENV
+// elastic_idl._backend.common.K.ENV
 const keyEnv = "env"
 
-// elastic_idl._backend.pytorchjob.K.PORTS
+// elastic_idl._backend.common.K.PORTS
 const keyPorts = "ports"
 
-// elastic_idl._backend.pytorchjob.K.CONTAINER_PORT
+// elastic_idl._backend.common.K.CONTAINER_PORT
 const keyContainerPort = "containerPort"
 
-// elastic_idl._backend.pytorchjob.K.RESOURCES
+// elastic_idl._backend.common.K.RESOURCES
 const keyResources = "resources"
 
-// elastic_idl._backend.pytorchjob.K.REQUESTS
+// elastic_idl._backend.common.K.REQUESTS
 const keyRequests = "requests"
 
-// elastic_idl._backend.pytorchjob.K.LIMITS
+// elastic_idl._backend.common.K.LIMITS
 const keyLimits = "limits"
 
 // elastic_idl._task.names.ENV / OPERATOR_ENV .MASTER_ADDR
