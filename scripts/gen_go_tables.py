@@ -23,9 +23,8 @@ from pathlib import Path
 
 # Every module of the reference this script reads, in one place (private modules: re-point here when they move).
 from elastic_idl import __version__, _conformance, _errors
-from elastic_idl._backend import common
+from elastic_idl._backend import common, pytorchjob
 from elastic_idl._backend import networkpolicy as np
-from elastic_idl._backend import pytorchjob
 from elastic_idl._task import codec, enums, names, resources, validate, view
 from elastic_idl._task.messages import ElasticConfig
 
