@@ -11,7 +11,7 @@ filled, and the env a backend sets in a task pod (org, project, domain, the run'
 the store's address and credentials) is set. Flyte 2's runtime builds its remote controller too,
 which only submits and watches sub-actions: the task submits none, so nothing contacts a backend.
 
-Selected by ``-m cluster``; the long one (worker-0 lost, 26 s) by ``-m cluster_long``.
+Selected by ``-m cluster``; the long one (worker-0 lost, 26-38 s) by ``-m cluster_long``.
 """
 
 from __future__ import annotations
@@ -25,13 +25,12 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import pytest
 
 import test_cluster as tc
-from test_cluster_flytekit import Bucket
+from test_cluster_flytekit import Bucket, FlyteRun
 
 pytestmark = pytest.mark.cluster
 
@@ -100,7 +99,8 @@ RUN_NAME = "f2clusterrun"
 
 @dataclass
 class Flyte2:
-    """The cluster's namespace for these jobs, its object store, and the serialized task."""
+    """The cluster's namespace for these jobs, its object store, and the serialized tasks (what
+    test_cluster_flytekit's FlyteRun reads of its ``flyte``: the bucket and its client)."""
 
     kube: tc.Kube
     store: dict[str, Any]
@@ -144,33 +144,6 @@ def flyte2(cluster: tc.Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         sys.modules.pop(MODULE, None)
 
 
-@dataclass
-class Flyte2Run(tc.Run):
-    """One action: its job and its prefixes in the bucket."""
-
-    flyte2: Flyte2 | None = None
-    key: str = ""
-
-    @property
-    def prefix(self) -> str:
-        assert self.flyte2 is not None
-        return f"s3://{self.flyte2.bucket}/{self.key}"
-
-    def outputs(self) -> list[str]:
-        assert self.flyte2 is not None
-        return [k.rsplit("/", 1)[-1] for k in self.flyte2.s3.keys(f"{self.key}/outputs/")]
-
-    def read(self, name: str) -> bytes:
-        assert self.flyte2 is not None
-        return self.flyte2.s3.get(f"{self.key}/outputs/{name}")
-
-    def succeeded_at(self) -> float:
-        for cond in self.job()["status"]["conditions"]:
-            if cond["type"] == "Succeeded" and cond["status"] == "True":
-                return datetime.fromisoformat(cond["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
-        raise AssertionError(self.job()["status"])
-
-
 def _inputs(values: dict[str, Any]) -> bytes:
     from flyteidl2.task import common_pb2
 
@@ -188,13 +161,13 @@ def _inputs(values: dict[str, Any]) -> bytes:
     return inputs.SerializeToString()
 
 
-def _start(f2: Flyte2, name: str, task_name: str, inputs: dict[str, Any]) -> Flyte2Run:
+def _start(f2: Flyte2, name: str, task_name: str, inputs: dict[str, Any]) -> FlyteRun:
     from google.protobuf.json_format import MessageToDict
 
     import elastic_idl as ei
 
     base = tc._new_run(f2.kube, name)
-    run = Flyte2Run(base.kube, base.name, base.out, flyte2=f2, key=name)
+    run = FlyteRun(base.kube, base.name, base.out, flyte=f2, key=name)  # FlyteRun reads only the bucket of its flyte
     f2.s3.delete(f"{name}/")
     if "log_dir" in inputs:  # the run's host folder, which the pods see
         inputs = {**inputs, "log_dir": str(run.out)}
@@ -243,11 +216,10 @@ def test_a_two_node_flyte_2_task_from_its_bucket_bundle_writes_rank_0s_outputs_b
     took = round(time.time() - run.applied, 1)
     # outputs.pb alone, from the pod holding rank 0: no error document from the other pod.
     assert run.outputs() == ["outputs.pb"], f"{run.outputs()}\n{run.logs()}"
-    (lit,) = common_pb2.Outputs.FromString(run.read("outputs.pb")).literals
+    (lit,) = common_pb2.Outputs.FromString(flyte2.s3.get(f"{run.key}/outputs/outputs.pb")).literals
     assert (lit.name, lit.value.scalar.primitive.integer) == ("o0", 5 * 10 + 2)
     # The other pod waited for outputs.pb: the job is Succeeded only after it exists (whole seconds).
-    written = flyte2.s3.client.head_object(Bucket=flyte2.bucket, Key=f"{run.key}/outputs/outputs.pb")
-    assert run.succeeded_at() >= int(written["LastModified"].timestamp())
+    assert run.succeeded_at() >= int(run.modified("outputs.pb"))
     print(f"\nflyte2 on the cluster: apply to Succeeded {took} s")
 
 
@@ -257,7 +229,7 @@ def test_a_user_error_in_rank_1_leaves_flyte_2s_error_pb_with_the_root_cause_and
     run = _start(flyte2, "f2-fail", "train", {"x": 1, "fail": "always"})
     state = run.wait_done(300)
     assert run.outputs() == ["error.pb"], f"{state} {run.outputs()}\n{run.logs()}"
-    error = execution_pb2.ErrorDocument.FromString(run.read("error.pb")).error
+    error = execution_pb2.ErrorDocument.FromString(flyte2.s3.get(f"{run.key}/outputs/error.pb")).error
     assert error.origin == execution_pb2.ExecutionError.USER
     assert "root cause: rank 1 (local rank 0" in error.message and "ValueError: bad batch on rank 1" in error.message
     # Flyte 2's runtime exits 0 once the error is written, and the other pod writes nothing:
@@ -284,7 +256,7 @@ def test_worker_0_force_deleted_the_other_pod_exits_200_and_the_job_re_forms_to_
     assert run.wait_done(400) == "Succeeded", run.logs()
     assert run.pods()[pod]["metadata"]["uid"] != before["metadata"]["uid"]
     assert run.outputs() == ["outputs.pb"], f"{run.outputs()}\n{run.logs()}"
-    (lit,) = common_pb2.Outputs.FromString(run.read("outputs.pb")).literals
+    (lit,) = common_pb2.Outputs.FromString(flyte2.s3.get(f"{run.key}/outputs/outputs.pb")).literals
     assert lit.value.scalar.primitive.integer == n * (n + 1) // 2
     assert [t for t, s, _, _ in run.steps() if t > lost and s == 0], run.steps()  # the re-formed job ran again
     assert "exiting 200 (retryable) with nothing written" in run.logs(), run.logs()
