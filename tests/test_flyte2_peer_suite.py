@@ -45,3 +45,25 @@ def test_a_revision_without_the_file_is_refused(tmp_path: Path) -> None:
     proc = _run(_repo(tmp_path, None))
     assert proc.returncode != 0
     assert f"cannot read {MEMBER}" in proc.stderr
+
+
+def test_outcomes_other_than_the_pinned_ones_are_named() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("flyte2_peer_suite", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    suite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite)
+    pinned = {t: ("failed" if t in suite.FAILS["plugin"] else "passed") for t in suite.TESTS}
+    assert suite.unexpected("plugin", pinned) == []
+    assert len(suite.TESTS) == 25 and len(suite.FAILS["plugin"]) == 8
+    # A pinned failure that passes, a new failure, a missing and an unknown test: each named.
+    changed = {**pinned, "test_custom_config": "passed", "test_spec_x": "passed"}
+    changed["test_elastic_nccl_heartbeat_default"] = "failed"
+    del changed["test_pre_skips_nccl_when_none"]
+    assert suite.unexpected("plugin", changed) == [
+        "plugin: missing test_pre_skips_nccl_when_none",
+        "plugin: unknown test test_spec_x",
+        "plugin: test_custom_config passed, pinned failed",
+        "plugin: test_elastic_nccl_heartbeat_default failed, pinned passed",
+    ]
