@@ -171,8 +171,15 @@ def _ends_writing_nothing(tctx: Any, why: str) -> BaseException:
     """This pod's end when another pod decides the outcome: after that outcome is written, exit 0."""
     _log.warning("elastic-idl: %s; this pod writes nothing", why)
     prefix = str(getattr(tctx, "output_path", "") or "")
-    if prefix:
-        in_pod.await_outcome(_filesystem(prefix), prefix)
+    try:
+        fs = _filesystem(prefix) if prefix else None
+    except Exception as exc:  # no store to look at: end without waiting, still writing nothing
+        _log.warning(
+            "elastic-idl: cannot look under %s (%s: %s); ending without waiting", prefix, type(exc).__name__, exc
+        )
+        fs = None
+    if fs is not None:
+        in_pod.await_outcome(fs, prefix)
     return _quietly(SystemExit(0))
 
 
