@@ -289,6 +289,7 @@ def _until_both_ran(pods: Pods) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.long  # make test's budget for issue 32 (2 minutes); the signal path is in_pod's, shared with flytekit's
 def test_sigterm_stops_the_workers_and_the_pod_ends_as_the_signal_would_writing_nothing(code: Path, pods: Pods) -> None:
     pods.start(_job(_template(code)), x=1, fail="hang", pythonpath=[str(code)])
     _until_both_ran(pods)
