@@ -159,8 +159,14 @@ buf-breaking: venv-gen
 
 # ELASTIC_IDL_DOCS=run: tests/test_docs.py builds the site (.venv-docs) and fails rather than skips without it;
 # tests/test_docs_browser.py opens it in headless chromium, likewise.
+# Flyte 2's test modules run in a pytest process of their own, after the rest: importing flyte starts
+# a thread the process keeps, and the launcher's warm fork server needs one thread (tests/conftest.py,
+# FLYTE2_MODULES, which a plain pytest leaves out). Both runs run even when the first fails.
+FLYTE2_TESTS := tests/test_cluster_flyte2.py tests/test_flyte2_parity.py tests/test_flyte2_pods.py tests/test_flyte2_run.py
 pytest: devtree venv-gen venv-docs chromium
-	ELASTIC_IDL_DOCS=run $(PY) -m pytest
+	@status=0; ELASTIC_IDL_DOCS=run $(PY) -m pytest || status=$$?; \
+	$(PY) -m pytest $(FLYTE2_TESTS) || status=$$?; \
+	exit $$status
 
 # gofmt, go mod verify, go vet, staticcheck and go test of the three Go modules
 # (GO_MODULES; go/go.work joins them for development; tests/test_go.py runs the

@@ -149,8 +149,36 @@ def proto_messages() -> MessageStrategy:
     return build
 
 
+#: The test modules that import Flyte 2 (the ``flyte`` SDK), which starts an event-loop thread on
+#: import (its syncify loop) and more on a run (its local controller's task runners), and keeps them
+#: for the life of the process. The launcher's warm fork server, and the tests of it, need a process
+#: with one thread, and collection imports every module before any test runs: so these modules run
+#: in a pytest process of their own. A plain ``pytest`` leaves them out (``collect_ignore``: named on
+#: the command line they run), and ``make test`` runs them after the rest (``FLYTE2_TESTS`` in the
+#: Makefile, which a test holds equal to this list). In a run without them, a module that leaves such
+#: a thread fails (`_stop_flytekit_loop_runners`).
+FLYTE2_MODULES = ("test_cluster_flyte2.py", "test_flyte2_parity.py", "test_flyte2_pods.py", "test_flyte2_run.py")
+collect_ignore = list(FLYTE2_MODULES)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Say that the Flyte 2 modules were left out when this run left them out."""
+    ran = {Path(str(a)).name for a in config.args}
+    if not ran & set(FLYTE2_MODULES):
+        terminalreporter.write_line(
+            "Flyte 2's test modules run in a pytest process of their own (tests/conftest.py, FLYTE2_MODULES): "
+            "make test runs them after this; or: pytest " + " ".join(f"tests/{m}" for m in FLYTE2_MODULES)
+        )
+
+
+def _flyte2_threads() -> list[str]:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name.startswith("flyte_syncify")]
+
+
 @pytest.fixture(autouse=True, scope="module")
-def _stop_flytekit_loop_runners() -> Iterator[None]:
+def _stop_flytekit_loop_runners(request: pytest.FixtureRequest) -> Iterator[None]:
     """After a module that ran flytekit in this process, stop its idle loop-runner thread.
 
     flytekit starts a background thread (its loop runner) on its first ``run_sync`` and keeps
@@ -164,3 +192,10 @@ def _stop_flytekit_loop_runners() -> Iterator[None]:
 
         why = stop_idle_loop_runners(tempfile.gettempdir())
         assert why is None, f"flytekit's loop runner was left running: {why}"
+    name = request.path.name
+    together = {item.path.name for item in request.session.items} & set(FLYTE2_MODULES)
+    left = _flyte2_threads()
+    assert together or not left, (
+        f"{name} left Flyte 2's threads running ({', '.join(left)}): run Flyte 2 in a subprocess there, "
+        "or add the module to FLYTE2_MODULES in tests/conftest.py"
+    )

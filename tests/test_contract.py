@@ -113,9 +113,33 @@ def expected_outputs(name: str) -> dict[str, Any]:
 
 
 @cache
+def _flyte2_outputs() -> dict[str, dict[str, Any]]:
+    """What Flyte 2's flyteplugins-pytorch emits for every flyte2 case, asked in a subprocess.
+
+    Importing ``flyte`` starts a thread this process would keep (tests/conftest.py, FLYTE2_MODULES),
+    so the SDK runs in a process of its own, once for all the cases.
+    """
+    names = sorted(n for n, c in CASES.items() if c.kind == "flyte2")
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from elastic_idl import _conformance as conf\n"
+        "print(json.dumps({n: conf.sdk_output(conf.load_case(Path(sys.argv[1]) / n)) for n in sys.argv[2:]}))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(CASES_DIR), *names], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out: dict[str, dict[str, Any]] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+@cache
 def sdk_output(name: str) -> dict[str, Any]:
     """What the installed SDK (flytekitplugins-kfpytorch, Flyte 2's flyteplugins-pytorch) emits for a
     flytekit or flyte2 case (at test time, never stored)."""
+    if CASES[name].kind == "flyte2":
+        return _flyte2_outputs()[name]
     return conf.sdk_output(CASES[name])
 
 

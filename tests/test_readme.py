@@ -289,3 +289,45 @@ def test_every_make_target_is_documented() -> None:
     }
     pages = (GUIDE / "development.md").read_text() + (GUIDE / "cluster.md").read_text()
     assert listed and sorted(t for t in listed if f"`make {t}`" not in pages) == []
+
+
+def _imports_flyte_when_collected(source: str) -> bool:
+    """Whether a module imports ``flyte`` at import time (top level or a top-level block, not in a function)."""
+    import ast
+
+    def flyte(name: str | None) -> bool:
+        return name is not None and (name == "flyte" or name.startswith("flyte."))
+
+    todo = list(ast.parse(source).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import) and any(flyte(a.name) for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and flyte(node.module):
+            return True
+        if isinstance(node, (ast.With, ast.If, ast.Try)):
+            todo += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            args = node.value.args
+            if getattr(node.value.func, "attr", None) == "importorskip" and args:
+                if isinstance(args[0], ast.Constant) and flyte(str(args[0].value)):
+                    return True
+    return False
+
+
+def test_make_test_runs_the_flyte2_modules_the_suite_leaves_out() -> None:
+    """tests/conftest.py leaves Flyte 2's modules out of a plain pytest; the Makefile runs exactly those after it,
+    and every test module that imports flyte when collected is one of them."""
+    import conftest
+
+    makefile = (ROOT / "Makefile").read_text()
+    listed = re.search(r"^FLYTE2_TESTS := (.*)$", makefile, re.M)
+    assert listed, "the Makefile's FLYTE2_TESTS"
+    assert sorted(listed.group(1).split()) == sorted(f"tests/{m}" for m in conftest.FLYTE2_MODULES)
+    assert sorted(conftest.collect_ignore) == sorted(conftest.FLYTE2_MODULES)
+    at_collection = sorted(
+        p.name for p in (ROOT / "tests").glob("test_*.py") if _imports_flyte_when_collected(p.read_text())
+    )
+    assert at_collection == sorted(conftest.FLYTE2_MODULES)
+    assert not _imports_flyte_when_collected("def f():\n    import flyte\n")
+    assert _imports_flyte_when_collected("import warnings\nwith warnings.catch_warnings():\n    import flyte.io\n")
