@@ -300,7 +300,9 @@ flyte-bench: devtree
 
 # The local long tests (marker long): races repeated 20 times; `make test` runs 3 runs of each.
 long-test: devtree
-	$(PY) -m pytest -m long
+	@status=0; $(PY) -m pytest -m long || status=$$?; \
+	$(PY) -m pytest -m long $(FLYTE2_TESTS) || status=$$?; \
+	exit $$status
 
 # The wheel users install (docs/guide/flytekit.md, "Install"): built by the backend pyproject.toml pins
 # (hatchling, in .venv from requirements/dev.txt), without build isolation, so no index is needed.
