@@ -306,20 +306,24 @@ print(json.dumps(out))
 """
 
 
-def test_custom_from_real_flytekit_plugin_decodes_field_by_field() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", _FLYTEKIT_SCRIPT], capture_output=True, text=True, timeout=300, check=False
-    )
+def _sdk_customs_decode_field_by_field(script: str, up: type[Message]) -> dict[str, Any]:
+    """Run an SDK's serialization script; each custom it prints is read by ours as by ``up``, field by field."""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    emitted = json.loads(proc.stdout.strip().splitlines()[-1])
+    emitted: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     assert set(emitted) == {"range", "fixed", "policy"}
     for name, (task_type, version, custom) in emitted.items():
         assert (task_type, version) == ("pytorch", 1), name
-        theirs = json_format.ParseDict(custom, up_kubeflow.DistributedPyTorchTrainingTask())
+        theirs = json_format.ParseDict(custom, up())
         mine = ei.from_custom(custom, task_type_version=version)
         assert_same(mine, theirs, name)
         assert ei.to_custom(mine, upstream=True) == custom
         assert ei.encode(mine, "binary") == theirs.SerializeToString()
+    return emitted
+
+
+def test_custom_from_real_flytekit_plugin_decodes_field_by_field() -> None:
+    emitted = _sdk_customs_decode_field_by_field(_FLYTEKIT_SCRIPT, up_kubeflow.DistributedPyTorchTrainingTask)
     assert emitted["range"][2]["elasticConfig"] == {
         "rdzvBackend": "c10d",
         "minReplicas": 1,
@@ -357,23 +361,13 @@ print(json.dumps(out))
 
 def test_custom_from_real_flyte2_plugin_decodes_field_by_field() -> None:
     """What Flyte 2's flyteplugins-pytorch writes: flyteidl2's message as JSON, read by ours."""
-    proc = subprocess.run(
-        [sys.executable, "-c", _FLYTE2_SCRIPT], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    emitted = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert set(emitted) == {"range", "fixed", "policy"}
-    for name, (task_type, version, custom) in emitted.items():
-        assert (task_type, version) == ("pytorch", 1), name
-        theirs = json_format.ParseDict(custom, up2_kubeflow.DistributedPyTorchTrainingTask())
-        mine = ei.from_custom(custom, task_type_version=version)
-        assert_same(mine, theirs, name)
-        assert ei.to_custom(mine, upstream=True) == custom
-        assert ei.encode(mine, "binary") == theirs.SerializeToString()
+    emitted = _sdk_customs_decode_field_by_field(_FLYTE2_SCRIPT, up2_kubeflow.DistributedPyTorchTrainingTask)
+    for name, (_, _, custom) in emitted.items():
         # The same bytes are Flyte 1's message too: a backend of either line reads them.
-        assert up_kubeflow.DistributedPyTorchTrainingTask.FromString(theirs.SerializeToString()) == (
+        wire = json_format.ParseDict(custom, up2_kubeflow.DistributedPyTorchTrainingTask()).SerializeToString()
+        assert up_kubeflow.DistributedPyTorchTrainingTask.FromString(wire) == (
             json_format.ParseDict(custom, up_kubeflow.DistributedPyTorchTrainingTask())
-        )
+        ), name
     # Flyte 2's defaults on the wire: max_restarts 3 (flytekit's 0), worker replicas = max.
     assert emitted["fixed"][2] == {
         "workerReplicas": {"replicas": 2},
