@@ -17,10 +17,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 K8S_VERSION=v1.36.3
 
-go_home="${ELASTIC_IDL_GO_HOME:-/usr/local/go}"
-if ! command -v go >/dev/null && [[ -x "$go_home/bin/go" ]]; then
-  export PATH="$go_home/bin:$PATH"
-fi
+# shellcheck source=../scripts/go_build.sh
+source "$(dirname "$here")/scripts/go_build.sh"
+go_on_path
 
 # name=package, in build order (the large shared part first).
 BINARIES=(
@@ -60,40 +59,12 @@ done
 pflag=()
 [[ -n "${CLUSTER_BUILD_P:-}" ]] && pflag=(-p "$CLUSTER_BUILD_P")
 
-# CPU seconds (user + system) of this script's finished children: a build's cost
-# apart from how busy the machine was.
-cpu_seconds() {
-  local t
-  t=$(cat /proc/$$/stat)
-  t=${t##*) }
-  read -r -a f <<<"$t"
-  echo $(( (f[13] + f[14]) / $(getconf CLK_TCK) ))
-}
-
-mkdir -p "$bin"
+nice_level="${CLUSTER_BUILD_NICE:-19}"
 for entry in "${BINARIES[@]}"; do
-  name=${entry%%=*}
-  pkg=${entry#*=}
-  [[ -x "$bin/$name" ]] && continue
-  echo "== building $name ($pkg) into $bin" >&2
-  start=$(date +%s)
-  cpu0=$(cpu_seconds)
-  (cd "$here" && GOWORK=off GOFLAGS=-mod=readonly nice -n "${CLUSTER_BUILD_NICE:-19}" \
-    go build "${pflag[@]}" -trimpath -ldflags="-s -w$ldx" -o "$bin/.$name.tmp" "$pkg")
-  mv "$bin/.$name.tmp" "$bin/$name"
-  echo "$name wall $(( $(date +%s) - start ))s cpu $(( $(cpu_seconds) - cpu0 ))s $(date -u +%FT%TZ)" >>"$cache/build-times.txt"
+  go_build_cached "$here" "$bin" "$cache/build-times.txt" "$nice_level" "$ldx" "${entry%%=*}" "${entry#*=}" "${pflag[@]}"
 done
 
 # The object store's main, built as it is (stamped with its version, as its Makefile does).
-mkdir -p "$store_bin"
-if [[ ! -x "$store_bin/versitygw" ]]; then
-  echo "== building versitygw ($STORE_MODULE/cmd/versitygw $store_version) into $store_bin" >&2
-  start=$(date +%s)
-  cpu0=$(cpu_seconds)
-  (cd "$here/objectstore" && GOWORK=off GOFLAGS=-mod=readonly nice -n "${CLUSTER_BUILD_NICE:-19}" \
-    go build "${pflag[@]}" -trimpath -ldflags="-s -w -X main.Version=$store_version" \
-    -o "$store_bin/.versitygw.tmp" "$STORE_MODULE/cmd/versitygw")
-  mv "$store_bin/.versitygw.tmp" "$store_bin/versitygw"
-  echo "versitygw wall $(( $(date +%s) - start ))s cpu $(( $(cpu_seconds) - cpu0 ))s $(date -u +%FT%TZ)" >>"$store_cache/build-times.txt"
-fi
+go_build_cached "$here/objectstore" "$store_bin" "$store_cache/build-times.txt" "$nice_level" \
+  "-X main.Version=$store_version" versitygw "$STORE_MODULE/cmd/versitygw" "${pflag[@]}"
 echo "$bin"

@@ -18,10 +18,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
 PROPELLER_MODULE=github.com/flyteorg/flyte/flytepropeller
 
-go_home="${ELASTIC_IDL_GO_HOME:-/usr/local/go}"
-if ! command -v go >/dev/null && [[ -x "$go_home/bin/go" ]]; then
-  export PATH="$go_home/bin:$PATH"
-fi
+# shellcheck source=../scripts/go_build.sh
+source "$repo/scripts/go_build.sh"
+go_on_path
 
 # name=package, propeller first (it compiles nearly everything kubectl-flyte needs).
 BINARIES=(
@@ -51,26 +50,8 @@ ldx+=" -X github.com/flyteorg/flyte/flytestdlib/version.Build=elastic-idl-$key"
 pflag=()
 [[ -n "${FLYTE_BUILD_P:-}" ]] && pflag=(-p "$FLYTE_BUILD_P")
 
-# CPU seconds (user + system) of this script's finished children.
-cpu_seconds() {
-  local t
-  t=$(cat /proc/$$/stat)
-  t=${t##*) }
-  read -r -a f <<<"$t"
-  echo $(( (f[13] + f[14]) / $(getconf CLK_TCK) ))
-}
-
-mkdir -p "$bin"
 for entry in "${BINARIES[@]}"; do
-  name=${entry%%=*}
-  pkg=${entry#*=}
-  [[ -x "$bin/$name" ]] && continue
-  echo "== building $name ($pkg) into $bin" >&2
-  start=$(date +%s)
-  cpu0=$(cpu_seconds)
-  (cd "$here" && GOWORK=off GOFLAGS=-mod=readonly nice -n "${FLYTE_BUILD_NICE:-19}" \
-    go build "${pflag[@]}" -trimpath -ldflags="-s -w $ldx" -o "$bin/.$name.tmp" "$pkg")
-  mv "$bin/.$name.tmp" "$bin/$name"
-  echo "$name wall $(( $(date +%s) - start ))s cpu $(( $(cpu_seconds) - cpu0 ))s gocache $(go env GOCACHE) $(date -u +%FT%TZ)" >>"$cache/build-times.txt"
+  go_build_cached "$here" "$bin" "$cache/build-times.txt" "${FLYTE_BUILD_NICE:-19}" "$ldx" \
+    "${entry%%=*}" "${entry#*=}" "${pflag[@]}"
 done
 echo "$bin"
