@@ -461,11 +461,16 @@ class Run:
         return self.steps()[0][0] - self.applied
 
 
+def ensure_train_ns(kube: Kube) -> None:
+    """The training namespace, created when missing, once its default service account exists (pods need it)."""
+    if kube.run("get", "namespace", TRAIN_NS, check=False).returncode != 0:
+        kube.run("create", "namespace", TRAIN_NS)
+    _until(lambda: kube.run("get", "sa", "default", "-n", TRAIN_NS, check=False).returncode == 0, 60)
+
+
 @pytest.fixture(scope="module")
 def train_ns(cluster: Kube) -> Iterator[Kube]:
-    if cluster.run("get", "namespace", TRAIN_NS, check=False).returncode != 0:
-        cluster.run("create", "namespace", TRAIN_NS)
-    _until(lambda: cluster.run("get", "sa", "default", "-n", TRAIN_NS, check=False).returncode == 0, 60)
+    ensure_train_ns(cluster)
     SHARED.mkdir(parents=True, exist_ok=True)
     yield cluster
     if TIMES:

@@ -118,9 +118,7 @@ def flyte2(cluster: tc.Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     from flyte.models import CodeBundle, SerializationContext
 
     kube = cluster
-    if kube.run("get", "namespace", tc.TRAIN_NS, check=False).returncode != 0:
-        kube.run("create", "namespace", tc.TRAIN_NS)
-    tc._until(lambda: kube.run("get", "sa", "default", "-n", tc.TRAIN_NS, check=False).returncode == 0, 60)
+    tc.ensure_train_ns(kube)
     store = tc._objectstore_config(kube)
     code = tmp_path_factory.mktemp("f2code")
     (code / f"{MODULE}.py").write_text(WORKFLOW)

@@ -165,9 +165,7 @@ def flyte(cluster: tc.Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     from flyteidl.admin import task_pb2
 
     kube = cluster
-    if kube.run("get", "namespace", tc.TRAIN_NS, check=False).returncode != 0:
-        kube.run("create", "namespace", tc.TRAIN_NS)
-    tc._until(lambda: kube.run("get", "sa", "default", "-n", tc.TRAIN_NS, check=False).returncode == 0, 60)
+    tc.ensure_train_ns(kube)
     store = tc._objectstore_config(kube)
     tc.SHARED.mkdir(parents=True, exist_ok=True)
     code = tc.SHARED / "fk-cluster-code"  # pods see the host's /var/tmp: the "image" of plain pyflyte-execute
