@@ -7,7 +7,8 @@
 # Usage: scripts/torch_matrix.sh [--venv-only | --ci] VERSION...
 # Each step prints its wall time; `make test-torch` runs it for TORCH_VERSIONS. --ci runs CI_TESTS
 # instead of TESTS (`make test-torch-ci`, which .ci/run runs after `make test`): the files that
-# exercise the installed torch's launcher, torchrun and private names, within CI's time budget.
+# exercise the installed torch's launcher, torchrun and private names, within CI's time budget;
+# it removes each venv after its tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,10 +52,11 @@ CI_TESTS=(
 	tests/test_flytekit_run.py
 )
 
-venv_only=0
+venv_only=0 remove=0
 case ${1:-} in
 --venv-only) venv_only=1; shift ;;
---ci) TESTS=("${CI_TESTS[@]}"); shift ;;
+# CI removes each version's venv (about 6 GB) after its tests: one at a time on the disk.
+--ci) TESTS=("${CI_TESTS[@]}"); remove=1; shift ;;
 esac
 [[ $# -gt 0 ]] || { echo "usage: $0 [--venv-only | --ci] VERSION..." >&2; exit 2; }
 
@@ -67,8 +69,17 @@ make_venv() {
 	test -x "$dir/bin/python" || "$PYTHON" -m venv "$dir"
 	"$dir/bin/python" -m pip install -q -U pip 2>&1 | { grep -v "$PIP_NOISE" || true; }
 	grep -vE '^(torch|triton|nvidia-|cuda-)' requirements/dev.txt > "$dir/requirements.txt"
-	"$dir/bin/python" -m pip install -q "torch==$version" -r "$dir/requirements.txt" 2>&1 |
-		{ grep -v "$PIP_NOISE" || true; }
+	# torch and its CUDA wheels are 3-4 GB from PyPI: a download cut short is resumed (pip's
+	# --resume-retries), and the whole install is tried once more before giving up.
+	local try
+	for try in 1 2; do
+		if "$dir/bin/python" -m pip install -q --resume-retries 10 "torch==$version" -r "$dir/requirements.txt" 2>&1 |
+			{ grep -v "$PIP_NOISE" || true; }; then
+			break
+		fi
+		[[ $try == 2 ]] && { echo "== $dir: pip install failed twice (df: $(df -h --output=avail . | tail -1) free)" >&2; return 1; }
+		echo "== $dir: pip install failed; trying again"
+	done
 	# The dev tree (build/devtree) is shared with .venv: made when missing, else only put on this venv's path.
 	if [[ -d build/devtree/elastic_idl ]]; then
 		"$dir/bin/python" -c 'import site, sys; from pathlib import Path
@@ -94,5 +105,6 @@ for version in "$@"; do
 	echo "== torch $version: ${TESTS[*]}"
 	"$dir/bin/python" -m pytest -q -p no:cacheprovider "${TESTS[@]}" || status=1
 	echo "== torch $version: tests $((SECONDS - start)) s"
+	if [[ $remove == 1 ]]; then rm -rf "$dir"; fi
 done
 exit $status

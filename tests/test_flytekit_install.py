@@ -6,7 +6,7 @@ real Flyte cluster is out of reach here (no cluster, no network but the package 
 the check stops at ``pyflyte package``: the task specs it writes are what ``register`` uploads.
 
 One venv for the module (pip resolves against requirements/dev.txt as constraints, so the
-versions are the tested ones and torch is the local CPU wheel).
+versions are the tested ones; torch and its CUDA wheels are hard-linked from .venv).
 
 Then the newest flytekit on the index: when it is not the lock's, the flytekit test files run
 again against it in build/venv-flytekit-<version> (docs/guide/flytekit.md, "Install").
@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -76,10 +77,14 @@ EXPECTED = 422
 
 
 @pytest.fixture(scope="module")
-def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The wheel with both extras; torch and its CUDA wheels hard-linked from .venv (pip sees them
+    installed at the lock's version, and the venv costs no 5 GB copy); removed after the module."""
     path = _fresh_venv(tmp_path_factory.mktemp("venv-flytekit") / "venv")
+    assert _link_torch(path) > 0
     _pip(path, f"{wheel}[flytekit,torch]", "-c", str(ROOT / "requirements" / "dev.txt"))
-    return path
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
