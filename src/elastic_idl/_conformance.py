@@ -98,6 +98,7 @@ OUTPUT_FILES: dict[str, str] = {
     "pytorchjob": "pytorchjob.yaml",
     "pod_env": "pod_env.json",
     "skew": "skew.json",
+    "targets": "targets.json",
     "error": "error.json",
 }
 #: Outputs a conformance implementation may produce, in a stable order.
@@ -299,6 +300,8 @@ def outputs_of_task(
     - ``pytorchjob``: the rendered job (with ``JobOptions(**render)``), rendered from the
       custom dict (``render_from="custom"``, the backend's input) or from the message itself.
     - ``pod_env``: the operator env of replica 0 and 1 of each replica type, keyed ``<Type>-<index>``.
+    - ``targets``: the same input rendered as a TrainJob (also with the proposed elasticPolicy) and as a
+      JobSet, with each target's losses (`targets_of`).
     - ``launch_spec``: ``LaunchSpec.as_dict()`` under no env (``none``), under each
       pod env of ``pod_env`` and under each named extra env; or the error.
     """
@@ -330,6 +333,7 @@ def outputs_of_task(
             job = None
             out["pytorchjob"] = {"error": error_of(exc)}
     out["skew"] = skew_fields(caught) if job is not None else []
+    out["targets"] = targets_of(backend_input, options, task_type_version)
 
     pod_envs: dict[str, dict[str, str]] = {}
     if job is not None:
@@ -344,6 +348,39 @@ def outputs_of_task(
         except ElasticIdlError as exc:
             launch[label] = {"error": error_of(exc)}
     out["launch_spec"] = launch
+    return out
+
+
+#: The ``targets`` output's entries: name -> (render target, trainjob_elastic_policy).
+TARGET_OUTPUTS: dict[str, tuple[str, bool]] = {
+    "trainjob": ("trainjob", False),
+    "trainjob_elastic_policy": ("trainjob", True),
+    "jobset": ("jobset", False),
+}
+
+
+def targets_of(backend_input: Any, options: Any, task_type_version: int) -> dict[str, Any]:
+    """The ``targets`` output: the task on the TrainJob and JobSet targets (`TARGET_OUTPUTS`), each
+    ``{"objects", "losses"}`` (losses as ``TargetLoss.as_dict()``) or ``{"error"}``; the same input and
+    options as ``pytorchjob``, never strict."""
+    from elastic_idl._backend.targets import render_target
+
+    out: dict[str, Any] = {}
+    for name, (target, elastic_policy) in TARGET_OUTPUTS.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SkewWarning)  # the pytorchjob output's skew names them
+            try:
+                rendered = render_target(
+                    backend_input,
+                    options,
+                    target=target,
+                    task_type_version=task_type_version,
+                    trainjob_elastic_policy=elastic_policy,
+                )
+            except ElasticIdlError as exc:
+                out[name] = {"error": error_of(exc)}
+                continue
+        out[name] = {"objects": rendered.objects, "losses": [loss.as_dict() for loss in rendered.losses]}
     return out
 
 
