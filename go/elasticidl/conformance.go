@@ -23,7 +23,7 @@ func init() { conformance.Register(respondConformance) }
 // runtime's: the Go backend builds no LaunchSpec). "error" is the answer for an
 // input that is no task.
 func goOutputs() []string {
-	return []string{"binary_hex", "custom", "violations", "pytorchjob", "pod_env", "skew", "error"}
+	return []string{"binary_hex", "custom", "violations", "pytorchjob", "pod_env", "skew", "targets", "error"}
 }
 
 // respondConformance answers a conformance request (conformance.Respond).
@@ -224,18 +224,18 @@ func outputsOf(task *Task, render jsonValue) (map[string]any, error) {
 	binary, _ := task.Binary() // a decoded task always marshals (valid UTF-8)
 	out["binary_hex"] = hex.EncodeToString(binary)
 	backendInput := task
+	var decodeErr error // the backend input's: the custom dict that is no task
 	if custom, err := task.CustomJSON(); err != nil {
 		var ee *EncodeError
 		errors.As(err, &ee) // custom's one error type
 		out["custom"] = map[string]any{"error": map[string]any{"type": "EncodeError", "field": ee.Field}}
 	} else {
 		out["custom"] = json.RawMessage(custom)
-		if fromCustom, err := Decode([]byte(custom), FormatJSON, task.TaskTypeVersion()); err == nil {
-			backendInput = fromCustom
-		} else {
-			out["pytorchjob"] = map[string]any{"error": errorOf(err)}
+		if backendInput, decodeErr = Decode([]byte(custom), FormatJSON, task.TaskTypeVersion()); decodeErr != nil {
+			out["pytorchjob"] = map[string]any{"error": errorOf(decodeErr)}
 		}
 	}
+	out["targets"] = targetsOf(backendInput, decodeErr, renderObj)
 	violations := []map[string]string{}
 	for _, v := range task.Violations() {
 		violations = append(violations, map[string]string{"field": v.Field, "rule": v.Rule})
@@ -276,6 +276,45 @@ func outputsOf(task *Task, render jsonValue) (map[string]any, error) {
 	return out, nil
 }
 
+// targetOutputs are the targets output's entries: name, render target, TrainJobElasticPolicy.
+var targetOutputs = []struct {
+	name          string
+	target        string
+	elasticPolicy bool
+}{
+	{"trainjob", TargetTrainJob, false},
+	{"trainjob_elastic_policy", TargetTrainJob, true},
+	{"jobset", TargetJobSet, false},
+}
+
+// targetsOf is the targets output (the reference's targets_of): the backend input on
+// each of targetOutputs, {"objects", "losses"} or {"error"}; the same input and
+// options as pytorchjob, never strict. A backend input that is no task (decodeErr)
+// is that error after the checks renderTarget makes before it reads the task.
+func targetsOf(backendInput *Task, decodeErr error, opts *jsonObject) map[string]any {
+	out := map[string]any{}
+	for _, o := range targetOutputs {
+		to := TargetOptions{TrainJobElasticPolicy: o.elasticPolicy}
+		var (
+			rendered RenderedTarget
+			err      = decodeErr
+		)
+		if err != nil {
+			if checkErr := checkTarget(opts, o.target, to); checkErr != nil {
+				err = checkErr
+			}
+		} else {
+			rendered, err = backendInput.renderTarget(opts, o.target, to)
+		}
+		if err != nil {
+			out[o.name] = map[string]any{"error": errorOf(err)}
+			continue
+		}
+		out[o.name] = map[string]any{"objects": rendered.Objects, "losses": rendered.Losses}
+	}
+	return out
+}
+
 // errorOf is the contract form of an error of this package (found with
 // errors.As, also wrapped): its type name, plus the violations or the field at fault.
 func errorOf(err error) map[string]any {
@@ -285,6 +324,7 @@ func errorOf(err error) map[string]any {
 		de *DecodeError
 		ue *UnsupportedVersionError
 		ee *EncodeError
+		te *TargetLossError
 	)
 	switch {
 	case errors.As(err, &ve):
@@ -301,6 +341,8 @@ func errorOf(err error) map[string]any {
 		return map[string]any{"type": "UnsupportedVersionError"}
 	case errors.As(err, &ee):
 		return map[string]any{"type": "EncodeError"}
+	case errors.As(err, &te):
+		return map[string]any{"type": "TargetLossError"}
 	}
 	return map[string]any{"type": fmt.Sprintf("%T", err), "reason": err.Error()}
 }

@@ -32,6 +32,8 @@ type vector struct {
 	// flytekitplugins-kfpytorch or Flyte 2's flyteplugins-pytorch emitted), nil elsewhere or when none.
 	sdkCustom  []byte
 	violations any
+	render     *jsonObject // the render options: case.yaml's render over DEFAULT_RENDER
+	targets    any         // decoded targets.json; nil when the case has none
 }
 
 var caseVersion = regexp.MustCompile(`(?m)^task_type_version:\s*(-?\d+)\s*$`)
@@ -53,7 +55,7 @@ func loadVectors(t testing.TB) []vector {
 		if m == nil {
 			t.Fatalf("%s: no task_type_version in case.yaml", d.Name())
 		}
-		v := vector{name: d.Name()}
+		v := vector{name: d.Name(), render: caseRender(t, d.Name(), meta)}
 		version, _ := strconv.ParseInt(string(m[1]), 10, 32)
 		v.version = int32(version)
 		if b, err := os.ReadFile(filepath.Join(dir, "input.textproto")); err == nil {
@@ -64,7 +66,9 @@ func loadVectors(t testing.TB) []vector {
 				t.Fatalf("%s: binary.hex: %v", d.Name(), err)
 			}
 		}
-		for file, into := range map[string]*any{"custom.json": &v.custom, "violations.json": &v.violations} {
+		for file, into := range map[string]*any{
+			"custom.json": &v.custom, "violations.json": &v.violations, "targets.json": &v.targets,
+		} {
 			if b, err := os.ReadFile(filepath.Join(dir, file)); err == nil {
 				if err := json.Unmarshal(b, into); err != nil {
 					t.Fatalf("%s/%s: %v", d.Name(), file, err)
@@ -113,9 +117,13 @@ func violationData(t *testing.T, task *Task) any {
 
 func TestContractVectors(t *testing.T) {
 	sdkCases := map[string]int{} // SDK customs read, by case-name prefix (fk_ flytekit, f2_ Flyte 2)
+	targets := 0                 // inputs whose targets output was compared with targets.json
 	defer func() {
 		if !t.Failed() && (sdkCases["fk"] < 5 || sdkCases["f2"] < 5) {
 			t.Errorf("SDK customs read: %v, want at least 5 of flytekit's (fk_) and of Flyte 2's (f2_)", sdkCases)
+		}
+		if !t.Failed() && targets < 200 {
+			t.Errorf("targets compared for only %d inputs", targets)
 		}
 	}()
 	for _, v := range loadVectors(t) {
@@ -170,6 +178,9 @@ func TestContractVectors(t *testing.T) {
 				}
 				if g := violationData(t, task); !reflect.DeepEqual(g, v.violations) {
 					t.Errorf("%s: violations %v, want %v", in.format, g, v.violations)
+				}
+				if checkTargets(t, in.format, task, v) {
+					targets++
 				}
 				custom, err := task.CustomJSON()
 				if err != nil {

@@ -149,3 +149,19 @@ func (e *EncodeError) Error() string {
 	}
 	return e.Field + ": " + e.Reason
 }
+
+// TargetLossError reports a strict render (TargetOptions.Strict) whose target would
+// lose task fields; Losses lists every one, in task order.
+type TargetLossError struct {
+	Target string
+	Losses []TargetLoss
+}
+
+func (e *TargetLossError) Error() string {
+	fields := make([]string, len(e.Losses))
+	for i, l := range e.Losses {
+		fields[i] = l.Field
+	}
+	return fmt.Sprintf("a %s cannot carry %s (render without strict to accept the losses)", e.Target,
+		strings.Join(fields, ", "))
+}

@@ -2,6 +2,7 @@ package elasticidl_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -76,4 +77,38 @@ func ExampleElasticPolicyOf() {
 	// 1 3 c10d 0
 	// 8
 	// map[Worker:3]
+}
+
+// The same task on a Kubeflow Trainer TrainJob and a JobSet: each render reports the
+// task fields its target cannot carry; Strict refuses such a render instead.
+func ExampleTask_RenderTarget() {
+	task, err := elasticidl.Decode([]byte(`{"elasticConfig": {"minReplicas": 2, "maxReplicas": 4, "nprocPerNode": 8},
+		"runPolicy": {"backoffLimit": 3}}`), elasticidl.FormatJSON, 1)
+	if err != nil {
+		return
+	}
+	options := elasticidl.RenderOptions{Name: "train", Image: "ghcr.io/example/train:1", Entrypoint: []string{"train.py"}}
+	for _, target := range []string{elasticidl.TargetTrainJob, elasticidl.TargetJobSet} {
+		rendered, err := task.RenderTarget(options, target, elasticidl.TargetOptions{})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		obj := rendered.Objects[0].(map[string]any)
+		fmt.Println(target, obj["apiVersion"], obj["kind"])
+		for _, loss := range rendered.Losses {
+			fmt.Println("  loses", loss.Field)
+		}
+	}
+	_, err = task.RenderTarget(options, elasticidl.TargetTrainJob, elasticidl.TargetOptions{Strict: true})
+	var lossErr *elasticidl.TargetLossError
+	if errors.As(err, &lossErr) {
+		fmt.Println(len(lossErr.Losses), "losses:", err)
+	}
+	// Output:
+	// trainjob trainer.kubeflow.org/v1alpha1 TrainJob
+	//   loses elastic_config.min_replicas
+	//   loses run_policy.backoff_limit
+	// jobset jobset.x-k8s.io/v1alpha2 JobSet
+	// 2 losses: a trainjob cannot carry elastic_config.min_replicas, run_policy.backoff_limit (render without strict to accept the losses)
 }

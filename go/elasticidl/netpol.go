@@ -72,8 +72,13 @@ func NetworkPolicyOf(job *PyTorchJob) (*NetworkPolicy, error) {
 // RenderObjects is what to apply for a task: the job (RenderJob) and, when
 // o.NetworkPolicy is set, its NetworkPolicy (else nil), with the render's warnings.
 func (t *Task) RenderObjects(o RenderOptions) (*PyTorchJob, *NetworkPolicy, []SkewWarning, error) {
-	job, warnings, err := t.RenderJob(o)
-	if err != nil || !o.NetworkPolicy {
+	return t.renderObjects(o.generic())
+}
+
+// renderObjects is RenderObjects of options as the reference's keyword arguments.
+func (t *Task) renderObjects(opts *jsonObject) (*PyTorchJob, *NetworkPolicy, []SkewWarning, error) {
+	job, warnings, err := t.renderJob(opts)
+	if wanted, _ := opts.get("network_policy"); err != nil || wanted != true { // checked by renderJob: a bool
 		return job, nil, warnings, err
 	}
 	policy, err := NetworkPolicyOf(job)

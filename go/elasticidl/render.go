@@ -311,28 +311,37 @@ func ReplicaName(jobName, replicaType string, index int) string {
 	return fmt.Sprintf("%s-%s-%d", jobName, strings.ToLower(replicaType), index)
 }
 
-func checkName(name jsonValue, counts []replicaCount) error {
+// checkJobName is the reference's check_job_name: the job's name is a DNS-1035
+// label (requirer says who requires one, e.g. " (the operator's webhook requires
+// one)"), short enough that every name lastPods(name) gives fits in a label too
+// (namer says whose names they are, e.g. "the operator names pods and Services").
+func checkJobName(name jsonValue, lastPods func(string) []string, requirer, namer string) error {
 	s, ok := name.(string)
 	if !ok || s == "" {
 		return renderErr("name", "the job name is required (a DNS-1035 label)")
 	}
 	if pyLen(s) > maxNameLen || !dns1035Re.MatchString(s) {
-		return renderErr("name", "%q is not a DNS-1035 label (the operator's webhook requires one): at most %d "+
-			"characters, lower-case letters, digits and '-', starting with a letter and ending with a letter or digit",
-			s, maxNameLen)
+		return renderErr("name", "%q is not a DNS-1035 label%s: at most %d characters, lower-case letters, digits "+
+			"and '-', starting with a letter and ending with a letter or digit", s, requirer, maxNameLen)
 	}
-	for _, c := range counts {
-		last := int(c.count) - 1
-		if last < 0 {
-			last = 0
-		}
-		longest := ReplicaName(s, c.replicaType, last)
+	for _, longest := range lastPods(s) {
 		if pyLen(longest) > maxNameLen {
-			return renderErr("name", "%q is too long: the operator names pods and Services %q, which exceeds %d "+
-				"characters (use at most %d characters)", s, longest, maxNameLen, maxNameLen-pyLen(longest)+pyLen(s))
+			return renderErr("name", "%q is too long: %s %q, which exceeds %d characters (use at most %d characters)",
+				s, namer, longest, maxNameLen, maxNameLen-pyLen(longest)+pyLen(s))
 		}
 	}
 	return nil
+}
+
+// checkName is the PyTorchJob's name check: the operator names the last pod of each replica type.
+func checkName(name jsonValue, counts []replicaCount) error {
+	return checkJobName(name, func(s string) []string {
+		var out []string
+		for _, c := range counts {
+			out = append(out, ReplicaName(s, c.replicaType, max(int(c.count)-1, 0)))
+		}
+		return out
+	}, " (the operator's webhook requires one)", "the operator names pods and Services")
 }
 
 func checkNamespace(ns jsonValue) error {
@@ -341,6 +350,18 @@ func checkNamespace(ns jsonValue) error {
 		return renderErr("namespace", "%s is not a DNS-1123 label (at most %d characters)", pyRepr(ns), maxNameLen)
 	}
 	return nil
+}
+
+// namespaceOf is the namespace option ("default" when absent), checked.
+func namespaceOf(opts *jsonObject) (string, error) {
+	ns, ok := opts.get("namespace")
+	if !ok {
+		ns = "default"
+	}
+	if err := checkNamespace(ns); err != nil {
+		return "", err
+	}
+	return ns.(string), nil
 }
 
 func checkImage(field string, image jsonValue) error {
@@ -417,7 +438,8 @@ func optLabels(field string, v jsonValue, isLabel bool) (map[string]string, erro
 	return out, nil
 }
 
-func userEnv(v jsonValue) ([]EnvVar, error) {
+// userEnv is the env option as container env entries, in name order; a name in reserved is refused.
+func userEnv(v jsonValue, reserved []string) ([]EnvVar, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -430,7 +452,7 @@ func userEnv(v jsonValue) ([]EnvVar, error) {
 		if !envNameRe.MatchString(key) {
 			return nil, renderErr("env."+key, "not a valid environment variable name")
 		}
-		if contains(reservedEnv, key) {
+		if contains(reserved, key) {
 			return nil, renderErr("env."+key, "is set by the operator or the renderer; it cannot be given")
 		}
 		value, ok := obj.value(key).(string)
@@ -582,13 +604,94 @@ func (t *Task) render(opts *jsonObject, warn *[]SkewWarning) (*PyTorchJob, error
 	if err := checkName(opt("name"), counts); err != nil {
 		return nil, err
 	}
-	namespace, ok := opts.get("namespace")
-	if !ok {
-		namespace = "default"
-	}
-	if err := checkNamespace(namespace); err != nil {
+	namespace, err := namespaceOf(opts)
+	if err != nil {
 		return nil, err
 	}
+	custom, err := t.CustomJSON()
+	if err != nil {
+		return nil, err
+	}
+	c, err := containerOf(v, custom, opts, reservedEnv, DefaultPort)
+	if err != nil {
+		return nil, err
+	}
+	var podMeta *ObjectMeta
+	if len(c.labels) > 0 || len(c.annotations) > 0 {
+		podMeta = &ObjectMeta{Labels: c.labels, Annotations: c.annotations}
+	}
+	replica := func(count int32, r *replicaView, elasticWorker bool) (*ReplicaSpec, error) {
+		spec, err := replicaSpec(count, r, elasticWorker, c.image, c.command, c.args, c.env, c.port, c.resources, podMeta)
+		if err == nil && r != nil && r.resources != nil {
+			spec.Template.Spec.Containers[0].Resources = nil
+			if res := replicaResourcesWarn(r.resources, r.specPath+".resources", warn); !res.empty() {
+				spec.Template.Spec.Containers[0].Resources = res
+			}
+		}
+		if err == nil && elasticWorker && spec.RestartPolicy == elasticWorkerRestartPolicy {
+			spec.RestartPolicy = t.elasticWorkerDefault(restart)
+		}
+		return spec, err
+	}
+
+	spec := PyTorchJobSpec{PyTorchReplicaSpecs: map[string]*ReplicaSpec{}}
+	// The legacy shape has no per-replica settings.
+	var workerReplica *replicaView
+	if v.worker.specPath != "" {
+		workerReplica = &v.worker
+	}
+	if v.elastic != nil {
+		elasticSpecFor(&spec, v.elastic, mode)
+	} else {
+		master, err := replica(1, v.master, false)
+		if err != nil {
+			return nil, err
+		}
+		spec.PyTorchReplicaSpecs[ReplicaMaster] = master
+	}
+	if workers, ok := countOf(counts, ReplicaWorker); ok {
+		worker, err := replica(workers, workerReplica, v.elastic != nil)
+		if err != nil {
+			return nil, err
+		}
+		spec.PyTorchReplicaSpecs[ReplicaWorker] = worker
+	}
+	spec.RunPolicy = runPolicyOf(v)
+	if w := spec.PyTorchReplicaSpecs[ReplicaWorker]; w != nil && v.elastic != nil && t.budgeted(restart, workerReplica) &&
+		v.runPolicy != nil && v.runPolicy.GetCleanPodPolicy() == 0 {
+		clean := budgetedCleanPodPolicy
+		spec.RunPolicy.CleanPodPolicy = &clean
+	}
+
+	return &PyTorchJob{
+		APIVersion: apiVersion,
+		Kind:       kind,
+		Metadata: ObjectMeta{
+			Name: opt("name").(string), Namespace: namespace, Labels: c.labels, Annotations: c.annotations,
+		},
+		Spec: spec,
+	}, nil
+}
+
+// podContainer is the container every pod of a job runs, from the checked options
+// (the reference's Container): a replica's own image and resources replace the task's.
+type podContainer struct {
+	image         string
+	command, args []string
+	env           []EnvVar
+	port          int32
+	resources     *ResourceRequirements // the resources option; nil when not given
+	labels        map[string]string
+	annotations   map[string]string
+}
+
+// containerOf is the reference's container(): the checked options as one container,
+// carrying the task (custom) in its env. reserved are the env names the target's
+// controller or the renderer sets; defaultPort is the rendezvous port when the task
+// sets none. Checked in the reference's order: image, command/args/entrypoint/pod_args,
+// labels, annotations, resources, env (then an env name the task's NCCL fields set).
+func containerOf(v *taskView, custom string, opts *jsonObject, reserved []string, defaultPort int32) (*podContainer, error) {
+	opt := func(key string) jsonValue { x, _ := opts.get(key); return x }
 	if err := checkImage("image", opt("image")); err != nil {
 		return nil, err
 	}
@@ -641,15 +744,11 @@ func (t *Task) render(opts *jsonObject, warn *[]SkewWarning) (*PyTorchJob, error
 	if err != nil {
 		return nil, err
 	}
-	taskResources, err := k8sResources("resources", opt("resources"))
+	resources, err := k8sResources("resources", opt("resources"))
 	if err != nil {
 		return nil, err
 	}
-	custom, err := t.CustomJSON()
-	if err != nil {
-		return nil, err
-	}
-	extra, err := userEnv(opt("env"))
+	extra, err := userEnv(opt("env"), reserved)
 	if err != nil {
 		return nil, err
 	}
@@ -667,66 +766,13 @@ func (t *Task) render(opts *jsonObject, warn *[]SkewWarning) (*PyTorchJob, error
 		{Name: TaskTypeVersionEnv, Value: strconv.Itoa(int(v.version))},
 	}, nccl...)
 	env = append(env, extra...)
-
-	var podMeta *ObjectMeta
-	if len(labels) > 0 || len(annotations) > 0 {
-		podMeta = &ObjectMeta{Labels: labels, Annotations: annotations}
-	}
-	port := int32(DefaultPort)
+	port := defaultPort
 	if v.elastic != nil && v.elastic.GetRdzvPort() != 0 {
 		port = v.elastic.GetRdzvPort()
 	}
-	image := opt("image").(string) // checked above
-	replica := func(count int32, r *replicaView, elasticWorker bool) (*ReplicaSpec, error) {
-		spec, err := replicaSpec(count, r, elasticWorker, image, cmd, args, env, port, taskResources, podMeta)
-		if err == nil && r != nil && r.resources != nil {
-			spec.Template.Spec.Containers[0].Resources = nil
-			if res := replicaResourcesWarn(r.resources, r.specPath+".resources", warn); !res.empty() {
-				spec.Template.Spec.Containers[0].Resources = res
-			}
-		}
-		if err == nil && elasticWorker && spec.RestartPolicy == elasticWorkerRestartPolicy {
-			spec.RestartPolicy = t.elasticWorkerDefault(restart)
-		}
-		return spec, err
-	}
-
-	spec := PyTorchJobSpec{PyTorchReplicaSpecs: map[string]*ReplicaSpec{}}
-	// The legacy shape has no per-replica settings.
-	var workerReplica *replicaView
-	if v.worker.specPath != "" {
-		workerReplica = &v.worker
-	}
-	if v.elastic != nil {
-		elasticSpecFor(&spec, v.elastic, mode)
-	} else {
-		master, err := replica(1, v.master, false)
-		if err != nil {
-			return nil, err
-		}
-		spec.PyTorchReplicaSpecs[ReplicaMaster] = master
-	}
-	if workers, ok := countOf(counts, ReplicaWorker); ok {
-		worker, err := replica(workers, workerReplica, v.elastic != nil)
-		if err != nil {
-			return nil, err
-		}
-		spec.PyTorchReplicaSpecs[ReplicaWorker] = worker
-	}
-	spec.RunPolicy = runPolicyOf(v)
-	if w := spec.PyTorchReplicaSpecs[ReplicaWorker]; w != nil && v.elastic != nil && t.budgeted(restart, workerReplica) &&
-		v.runPolicy != nil && v.runPolicy.GetCleanPodPolicy() == 0 {
-		clean := budgetedCleanPodPolicy
-		spec.RunPolicy.CleanPodPolicy = &clean
-	}
-
-	return &PyTorchJob{
-		APIVersion: apiVersion,
-		Kind:       kind,
-		Metadata: ObjectMeta{
-			Name: opt("name").(string), Namespace: namespace.(string), Labels: labels, Annotations: annotations,
-		},
-		Spec: spec,
+	return &podContainer{
+		image: opt("image").(string), command: cmd, args: args, env: env, port: port, resources: resources,
+		labels: labels, annotations: annotations,
 	}, nil
 }
 
