@@ -23,7 +23,7 @@ from pathlib import Path
 
 # Every module of the reference this script reads, in one place (private modules: re-point here when they move).
 from elastic_idl import __version__, _conformance, _errors
-from elastic_idl._backend import common, pytorchjob
+from elastic_idl._backend import common, pytorchjob, trainjob
 from elastic_idl._backend import networkpolicy as np
 from elastic_idl._task import codec, enums, names, resources, validate, view
 from elastic_idl._task.messages import ElasticConfig
@@ -173,6 +173,13 @@ def go_source() -> str:
         const("maxNameLen", "elastic_idl._backend.common.MAX_NAME_LEN", common.MAX_NAME_LEN),
         var("podEntrypoint", "elastic_idl._backend.pytorchjob.POD_ENTRYPOINT", strings(kf.POD_ENTRYPOINT)),
         var("reservedEnv", "elastic_idl._backend.pytorchjob.RESERVED_ENV", strings(sorted(kf.RESERVED_ENV))),
+        var(
+            "trainJobReservedEnvWhy",
+            "elastic_idl._backend.trainjob.RESERVED_ENV_WHY: a TrainJob's reason for refusing these user env names.",
+            "map[string]string{"
+            + ", ".join(f"{q(k)}: {q(v)}" for k, v in sorted(trainjob.RESERVED_ENV_WHY.items()))
+            + "}",
+        ),
         *resource_parts(),
         var(
             "restartPolicies",

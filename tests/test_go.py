@@ -35,7 +35,7 @@ GO_DIR = REPO / "go"
 GEN_GO = GO_DIR / "gen"
 GO_ENV = {"GOFLAGS": "-p=1"}
 #: Outputs the Go backend must declare (launch_spec is the Python runtime's).
-GO_OUTPUTS = {"binary_hex", "custom", "violations", "pytorchjob", "pod_env", "skew"}
+GO_OUTPUTS = {"binary_hex", "custom", "violations", "pytorchjob", "pod_env", "skew", "targets"}
 #: Its name in known_failures.yaml.
 GO_IMPL = "go"
 #: Names a propeller plugin already imports; the generated Go packages may not take them.

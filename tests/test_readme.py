@@ -108,6 +108,9 @@ EXEMPT_BLOCKS: dict[tuple[str, str, str], str] = {
         "",
         "go",
     ): "a propeller build's import; go/flyteplugin's tests register and run the plugin",
+    ("docs/guide/targets.md", "", "go"): (
+        "a fragment of Go; ExampleTask_RenderTarget (go test) runs the same calls and checks their output"
+    ),
     (
         "docs/guide/propeller.md",
         "Until a release is served",

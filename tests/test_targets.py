@@ -488,3 +488,52 @@ def test_two_pods_start_from_the_targets_env_and_train(target: str, tmp_path: Pa
     assert len(results) == 1, logs
     assert results[0]["return_value"] == {"world": 2, "sum": 3.0}
     assert results[0]["run_id"] == ("job-3" if target == "jobset" else "none")
+
+
+@pytest.mark.parametrize(
+    ("host", "refused"),
+    [
+        ("127.0.0.1", True),
+        ("127.1.2.3", True),
+        ("localhost", True),
+        ("LOCALHOST", True),
+        ("::1", True),
+        ("::ffff:127.0.0.2", True),  # IPv4-mapped loopback: Python 3.11's is_loopback alone says no
+        ("10.0.0.1", False),
+        ("trainer-0.ns.svc", False),
+    ],
+)
+def test_a_loopback_rdzv_host_on_more_than_one_pod_is_refused_on_every_target(host: str, refused: bool) -> None:
+    """pith-train#91's hang: each pod rendezvousing on its own loopback. Refused on every target, naming the
+    field; a one-pod job keeps it (its pod is where the rendezvous runs); the upstream mode renders it, as
+    Flyte 1.x's propeller does."""
+    task = _kf(f'elastic_config {{ min_replicas: 1 max_replicas: 2 nproc_per_node: 1 rdzv_host: "{host}" }}')
+    for target in TARGETS:
+        if not refused:
+            assert ei.render_target(task, OPTIONS, target=target).objects
+            continue
+        with pytest.raises(ei.RenderError) as info:
+            ei.render_target(task, OPTIONS, target=target)
+        assert info.value.field == "elastic_config.rdzv_host"
+        assert "2 pods" in info.value.reason and "never form" in info.value.reason
+    one = _kf(f'elastic_config {{ min_replicas: 1 max_replicas: 1 nproc_per_node: 2 rdzv_host: "{host}" }}')
+    for target in TARGETS:
+        assert ei.render_target(one, OPTIONS, target=target).objects
+    upstream = ei.JobOptions(**{**_fields(OPTIONS), "mode": "upstream"})
+    job = ei.render_pytorchjob(task, upstream)
+    assert job["spec"]["elasticPolicy"]["rdzvHost"] == host
+
+
+def test_pet_nnodes_in_the_env_is_refused_and_a_trainjob_says_what_the_workaround_does() -> None:
+    """kubeflow/trainer#3559's workaround, PET_NNODES=min:max in the TrainJob's env: refused on every target
+    (each sets PET_NNODES itself); the TrainJob's reason says what it would do and what to set instead."""
+    task = _kf(ELASTIC)
+    options = ei.JobOptions(**{**_fields(OPTIONS), "env": {"PET_NNODES": "1:3"}})
+    reasons = {}
+    for target in TARGETS:
+        with pytest.raises(ei.RenderError) as info:
+            ei.render_target(task, options, target=target)
+        assert info.value.field == "env.PET_NNODES"
+        reasons[target] = info.value.reason
+    assert "#3559" in reasons["trainjob"] and "min_replicas and max_replicas" in reasons["trainjob"]
+    assert reasons["pytorchjob"] == reasons["jobset"] != reasons["trainjob"]

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/netip"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -439,7 +440,7 @@ func optLabels(field string, v jsonValue, isLabel bool) (map[string]string, erro
 }
 
 // userEnv is the env option as container env entries, in name order; a name in reserved is refused.
-func userEnv(v jsonValue, reserved []string) ([]EnvVar, error) {
+func userEnv(v jsonValue, reserved []string, why map[string]string) ([]EnvVar, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -453,7 +454,11 @@ func userEnv(v jsonValue, reserved []string) ([]EnvVar, error) {
 			return nil, renderErr("env."+key, "not a valid environment variable name")
 		}
 		if contains(reserved, key) {
-			return nil, renderErr("env."+key, "is set by the operator or the renderer; it cannot be given")
+			reason, ok := why[key]
+			if !ok {
+				reason = "is set by the operator or the renderer; it cannot be given"
+			}
+			return nil, renderErr("env."+key, "%s", reason)
 		}
 		value, ok := obj.value(key).(string)
 		if !ok {
@@ -462,6 +467,33 @@ func userEnv(v jsonValue, reserved []string) ([]EnvVar, error) {
 		out = append(out, EnvVar{Name: key, Value: value})
 	}
 	return out, nil
+}
+
+// checkRdzvHostReachable refuses a loopback rdzv_host on a job of more than one pod:
+// each pod is its own machine, so each would rendezvous with itself only and wait
+// for the others until the join timeout.
+func checkRdzvHostReachable(v *taskView, pods int32) error {
+	if v.elastic == nil || pods <= 1 {
+		return nil
+	}
+	host := v.elastic.GetRdzvHost()
+	if host == "" || !isLoopback(host) {
+		return nil
+	}
+	return renderErr("elastic_config.rdzv_host", "%s is a loopback address on a job of %d pods: each pod would "+
+		"reach only itself and the rendezvous would never form; leave rdzv_host unset (node 0 hosts the "+
+		"rendezvous) or name a host every pod reaches", pyRepr(host), pods)
+}
+
+// isLoopback is whether host names this machine's loopback interface: "localhost" (any
+// case), or an address of 127.0.0.0/8 or ::1, IPv4-mapped too (the reference's is_loopback).
+func isLoopback(host string) bool {
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	addr, err := netip.ParseAddr(host)
+	return err == nil && addr.Unmap().IsLoopback()
 }
 
 // k8sResources normalises the resources option: {"requests": {...}, "limits": {...}}.
@@ -601,6 +633,15 @@ func (t *Task) render(opts *jsonObject, warn *[]SkewWarning) (*PyTorchJob, error
 	if err != nil {
 		return nil, err
 	}
+	if mode == ModeStrict { // the upstream mode renders what Flyte 1.x's propeller does, which takes it
+		pods := int32(0)
+		for _, c := range counts {
+			pods += c.count
+		}
+		if err := checkRdzvHostReachable(v, pods); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkName(opt("name"), counts); err != nil {
 		return nil, err
 	}
@@ -612,7 +653,7 @@ func (t *Task) render(opts *jsonObject, warn *[]SkewWarning) (*PyTorchJob, error
 	if err != nil {
 		return nil, err
 	}
-	c, err := containerOf(v, custom, opts, reservedEnv, DefaultPort)
+	c, err := containerOf(v, custom, opts, reservedEnv, nil, DefaultPort)
 	if err != nil {
 		return nil, err
 	}
@@ -690,7 +731,7 @@ type podContainer struct {
 // controller or the renderer sets; defaultPort is the rendezvous port when the task
 // sets none. Checked in the reference's order: image, command/args/entrypoint/pod_args,
 // labels, annotations, resources, env (then an env name the task's NCCL fields set).
-func containerOf(v *taskView, custom string, opts *jsonObject, reserved []string, defaultPort int32) (*podContainer, error) {
+func containerOf(v *taskView, custom string, opts *jsonObject, reserved []string, reservedWhy map[string]string, defaultPort int32) (*podContainer, error) {
 	opt := func(key string) jsonValue { x, _ := opts.get(key); return x }
 	if err := checkImage("image", opt("image")); err != nil {
 		return nil, err
@@ -748,7 +789,7 @@ func containerOf(v *taskView, custom string, opts *jsonObject, reserved []string
 	if err != nil {
 		return nil, err
 	}
-	extra, err := userEnv(opt("env"), reserved)
+	extra, err := userEnv(opt("env"), reserved, reservedWhy)
 	if err != nil {
 		return nil, err
 	}

@@ -125,6 +125,9 @@ func (t *Task) renderTarget(opts *jsonObject, target string, to TargetOptions) (
 	if err != nil {
 		return RenderedTarget{}, err
 	}
+	if err := checkRdzvHostReachable(v, nodes); err != nil {
+		return RenderedTarget{}, err
+	}
 	name, _ := opts.get("name")
 	if err := checkNodeName(name, nodes); err != nil {
 		return RenderedTarget{}, err
@@ -146,13 +149,13 @@ func (t *Task) renderTarget(opts *jsonObject, target string, to TargetOptions) (
 	}
 	var obj map[string]any
 	if target == TargetTrainJob {
-		c, err := containerOf(v, custom, opts, reservedEnv, trainJobDefaultPort)
+		c, err := containerOf(v, custom, opts, reservedEnv, trainJobReservedEnvWhy, trainJobDefaultPort)
 		if err != nil {
 			return RenderedTarget{}, err
 		}
 		obj = renderTrainJob(v, name.(string), namespace, c, nodes, to.TrainJobElasticPolicy)
 	} else {
-		c, err := containerOf(v, custom, opts, append(slices.Clone(reservedEnv), restartAttemptEnv), jobSetDefaultPort)
+		c, err := containerOf(v, custom, opts, append(slices.Clone(reservedEnv), restartAttemptEnv), nil, jobSetDefaultPort)
 		if err != nil {
 			return RenderedTarget{}, err
 		}

@@ -21,7 +21,7 @@ from elastic_idl._launch.spec import entrypoint_problem
 from elastic_idl._task.codec import from_custom, lone_surrogate
 from elastic_idl._task.enums import K8S_RESOURCE
 from elastic_idl._task.messages import TASK_CLASSES, Resources, task_class
-from elastic_idl._task.names import NCCL_ENV_FIELDS, TASK_ENV, TASK_TYPE_VERSION_ENV
+from elastic_idl._task.names import NCCL_ENV_FIELDS, TASK_ENV, TASK_TYPE_VERSION_ENV, is_loopback
 from elastic_idl._task.resources import quantity_problems
 from elastic_idl._task.view import TaskView, message_of, of, values_of
 
@@ -164,6 +164,20 @@ def check_job_name(name: Any, last_pods: Callable[[str], Iterable[str]], *, requ
             )
 
 
+def check_rdzv_host_reachable(t: TaskView, pods: int) -> None:
+    """A loopback ``rdzv_host`` on a job of more than one pod is refused: each pod is its own machine, so
+    each would rendezvous with itself only and wait for the others until the join timeout."""
+    values = values_of(t)
+    if values is None or pods <= 1 or not values.rdzv_host or not is_loopback(values.rdzv_host):
+        return
+    raise RenderError(
+        "elastic_config.rdzv_host",
+        f"{values.rdzv_host!r} is a loopback address on a job of {pods} pods: each pod would reach only itself "
+        "and the rendezvous would never form; leave rdzv_host unset (node 0 hosts the rendezvous) or name a "
+        "host every pod reaches",
+    )
+
+
 def check_namespace(namespace: Any) -> None:
     if not isinstance(namespace, str) or len(namespace) > MAX_NAME_LEN or not _DNS1123_LABEL.match(namespace):
         raise RenderError("namespace", f"{namespace!r} is not a DNS-1123 label (at most {MAX_NAME_LEN} characters)")
@@ -257,8 +271,11 @@ def string_list(field: str, value: Sequence[str] | None) -> list[str] | None:
     return list(value)
 
 
-def user_env(env: Mapping[str, str] | None, reserved: frozenset[str]) -> list[dict[str, str]]:
-    """The ``env`` option as container env entries, in name order; a name in ``reserved`` is refused."""
+def user_env(
+    env: Mapping[str, str] | None, reserved: frozenset[str], why: Mapping[str, str] | None = None
+) -> list[dict[str, str]]:
+    """The ``env`` option as container env entries, in name order; a name in ``reserved`` is refused, with
+    ``why[name]`` as the reason where the target has more to say than that it sets the name itself."""
     if env is None:
         return []
     if not isinstance(env, Mapping):
@@ -268,7 +285,9 @@ def user_env(env: Mapping[str, str] | None, reserved: frozenset[str]) -> list[di
         if not _ENV_NAME.match(key):
             raise RenderError(f"env.{key}", "not a valid environment variable name")
         if key in reserved:
-            raise RenderError(f"env.{key}", "is set by the operator or the renderer; it cannot be given")
+            raise RenderError(
+                f"env.{key}", (why or {}).get(key, "is set by the operator or the renderer; it cannot be given")
+            )
         value = env[key]
         if not isinstance(value, str):
             raise RenderError(f"env.{key}", f"value must be a string, got {type(value).__name__}")
@@ -421,17 +440,23 @@ compact_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_cir
 
 
 def container(
-    t: TaskView, custom: dict[str, Any], options: RenderOptions, *, reserved: frozenset[str], default_port: int
+    t: TaskView,
+    custom: dict[str, Any],
+    options: RenderOptions,
+    *,
+    reserved: frozenset[str],
+    default_port: int,
+    reserved_why: Mapping[str, str] | None = None,
 ) -> Container:
     """The checked options as one container, carrying the task (``custom``) in its env: ``reserved``, the
-    env names the target's controller or the renderer sets; ``default_port``, the rendezvous port when the
-    task sets none."""
+    env names the target's controller or the renderer sets (``reserved_why``: the reason given for some of
+    them); ``default_port``, the rendezvous port when the task sets none."""
     check_image("image", options.image)
     command, args = command_and_args(options)
     labels = checked_labels("labels", options.labels, is_label=True)
     annotations = checked_labels("annotations", options.annotations, is_label=False)
     resources = k8s_resources("resources", options.resources)
-    given_env = user_env(options.env, reserved)
+    given_env = user_env(options.env, reserved, reserved_why)
     values = values_of(t)
     nccl = {} if values is None else values.nccl_env()
     for item in given_env:

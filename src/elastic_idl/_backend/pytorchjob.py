@@ -24,6 +24,7 @@ from elastic_idl._backend.common import (
     check_job_name,
     check_namespace,
     check_option_text,
+    check_rdzv_host_reachable,
     container,
     metadata_of,
     replica_resources,
@@ -544,6 +545,8 @@ def render_pytorchjob(
     _check_rules(t, mode)
     check_option_text(opts)
     counts = _replica_counts(t, mode)
+    if mode == STRICT:  # the upstream mode renders what Flyte 1.x's propeller does, which takes it
+        check_rdzv_host_reachable(t, sum(counts.values()))
     _check_name(opts.name, counts)
     check_namespace(opts.namespace)
     c = container(t, to_custom(t), opts, reserved=RESERVED_ENV, default_port=DEFAULT_PORT)

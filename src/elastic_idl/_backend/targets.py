@@ -9,7 +9,13 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from elastic_idl._backend import jobset, trainjob
-from elastic_idl._backend.common import check_namespace, check_option_text, container, task_for_render
+from elastic_idl._backend.common import (
+    check_namespace,
+    check_option_text,
+    check_rdzv_host_reachable,
+    container,
+    task_for_render,
+)
 from elastic_idl._backend.networkpolicy import render_objects
 from elastic_idl._backend.nodes import check_node_name, node_count
 from elastic_idl._backend.pytorchjob import ELASTIC_WORKER_RESTART_POLICY, RESERVED_ENV, STRICT, JobOptions
@@ -118,6 +124,7 @@ def render_target(
     if found:
         raise ValidationError(list(found))
     check_option_text(options)
+    check_rdzv_host_reachable(t, node_count(t))
     check_node_name(options.name, node_count(t))
     check_namespace(options.namespace)
     if target == trainjob.TARGET:
@@ -127,7 +134,14 @@ def render_target(
     if strict and losses:
         raise TargetLossError(target, losses)
     if target == trainjob.TARGET:
-        c = container(t, to_custom(t), options, reserved=RESERVED_ENV, default_port=trainjob.DEFAULT_PORT)
+        c = container(
+            t,
+            to_custom(t),
+            options,
+            reserved=RESERVED_ENV,
+            default_port=trainjob.DEFAULT_PORT,
+            reserved_why=trainjob.RESERVED_ENV_WHY,
+        )
         obj = trainjob.render_trainjob(t, options.name, options.namespace, c, elastic_policy=trainjob_elastic_policy)
     else:
         reserved = RESERVED_ENV | {jobset.RESTART_ATTEMPT_ENV}

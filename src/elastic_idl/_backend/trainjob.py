@@ -12,6 +12,7 @@ from typing import Any
 from elastic_idl._backend.common import Container, K, metadata_of, replica_resources
 from elastic_idl._backend.nodes import NODE, master_losses, node_count, rdzv_env, static_backend_loss
 from elastic_idl._errors import TargetLoss
+from elastic_idl._task.names import ENV
 from elastic_idl._task.view import TaskView, values_of
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "KIND",
     "PATCH_MANAGER",
     "PROPOSAL_ANNOTATION",
+    "RESERVED_ENV_WHY",
     "RUNTIME",
     "TARGET",
     "render_trainjob",
@@ -38,6 +40,15 @@ DEFAULT_PORT = 29500
 PATCH_MANAGER = "elastic-idl"
 #: Annotation of a TrainJob rendered with the proposed ``spec.trainer.elasticPolicy`` (KEP-2903).
 PROPOSAL_ANNOTATION = "elastic-idl/proposal"
+#: Why a TrainJob refuses the user env names Trainer sets itself, where a plain "reserved" says too little.
+RESERVED_ENV_WHY = {
+    ENV.NNODES: (
+        "Trainer sets PET_NNODES to numNodes; PET_NNODES=min:max (the workaround of kubeflow/trainer#3559) "
+        "makes torchrun elastic while Trainer still creates numNodes pods and needs every one to succeed, and "
+        "the pod entrypoint takes its node range from the task anyway: set elastic_config.min_replicas and "
+        "max_replicas instead"
+    ),
+}
 _PROPOSAL_TEXT = (
     "spec.trainer.elasticPolicy is KEP-2903 (kubeflow/trainer#3654), a proposal: Trainer v2.3 has no such field"
 )

@@ -154,12 +154,15 @@ def is_loopback(host: str) -> bool:
     import ipaddress  # not at import time: workers import this module and never call this
 
     host = host.strip("[]")
-    if host == "localhost":
+    if host.lower() == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        ip = ipaddress.ip_address(host)
     except ValueError:
         return False
+    # An IPv4-mapped IPv6 address of 127.0.0.0/8 is loopback too (Python 3.11's is_loopback says no).
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def bind_host(host: str) -> str:
