@@ -142,6 +142,61 @@ def test_the_installed_surface_is_torchs_own_parser(monkeypatch: pytest.MonkeyPa
     assert theirs - {"-h", "--help"} <= handled
 
 
+@pytest.mark.parametrize("template", ["", "[${rank}]"])
+def test_to_torchrun_for_the_installed_torch_writes_what_its_torchrun_parses(template: str) -> None:
+    """``to_torchrun(..., torch_version=<installed>)`` either writes a command line this torch's own parser
+    takes, or refuses naming the flag it lacks where that parser would refuse the unrestricted line
+    (torch 2.13 and the template; 2.14 and 2.15 take it: the torch matrix runs this on each)."""
+    import torch
+    from torch.distributed import run
+
+    from elastic_idl import decode
+
+    text = (
+        f'elastic_config {{ min_replicas: 1 max_replicas: 2 nproc_per_node: 2 log_line_prefix_template: "{template}" }}'
+    )
+    task = decode(text, format="textproto", task_type_version=1)
+    unrestricted = to_torchrun(task, "train.py", ["--epochs", "3"])
+    parser = run.get_args_parser()
+    try:
+        parser.parse_args(unrestricted)
+        takes_it = True
+    except SystemExit:  # argparse's refusal: this torchrun lacks a flag written
+        takes_it = False
+    if not takes_it:
+        assert template  # only the template's flag is newer than 2.13
+        with pytest.raises(TorchrunError) as err:
+            to_torchrun(task, "train.py", ["--epochs", "3"], torch_version=torch.__version__)
+        assert err.value.flag == TEMPLATE and "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE" in err.value.reason
+        return
+    argv = to_torchrun(task, "train.py", ["--epochs", "3"], torch_version=torch.__version__)
+    assert argv == unrestricted
+    parsed = parser.parse_args(argv)
+    assert (parsed.nnodes, parsed.nproc_per_node, parsed.training_script) == ("1:2", "2", "train.py")
+    assert parsed.training_script_args == ["--epochs", "3"]
+    if template:
+        assert parsed.log_line_prefix_template == template
+
+
+def test_to_torchrun_refuses_a_flag_the_named_torch_lacks_and_a_bad_version() -> None:
+    from elastic_idl import decode
+
+    task = decode(
+        'elastic_config { min_replicas: 1 max_replicas: 1 nproc_per_node: 1 log_line_prefix_template: "${rank}|" }',
+        format="textproto",
+        task_type_version=1,
+    )
+    for old in ("2.13.0", "2.13.1+cpu", "2.12"):
+        with pytest.raises(TorchrunError) as err:
+            to_torchrun(task, "train.py", torch_version=old)
+        assert err.value.flag == TEMPLATE and f"torch {old}'s torchrun" in err.value.reason
+    for new in ("2.14.1", "2.15.0", "3.0"):
+        assert f"{TEMPLATE}=${{rank}}|" in to_torchrun(task, "train.py", torch_version=new)
+    with pytest.raises(TorchrunError) as err:
+        to_torchrun(task, "train.py", torch_version="latest")
+    assert err.value.flag == "torch_version"
+
+
 def _run(cmd: list[str], script: Path, tmp: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*cmd, "--nproc-per-node", "2", "--tee", "3", str(script)],

@@ -1074,7 +1074,13 @@ def _rendezvous(v: dict[str, _Value], max_nodes: int) -> tuple[str, str, int, st
     return backend, host, port, "" if v["rdzv_id"].source == "default" else rdzv_id
 
 
-def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[str] = ()) -> list[str]:
+def to_torchrun(
+    task: Any,
+    entrypoint: TorchrunEntrypoint | str,
+    args: Sequence[str] = (),
+    *,
+    torch_version: str | None = None,
+) -> list[str]:
     """Render the torchrun arguments (without ``torchrun`` itself) that launch ``task``'s elastic config.
 
     ``from_torchrun(to_torchrun(task, ep))`` gives back the same elastic config (an empty
@@ -1092,6 +1098,10 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
         task: A valid task of either shape with an elastic config.
         entrypoint: A `TorchrunEntrypoint`, or the script path.
         args: The script's arguments, when ``entrypoint`` is a path.
+        torch_version: The torch whose torchrun the command line is for (``"2.13.0"``): a field whose
+            flag that torchrun lacks (2.14's ``--log-line-prefix-template`` before 2.14) is a
+            TorchrunError naming the flag and the version, where that torchrun would refuse the
+            command line. None (the default): every flag elastic-idl knows.
 
     Raises:
         ValidationError: The task breaks a rule, or has no elastic config.
@@ -1132,10 +1142,16 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
                 "torchrun has no flag for the failure-detection budget; launch the task itself "
                 "(elastic-idl run, the pod entrypoint) or leave it unset",
             )
+    surface = None if torch_version is None else _surface_of(torch_version)
     writing = _Writing(e, ep, e.rdzv_backend or DEFAULT_RDZV_BACKEND)
     out: list[str] = []
     for f in _KNOWN:
         text = f.write(f, writing) if f.write is not None else None
+        if text and surface is not None and not surface.has(f):
+            hint = _OLDER_TORCH_HINTS.get(f.dest, f"leave {f.dest} unset")
+            raise TorchrunError(
+                _flag_name(f), f"not a flag of torch {surface.torch_version}'s torchrun, which would refuse it: {hint}"
+            )
         if text is True:
             out.append(_flag_name(f))
         elif text:
@@ -1145,6 +1161,30 @@ def to_torchrun(task: Any, entrypoint: TorchrunEntrypoint | str, args: Sequence[
     # argparse (so torchrun) drops one "--" right after the script: double it to pass one through.
     escape = ["--"] if ep.args[:1] == ("--",) else []
     return [*out, ep.target, *escape, *ep.args]
+
+
+#: The torch that added `NEWER_FLAGS` to torchrun (2.15 added none).
+_NEWER_FLAGS_SINCE = (2, 14)
+
+
+def _surface_of(torch_version: str) -> TorchrunSurface | None:
+    """The torchrun flags of a torch version `to_torchrun` writes for: `TORCH_2_13` before 2.14, else None
+    (every flag); TorchrunError for a version that is not one."""
+    m = re.match(r"(\d+)\.(\d+)", torch_version) if isinstance(torch_version, str) else None
+    if m is None:
+        raise TorchrunError("torch_version", f"{torch_version!r} is not a torch version such as '2.13.0'")
+    if (int(m[1]), int(m[2])) < _NEWER_FLAGS_SINCE:
+        return TorchrunSurface(torch_version, TORCH_2_13.options, TORCH_2_13.switches)
+    return None
+
+
+#: What to do instead when a torchrun lacks the flag of a field `to_torchrun` would write (``surface=``).
+_OLDER_TORCH_HINTS = {
+    "log_line_prefix_template": (
+        "torchrun 2.13 takes the template from TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE in its environment; "
+        "leave log_line_prefix_template unset and set that, or use torch 2.14+"
+    ),
+}
 
 
 #: ElasticConfig fields no torchrun flag says (the failure-detection budget): `to_torchrun` refuses a task
