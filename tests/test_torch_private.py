@@ -110,11 +110,13 @@ def test_one_node_jobs_skip_only_the_start_jitter(monkeypatch: pytest.MonkeyPatc
     calls: list[object] = []
     monkeypatch.setattr(dynamic_rendezvous, "_delay", lambda seconds: calls.append(seconds))
     with agent._no_start_jitter(True):
-        for seconds in ((0, 0.3), (0, 2.5), 1):
+        # The jitter first (torch makes it once, before the first round), then a backoff whose bound is
+        # 0.3 s too (cas_backoff_max_seconds=0.3): only the first is skipped.
+        for seconds in ((0, 0.3), (0, 2.5), 1, (0, 0.3)):
             dynamic_rendezvous._delay(seconds=seconds)
-    assert calls == [(0, 2.5), 1]
-    dynamic_rendezvous._delay(seconds=(0, 0.3))  # restored after the launch
     assert calls == [(0, 2.5), 1, (0, 0.3)]
+    dynamic_rendezvous._delay(seconds=(0, 0.3))  # restored after the launch
+    assert calls == [(0, 2.5), 1, (0, 0.3), (0, 0.3)]
 
 
 def test_the_worker_bootstrap_replaces_the_listed_default_timeout_function() -> None:

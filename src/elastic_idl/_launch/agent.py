@@ -1494,18 +1494,23 @@ def _no_start_jitter(enabled: bool) -> Iterator[None]:
     """Skip the c10d handler's random 0-0.3 s delay before the first round, for a one-node job.
 
     The delay spreads many nodes' first store requests; with a single node it only
-    adds 0.15 s on average to every launch. The 1 s polling delay is kept, and so is every
-    other random delay: torch 2.15's backoff after a failed compare-and-set
-    (``cas_backoff_max_seconds``) goes through the same function with a range of its own.
+    adds 0.15 s on average to every launch. torch makes it once, before anything else of
+    the first round, so only the first call of that range is skipped. The 1 s polling delay
+    is kept, and so is every other random delay: torch 2.15's backoff after a failed
+    compare-and-set (``cas_backoff_max_seconds``) goes through the same function with a range
+    of its own, which may be the same range (a bound of 0.3 s) and is then kept too.
     """
     original = private.get(private.RENDEZVOUS_DELAY)
     if not enabled:
         yield
         return
+    to_skip: set[float | tuple[float, float]] = {_START_JITTER_S}  # once
 
     def delay(seconds: float | tuple[float, float]) -> None:
-        if seconds != _START_JITTER_S:
-            original(seconds)
+        if seconds in to_skip:
+            to_skip.discard(seconds)
+            return
+        original(seconds)
 
     private.set_module_attribute(private.RENDEZVOUS_DELAY, delay)
     try:
