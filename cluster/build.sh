@@ -4,10 +4,14 @@
 # so a second run builds nothing. Prints the cache's bin/ folder on stdout.
 # Then the object store (cluster/objectstore/go.mod, a module of its own: the Versity
 # S3 Gateway), into a cache of its own keyed by its version and a hash of its module files.
+# Then the controllers of the other render targets (cluster/targets/go.mod, a module of its own:
+# JobSet and Kubeflow Trainer), likewise.
 #
 #   cluster/build.sh                   build what is missing, print the bin folder
 #   cluster/build.sh path              print the bin folder (built or not)
 #   cluster/build.sh objectstore-path  print the object store's bin folder (built or not)
+#   cluster/build.sh targets-path      print the JobSet and Trainer controllers' bin folder (built or not)
+#   cluster/build.sh targets           build only those two (if missing), print their bin folder
 #
 # Environment: ELASTIC_IDL_CACHE (default ~/.cache/elastic-idl), CLUSTER_BUILD_NICE
 # (niceness of the build, default 19: it takes only idle CPU), CLUSTER_BUILD_P
@@ -44,9 +48,21 @@ store_key=$(cd "$here/objectstore" && cat go.mod go.sum | sha256sum | cut -c1-16
 store_cache="${ELASTIC_IDL_CACHE:-$HOME/.cache/elastic-idl}/objectstore/versitygw-$store_version-$store_key"
 store_bin="$store_cache/bin"
 
+# The render targets' controllers: their versions are the ones cluster/targets/go.mod requires.
+JOBSET_MODULE=sigs.k8s.io/jobset
+TRAINER_MODULE=github.com/kubeflow/trainer/v2
+jobset_version=$(awk -v m="$JOBSET_MODULE" '$1 == m && $2 ~ /^v/ { print $2 }' "$here/targets/go.mod")
+trainer_version=$(awk -v m="$TRAINER_MODULE" '$1 == m && $2 ~ /^v/ { print $2 }' "$here/targets/go.mod")
+[[ -n "$jobset_version" && -n "$trainer_version" ]] || {
+  echo "cluster/build.sh: no $JOBSET_MODULE or $TRAINER_MODULE in cluster/targets/go.mod" >&2; exit 1; }
+targets_key=$(cd "$here/targets" && cat go.mod go.sum | sha256sum | cut -c1-16)
+targets_cache="${ELASTIC_IDL_CACHE:-$HOME/.cache/elastic-idl}/targets/jobset-$jobset_version-trainer-$trainer_version-$targets_key"
+targets_bin="$targets_cache/bin"
+
 case "${1:-}" in
   path) echo "$bin"; exit 0 ;;
   objectstore-path) echo "$store_bin"; exit 0 ;;
+  targets-path) echo "$targets_bin"; exit 0 ;;
 esac
 
 command -v go >/dev/null || { echo "cluster/build.sh: missing command: go (Go 1.26 or newer)" >&2; exit 1; }
@@ -60,6 +76,21 @@ pflag=()
 [[ -n "${CLUSTER_BUILD_P:-}" ]] && pflag=(-p "$CLUSTER_BUILD_P")
 
 nice_level="${CLUSTER_BUILD_NICE:-19}"
+
+# JobSet's main (stamped as its Makefile stamps it), then Trainer's controller manager (its
+# Makefile stamps nothing).
+build_targets() {
+  go_build_cached "$here/targets" "$targets_bin" "$targets_cache/build-times.txt" "$nice_level" \
+    "-X $JOBSET_MODULE/pkg/version.GitVersion=$jobset_version" jobset-controller "$JOBSET_MODULE" "${pflag[@]}"
+  go_build_cached "$here/targets" "$targets_bin" "$targets_cache/build-times.txt" "$nice_level" \
+    "" trainer-controller-manager "$TRAINER_MODULE/cmd/trainer-controller-manager" "${pflag[@]}"
+}
+if [[ "${1:-}" == targets ]]; then
+  build_targets
+  echo "$targets_bin"
+  exit 0
+fi
+
 for entry in "${BINARIES[@]}"; do
   go_build_cached "$here" "$bin" "$cache/build-times.txt" "$nice_level" "$ldx" "${entry%%=*}" "${entry#*=}" "${pflag[@]}"
 done
@@ -67,4 +98,5 @@ done
 # The object store's main, built as it is (stamped with its version, as its Makefile does).
 go_build_cached "$here/objectstore" "$store_bin" "$store_cache/build-times.txt" "$nice_level" \
   "-X main.Version=$store_version" versitygw "$STORE_MODULE/cmd/versitygw" "${pflag[@]}"
+build_targets
 echo "$bin"

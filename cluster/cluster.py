@@ -45,6 +45,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -81,6 +82,8 @@ CONTROLLERS = [
     "clusterrole-aggregation-controller",
     "root-ca-certificate-publisher-controller",
     "service-cidr-controller",
+    # The Jobs of a JobSet (and so of a TrainJob): the JobSet controller makes Jobs, this makes their pods.
+    "job-controller",
 ]
 
 # Start order; `down` stops in the reverse order.
@@ -93,6 +96,9 @@ COMPONENTS = [
     "coredns",
     "objectstore",
     "node-agent",
+    # Started only on request, on a running cluster (`targets-up`, `targets_up`).
+    "jobset-controller",
+    "trainer-controller-manager",
 ]
 #: What cluster/build.sh builds into its bin folder (the object store goes to a folder of its own).
 BINARIES = [
@@ -268,12 +274,16 @@ class Pki:
         return crt, keyfile
 
 
-def write_kubeconfig(path: Path, server: str, ca: Path, crt: Path, key: Path) -> Path:
+def write_kubeconfig(
+    path: Path, server: str, ca: Path, crt: Path | None = None, key: Path | None = None, *, token: str | None = None
+) -> Path:
+    """A kubeconfig with a client certificate, or with a bearer token (a ServiceAccount's)."""
+    user = {"token": token} if token else {"client-certificate": str(crt), "client-key": str(key)}
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "elastic-idl", "cluster": {"server": server, "certificate-authority": str(ca)}}],
-        "users": [{"name": "user", "user": {"client-certificate": str(crt), "client-key": str(key)}}],
+        "users": [{"name": "user", "user": user}],
         "contexts": [{"name": "default", "context": {"cluster": "elastic-idl", "user": "user"}}],
         "current-context": "default",
     }
@@ -454,7 +464,11 @@ class Cluster:
                 stopped.append(name)
             pidfile.unlink()
         # Anything left from a lost pid file: a process running one of our binaries on this folder.
-        bindirs = [str(d) for d in (self.state.get("bin"), self.state.get("objectstore_bin")) if d]
+        bindirs = [
+            str(d)
+            for d in (self.state.get("bin"), self.state.get("objectstore_bin"), self.state.get("targets_bin"))
+            if d
+        ]
         for proc in Path("/proc").iterdir():
             if not proc.name.isdigit():
                 continue
@@ -607,7 +621,7 @@ def cluster_processes() -> list[str]:
     CLUSTER_DIR: a binary from the build cache (cluster/build.sh's folders) or a node agent.
     One "pid: command" line each."""
     cache = Path(os.environ.get("ELASTIC_IDL_CACHE") or Path.home() / ".cache" / "elastic-idl")
-    roots = [f"{cache / 'cluster'}/", f"{cache / 'objectstore'}/"]
+    roots = [f"{cache / 'cluster'}/", f"{cache / 'objectstore'}/", f"{cache / 'targets'}/"]
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or proc.name == str(os.getpid()):
@@ -1044,13 +1058,20 @@ OPERATOR_CERT_DIR = "k8s-webhook-server/serving-certs"
 def sync_operator_certs(c: Cluster, op_tmp: Path) -> bool:
     """The kubelet's Secret volume for the operator: once its cert rotator has written the
     certificate into the Secret, the Secret's keys become files of the operator's cert folder."""
-    out = c.kubectl("get", "secret", OPERATOR_CERT_SECRET, "-n", OPERATOR_NAMESPACE, "-o", "json", check=False)
+    return sync_webhook_certs(c, OPERATOR_NAMESPACE, OPERATOR_CERT_SECRET, op_tmp)
+
+
+def sync_webhook_certs(c: Cluster, namespace: str, secret: str, tmp: Path) -> bool:
+    """The kubelet's Secret volume for a controller's webhook certificate (its cert rotator writes
+    the Secret; its Deployment mounts it at /tmp/k8s-webhook-server/serving-certs): once the
+    Secret has its keys, they become files of that folder under the controller's own /tmp."""
+    out = c.kubectl("get", "secret", secret, "-n", namespace, "-o", "json", check=False)
     if out.returncode != 0:
         return False
     data = json.loads(out.stdout).get("data") or {}
     if not all(data.get(k) for k in ("tls.crt", "tls.key", "ca.crt")):
         return False
-    folder = op_tmp / OPERATOR_CERT_DIR
+    folder = tmp / OPERATOR_CERT_DIR
     folder.mkdir(parents=True, exist_ok=True)
     for name, value in data.items():
         (folder / name).write_bytes(base64.b64decode(value))
@@ -1173,6 +1194,277 @@ def webhook_answers(c: Cluster) -> bool:
     )
 
 
+# ---------------------------------------------------------------- the render targets' controllers
+
+#: The JobSet and Kubeflow Trainer controllers (cluster/targets/go.mod, built by `build.sh targets`),
+#: started on a running cluster by `targets-up` only (a test fixture asks): `up` stays as fast.
+TARGETS_DIR = HERE / "targets"
+JOBSET_MODULE = "sigs.k8s.io/jobset"
+TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
+#: The ClusterTrainingRuntime the TrainJob target renders against, from Trainer's module.
+TRAINER_RUNTIME = "torch-distributed"
+TRAINER_RUNTIME_FILE = "manifests/base/runtimes/torch_distributed.yaml"
+
+
+@dataclass(frozen=True)
+class TargetController:
+    """One controller as its Deployment would run it: its namespace (each reads it from its
+    service-account namespace file, absent on the host, so the default is theirs), its
+    ServiceAccount (whose identity its client certificate carries), its webhook Service and the
+    port's name there, the Secret its cert rotator writes, its configuration's API version, and
+    the kustomize bases of its module that hold its CRDs, RBAC and webhook configuration."""
+
+    module: str
+    namespace: str
+    service_account: str
+    service: str
+    service_port: str
+    secret: str
+    config_api: str
+    bases: tuple[str, ...]
+
+
+TARGET_CONTROLLERS = {
+    "jobset-controller": TargetController(
+        module=JOBSET_MODULE,
+        namespace="jobset-system",
+        service_account="jobset-controller-manager",
+        service="jobset-webhook-service",
+        service_port="",  # upstream's Service port has no name
+        secret="jobset-webhook-server-cert",
+        config_api="config.jobset.x-k8s.io/v1alpha1",
+        bases=("config/default",),
+    ),
+    "trainer-controller-manager": TargetController(
+        module=TRAINER_MODULE,
+        namespace="kubeflow-system",
+        service_account="kubeflow-trainer-controller-manager",
+        service="kubeflow-trainer-controller-manager",
+        service_port="webhook-server",
+        secret="kubeflow-trainer-webhook-cert",
+        config_api="config.trainer.kubeflow.org/v1alpha1",
+        # Upstream's overlay `manager` minus its JobSet (a release URL): the bases it lists.
+        bases=("manifests/base/crds", "manifests/base/manager", "manifests/base/rbac", "manifests/base/webhook"),
+    ),
+}
+
+
+def build_targets() -> Path:
+    """`cluster/build.sh targets`: the two controllers (built once per version); their bin folder."""
+    result = subprocess.run([str(HERE / "build.sh"), "targets"], stdout=subprocess.PIPE, text=True, check=False)
+    if result.returncode != 0:
+        raise ClusterError("cluster/build.sh targets failed (its output is above)")
+    bindir = Path(result.stdout.strip().splitlines()[-1])
+    for name in TARGET_CONTROLLERS:
+        if not (bindir / name).is_file():
+            raise ClusterError(f"missing binary after the build: {bindir / name}")
+    return bindir
+
+
+def module_dir(module: str, folder: Path) -> Path:
+    """A module's source folder in Go's module cache, as the module in `folder` requires it."""
+    out = subprocess.run(
+        [go_command(), "mod", "download", "-json", module],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GOWORK": "off", "GOFLAGS": "-mod=readonly"},
+    )
+    try:
+        d = Path(json.loads(out.stdout)["Dir"])
+    except (ValueError, KeyError):
+        why = out.stderr.strip() or out.stdout.strip()
+        raise ClusterError(f"no source of {module} in Go's module cache: {why}") from None
+    if not d.is_dir():
+        raise ClusterError(f"no source of {module} in Go's module cache: {d}")
+    return d
+
+
+def _target_manifests(c: Cluster, name: str, t: TargetController, src: Path, port: int) -> Path:
+    """The controller's manifests from its module through kustomize, as for the operator: without
+    its Deployment (and the metrics Service of JobSet's), its webhook Service without a selector,
+    an EndpointSlice routing that Service to the host process on the pod bridge's host address,
+    and (Trainer's overlay makes them) its namespace and the empty Secret its cert rotator fills."""
+    folder = c.dir / "targets" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    extra = [
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": f"{t.service}-host",
+                "namespace": t.namespace,
+                "labels": {
+                    "kubernetes.io/service-name": t.service,
+                    "endpointslice.kubernetes.io/managed-by": "cluster.elastic-idl",
+                },
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [str(BRIDGE_IP)], "conditions": {"ready": True}}],
+            "ports": [{"name": t.service_port, "port": port, "protocol": "TCP"}],
+        }
+    ]
+    if t.module == TRAINER_MODULE:
+        extra.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": t.namespace}})
+        extra.append({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": t.secret, "namespace": t.namespace}})
+    (folder / "host.yaml").write_text(yaml.safe_dump_all(extra, sort_keys=False))
+    kustomization: dict[str, object] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [*(os.path.relpath(src / b, folder) for b in t.bases), "host.yaml"],
+        "patches": [
+            {
+                "target": {"kind": "Service", "name": t.service},
+                "patch": yaml.safe_dump([{"op": "remove", "path": "/spec/selector"}]),
+            },
+        ],
+    }
+    if t.module == TRAINER_MODULE:
+        kustomization["namespace"] = t.namespace
+    (folder / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    docs = [d for d in yaml.safe_load_all(c.kubectl("kustomize", str(folder)).stdout) if d]
+    # Its Deployment and the metrics Service (nothing serves metrics here) are not applied.
+    keep = [
+        d
+        for d in docs
+        if d["kind"] != "Deployment" and not (d["kind"] == "Service" and d["metadata"]["name"] != t.service)
+    ]
+    rendered = c.dir / "targets" / f"{name}.yaml"
+    rendered.write_text(yaml.safe_dump_all(keep, sort_keys=False))
+    return rendered
+
+
+def _webhook_probe_jobset(c: Cluster) -> bool:
+    """A JobSet created with a server-side dry run: its mutating and validating webhooks (failure
+    policy Fail) answered through the API server."""
+    probe = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "webhook-probe", "namespace": "default"},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "node",
+                    "template": {
+                        "spec": {
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [{"name": "node", "image": "example.com/x:1"}],
+                                }
+                            }
+                        }
+                    },
+                }
+            ]
+        },
+    }
+    path = c.dir / "targets" / "jobset-webhook-probe.json"
+    path.write_text(json.dumps(probe))
+    return c.kubectl("create", "--dry-run=server", "-f", str(path), check=False, timeout=30).returncode == 0
+
+
+def targets_running(c: Cluster) -> list[str]:
+    running = c.running()
+    return [n for n in TARGET_CONTROLLERS if n in running]
+
+
+def targets_up(c: Cluster) -> dict[str, float]:
+    """Start the JobSet and Trainer controllers on this running cluster (once: a second call finds
+    them running and returns), install their CRDs, RBAC and webhook configuration from their
+    modules' manifests, and Trainer's `torch-distributed` ClusterTrainingRuntime. Each runs as a
+    host process as its Deployment would run it (leader election off, the probe on 127.0.0.1, its
+    webhook server on the pod bridge's host address, a /tmp of its own where `sync_webhook_certs`
+    plays its cert Secret's volume). Returns the seconds each step took. `down` stops them."""
+    if "kube-apiserver" not in c.running():
+        raise ClusterError(f"no cluster is running from {c.dir} (make cluster-up)")
+    if len(targets_running(c)) == len(TARGET_CONTROLLERS):
+        return dict(c.state.get("targets_timings") or {})  # type: ignore[arg-type]
+    if targets_running(c):
+        raise ClusterError(f"only {', '.join(targets_running(c))} of the render targets' controllers run")
+    t0 = time.monotonic()
+    bindir = build_targets()
+    c.timings = {}
+    c.state["targets_bin"] = str(bindir)
+    names = [f"{n}-{p}" for n in TARGET_CONTROLLERS for p in ("webhook", "probe")]
+    ports = free_ports(names)
+    for name in TARGET_CONTROLLERS:
+        check_port_free(str(BRIDGE_IP), ports[f"{name}-webhook"], f"the {name} webhook")
+    c.state["targets_ports"] = ports
+    c.save()
+    for name, t in TARGET_CONTROLLERS.items():
+        src = module_dir(t.module, TARGETS_DIR)
+        manifests = _target_manifests(c, name, t, src, ports[f"{name}-webhook"])
+        c.kubectl("apply", "--server-side", "--field-manager=cluster-up", "-f", str(manifests))
+        crds = [
+            d["metadata"]["name"]
+            for d in yaml.safe_load_all(manifests.read_text())
+            if d and d["kind"] == "CustomResourceDefinition"
+        ]
+        c.wait(
+            f"{name} CRDs Established",
+            None,
+            lambda crds=crds: c.kubectl("wait", "--for=condition=Established", *(f"crd/{x}" for x in crds),
+                                       "--timeout=5s", check=False).returncode == 0,
+            60,
+        )  # fmt: skip
+        # Its identity: a token of its ServiceAccount (a client certificate's CN, at most 64
+        # characters, cannot hold Trainer's 73-character user name).
+        token = c.kubectl("create", "token", t.service_account, "-n", t.namespace, "--duration=720h").stdout.strip()
+        kubeconfig = c.dir / f"{name}.kubeconfig"
+        write_kubeconfig(kubeconfig, f"https://127.0.0.1:{c.state['ports']['apiserver']}", c.dir / "pki" / "ca.crt",  # type: ignore[index]
+                         token=token)  # fmt: skip
+        config = {
+            "apiVersion": t.config_api,
+            "kind": "Configuration",
+            "webhook": {"port": ports[f"{name}-webhook"], "host": str(BRIDGE_IP)},
+            "metrics": {"bindAddress": "0"},  # no metrics server
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{ports[f'{name}-probe']}"},
+            "leaderElection": {"leaderElect": False},
+        }
+        config_file = c.dir / "targets" / f"{name}-config.yaml"
+        config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+        tmp = c.dir / f"{name}-tmp"
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        argv = [str(bindir / name), f"--config={config_file}"]
+
+        def start(
+            name: str = name, tmp: Path = tmp, argv: list[str] = argv, kubeconfig: Path = kubeconfig
+        ) -> subprocess.Popen[bytes]:
+            return c.spawn(
+                name,
+                ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                 'mount --bind "$1" /tmp && shift && exec "$@"', "sh", str(tmp), *argv],
+                env={"KUBECONFIG": str(kubeconfig)},
+            )  # fmt: skip
+
+        probe = ports[f"{name}-probe"]
+        waits: list[tuple[str, Callable[[], bool], float]] = [
+            (f"{name} certificate", lambda t=t, tmp=tmp: sync_webhook_certs(c, t.namespace, t.secret, tmp), 60),
+            (name, lambda probe=probe: http_ok(f"http://127.0.0.1:{probe}/readyz"), 120),
+        ]
+        if t.module == JOBSET_MODULE:
+            waits.append(("jobset-controller webhook", lambda: _webhook_probe_jobset(c), 60))
+        else:
+            # The runtime passes Trainer's validating webhook (failure policy Fail) once it answers.
+            runtime = src / TRAINER_RUNTIME_FILE
+            waits.append(
+                (
+                    f"ClusterTrainingRuntime {TRAINER_RUNTIME}",
+                    lambda runtime=runtime: c.kubectl("apply", "--server-side", "--field-manager=cluster-up",
+                                                      "-f", str(runtime), check=False, timeout=30).returncode == 0,
+                    60,
+                )
+            )  # fmt: skip
+        c.state[f"{name}_starts"] = c.start_until_up(start, waits, OPERATOR_STARTS)
+    c.timings["targets total"] = round(time.monotonic() - t0, 1)
+    c.state["targets_timings"] = c.timings
+    c.save()
+    print(f"== the render targets' controllers up in {c.timings['targets total']}s", flush=True)
+    return dict(c.timings)
+
+
 # ---------------------------------------------------------------- down
 
 
@@ -1222,7 +1514,7 @@ def down(c: Cluster) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument("command", choices=["up", "down", "targets-up"])
     parser.add_argument("--nodes", type=int, help=f"how many Nodes (default: CLUSTER_NODES, else {NODE_COUNT})")
     args = parser.parse_args(argv)
     try:
@@ -1231,6 +1523,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterError as e:
         print(f"cluster {args.command}: {e}", file=sys.stderr)
         return 1
+    if args.command == "targets-up":
+        try:
+            targets_up(c)
+        except (ClusterError, subprocess.CalledProcessError) as e:
+            print(f"cluster targets-up: {e}", file=sys.stderr)
+            return 1
+        return 0
     if args.command == "down":
         for line in down(c):
             print(f"== {line}")
