@@ -4,8 +4,9 @@
 # so a second run builds nothing. Prints the cache's bin/ folder on stdout.
 # Then the object store (cluster/objectstore/go.mod, a module of its own: the Versity
 # S3 Gateway), into a cache of its own keyed by its version and a hash of its module files.
-# Then the controllers of the other render targets (cluster/targets/go.mod, a module of its own:
-# JobSet and Kubeflow Trainer), likewise.
+# The controllers of the other render targets (cluster/targets/go.mod, a module of its own: JobSet
+# and Kubeflow Trainer) are built likewise, but only when asked (`targets`; `cluster.py targets-up`
+# asks), so that `make cluster-up` builds no more than it starts.
 #
 #   cluster/build.sh                   build what is missing, print the bin folder
 #   cluster/build.sh path              print the bin folder (built or not)
@@ -98,5 +99,4 @@ done
 # The object store's main, built as it is (stamped with its version, as its Makefile does).
 go_build_cached "$here/objectstore" "$store_bin" "$store_cache/build-times.txt" "$nice_level" \
   "-X main.Version=$store_version" versitygw "$STORE_MODULE/cmd/versitygw" "${pflag[@]}"
-build_targets
 echo "$bin"
