@@ -662,13 +662,25 @@ def clear_stale_bridge(bridge: str) -> list[str]:
     return done + _remove_pod_links(wait_s=0)
 
 
+def check_not_in_tmp(bindir: Path) -> Path:
+    """The training operator and the target controllers run with a /tmp of their own (a bind mount), which
+    hides a binary under the host's /tmp: refuse such a cache at once, naming the setting."""
+    resolved = bindir.resolve()
+    if resolved == Path("/tmp") or Path("/tmp") in resolved.parents:
+        raise ClusterError(
+            f"the binaries are under /tmp ({bindir}): the training operator and the controllers get a /tmp of "
+            "their own, which hides them; set ELASTIC_IDL_CACHE to a folder outside /tmp (default ~/.cache/elastic-idl)"
+        )
+    return bindir
+
+
 def build() -> tuple[Path, Path]:
     """cluster/build.sh: builds what is missing (once per version), prints the bin folder; then the
     object store's bin folder (`build.sh objectstore-path`). Returns both."""
     result = subprocess.run([str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True, check=False)
     if result.returncode != 0:
         raise ClusterError("cluster/build.sh failed (its output is above)")
-    bindir = Path(result.stdout.strip().splitlines()[-1])
+    bindir = check_not_in_tmp(Path(result.stdout.strip().splitlines()[-1]))
     store = subprocess.run([str(HERE / "build.sh"), "objectstore-path"], stdout=subprocess.PIPE, text=True, check=True)
     storedir = Path(store.stdout.strip())
     for path in [*(bindir / b for b in BINARIES), storedir / OBJECTSTORE_BINARY]:
@@ -1254,7 +1266,7 @@ def build_targets() -> Path:
     result = subprocess.run([str(HERE / "build.sh"), "targets"], stdout=subprocess.PIPE, text=True, check=False)
     if result.returncode != 0:
         raise ClusterError("cluster/build.sh targets failed (its output is above)")
-    bindir = Path(result.stdout.strip().splitlines()[-1])
+    bindir = check_not_in_tmp(Path(result.stdout.strip().splitlines()[-1]))
     for name in TARGET_CONTROLLERS:
         if not (bindir / name).is_file():
             raise ClusterError(f"missing binary after the build: {bindir / name}")

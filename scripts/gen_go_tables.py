@@ -173,6 +173,11 @@ def go_source() -> str:
         const("maxNameLen", "elastic_idl._backend.common.MAX_NAME_LEN", common.MAX_NAME_LEN),
         var("podEntrypoint", "elastic_idl._backend.pytorchjob.POD_ENTRYPOINT", strings(kf.POD_ENTRYPOINT)),
         var("reservedEnv", "elastic_idl._backend.pytorchjob.RESERVED_ENV", strings(sorted(kf.RESERVED_ENV))),
+        const(
+            "trainJobPatchManager",
+            "elastic_idl._backend.trainjob.PATCH_MANAGER: runtimePatches[].manager of the TrainJob's pod patch.",
+            trainjob.PATCH_MANAGER,
+        ),
         var(
             "trainJobReservedEnvWhy",
             "elastic_idl._backend.trainjob.RESERVED_ENV_WHY: a TrainJob's reason for refusing these user env names.",

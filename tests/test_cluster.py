@@ -281,6 +281,20 @@ def test_the_ports_up_picks_are_free_distinct_and_never_ephemeral() -> None:
         s.bind(("127.0.0.1", ports["c0"]))  # free: nothing else holds it
 
 
+def test_binaries_under_tmp_are_refused_naming_the_setting() -> None:
+    """The operator and the target controllers run with a /tmp of their own, which hides a binary cached
+    under /tmp (exit 127 from their start, found when ELASTIC_IDL_CACHE was set under /tmp): refused at
+    once, naming ELASTIC_IDL_CACHE."""
+    under = Path("/tmp") / "eic" / "cluster" / "bin"
+    with pytest.raises(ct.ClusterError, match="ELASTIC_IDL_CACHE"):
+        ct.check_not_in_tmp(under)
+    with pytest.raises(ct.ClusterError):
+        ct.check_not_in_tmp(Path("/tmp"))
+    elsewhere = Path("/var/tmp/eic/bin")
+    assert ct.check_not_in_tmp(elsewhere) == elsewhere
+    assert ct.check_not_in_tmp(Path("/tmpfoo/bin")) == Path("/tmpfoo/bin")
+
+
 def test_a_component_that_exits_is_reported_with_its_own_log_and_started_again(tmp_path: Path) -> None:
     """`up` reports a component's exit with the end of the component's own log (not the log of
     the wait's name), and starts a component that exits before it is up again, as its pod would

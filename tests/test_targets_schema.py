@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -140,3 +141,15 @@ def test_the_checker_refuses_what_the_api_server_refuses(crds: dict[str, CrdVers
     in_order["spec"]["replicatedJobs"][0]["dependsOn"] = [{"name": "x", "status": "Ready"}]
     assert any(p.startswith("spec: CEL rule") for p in jobs.problems(in_order))
     assert "<root>: not a jobset.x-k8s.io/v1alpha2 JobSet" in jobs.problems(_one("trainjob"))
+
+
+def test_the_runtime_patch_manager_is_what_trainers_webhook_takes() -> None:
+    """Trainer's webhook (not its CRD) requires every runtimePatches[].manager to be a domain-prefixed path
+    (apimachinery's IsDomainPrefixedPath: a DNS-1123 subdomain, "/", a non-empty HTTP path). The cluster's
+    dry runs found "elastic-idl" refused (tests/test_cluster_targets.py); this holds the rule offline."""
+    host, sep, path = trainjob.PATCH_MANAGER.partition("/")
+    assert sep and path and re.fullmatch(r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+", path)
+    label = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+    assert len(host) <= 253 and re.fullmatch(rf"{label}(\.{label})*", host)
+    (obj,) = [o for c, n, o in VECTOR_OBJECTS if c == "kf_render_options" and n == "trainjob"]
+    assert [p["manager"] for p in obj["spec"]["runtimePatches"]] == [trainjob.PATCH_MANAGER]

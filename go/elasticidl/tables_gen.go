@@ -174,6 +174,9 @@ var podEntrypoint = []string{"python", "-m", "elastic_idl.pod"}
 // elastic_idl._backend.pytorchjob.RESERVED_ENV
 var reservedEnv = []string{"ELASTIC_IDL_TASK", "ELASTIC_IDL_TASK_TYPE_VERSION", "MASTER_ADDR", "MASTER_PORT", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_MAX_RESTARTS", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "PET_RDZV_BACKEND", "PET_RDZV_CONF", "PET_RDZV_ENDPOINT", "PET_RDZV_ID", "PET_STANDALONE", "RANK", "WORLD_SIZE"}
 
+// elastic_idl._backend.trainjob.PATCH_MANAGER: runtimePatches[].manager of the TrainJob's pod patch.
+const trainJobPatchManager = "github.com/elastic-idl/elastic-idl"
+
 // elastic_idl._backend.trainjob.RESERVED_ENV_WHY: a TrainJob's reason for refusing these user env names.
 var trainJobReservedEnvWhy = map[string]string{"PET_NNODES": "Trainer sets PET_NNODES to numNodes; PET_NNODES=min:max (the workaround of kubeflow/trainer#3559) makes torchrun elastic while Trainer still creates numNodes pods and needs every one to succeed, and the pod entrypoint takes its node range from the task anyway: set elastic_config.min_replicas and max_replicas instead"}
 

@@ -14,9 +14,6 @@ const (
 	// trainJobDefaultPort is Trainer's port for the nodes (PET_MASTER_PORT): the
 	// rendezvous port when the task sets none.
 	trainJobDefaultPort = 29500
-	// trainJobPatchManager is runtimePatches[].manager of the patch that puts the labels
-	// and annotations on the pods.
-	trainJobPatchManager = "elastic-idl"
 	// ProposalAnnotation is the annotation of a TrainJob rendered with the proposed
 	// spec.trainer.elasticPolicy (TargetOptions.TrainJobElasticPolicy, KEP-2903).
 	ProposalAnnotation = "elastic-idl/proposal"

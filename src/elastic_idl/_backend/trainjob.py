@@ -36,8 +36,9 @@ RUNTIME = {"name": "torch-distributed", "apiGroup": "trainer.kubeflow.org", "kin
 #: Trainer's port for the nodes (constants.ContainerTrainerPort, PET_MASTER_PORT): the rendezvous port
 #: when the task sets none.
 DEFAULT_PORT = 29500
-#: ``runtimePatches[].manager`` of the patch that puts the labels and annotations on the pods.
-PATCH_MANAGER = "elastic-idl"
+#: ``runtimePatches[].manager`` of the patch that puts the labels and annotations on the pods: Trainer's
+#: webhook requires a domain-prefixed path (``validation.IsDomainPrefixedPath``): the project's module path.
+PATCH_MANAGER = "github.com/elastic-idl/elastic-idl"
 #: Annotation of a TrainJob rendered with the proposed ``spec.trainer.elasticPolicy`` (KEP-2903).
 PROPOSAL_ANNOTATION = "elastic-idl/proposal"
 #: Why a TrainJob refuses the user env names Trainer sets itself, where a plain "reserved" says too little.
