@@ -187,12 +187,18 @@ def _env(pod: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in c.get("env", [])}
 
 
+def _train_until(targets: tc.Kube, target: str, name: str, done: str) -> tuple[tc.Run, dict[str, Any]]:
+    """`_train`, then wait for the object's ``done`` condition (300 s), recording both times."""
+    run, obj = _train(targets, target, name)
+    state = _wait(targets, run, target, done, 300)
+    TIMES[f"{target}_apply_to_{done.lower()}"] = round(time.time() - run.applied, 1)
+    TIMES[f"{target}_apply_to_first_step"] = round(run.first_step_seconds(), 1)
+    assert state == done, run.logs()
+    return run, obj
+
+
 def test_jobset_two_nodes_train_to_completed(targets: tc.Kube) -> None:
-    run, _ = _train(targets, "jobset", "e2e-js")
-    state = _wait(targets, run, "jobset", "Completed", 300)
-    TIMES["jobset_apply_to_completed"] = round(time.time() - run.applied, 1)
-    TIMES["jobset_apply_to_first_step"] = round(run.first_step_seconds(), 1)
-    assert state == "Completed", run.logs()
+    run, _ = _train_until(targets, "jobset", "e2e-js", "Completed")
     pods = _pods(targets, run.name)
     # The run id per JobSet restart attempt: the pod label read through the downward API and
     # expanded by Kubernetes (attempt 0: no restart).
@@ -219,11 +225,7 @@ def test_jobset_two_nodes_train_to_completed(targets: tc.Kube) -> None:
 
 
 def test_trainjob_two_nodes_train_to_complete(targets: tc.Kube) -> None:
-    run, obj = _train(targets, "trainjob", "e2e-tj")
-    state = _wait(targets, run, "trainjob", "Complete", 300)
-    TIMES["trainjob_apply_to_complete"] = round(time.time() - run.applied, 1)
-    TIMES["trainjob_apply_to_first_step"] = round(run.first_step_seconds(), 1)
-    assert state == "Complete", run.logs()
+    run, obj = _train_until(targets, "trainjob", "e2e-tj", "Complete")
     # Trainer made a JobSet of the TrainJob's name from the torch-distributed runtime.
     js = json.loads(targets.run("get", "jobset", run.name, "-n", tc.TRAIN_NS, "-o", "json").stdout)
     assert js["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
