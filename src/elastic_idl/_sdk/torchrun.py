@@ -13,6 +13,7 @@ dropped silently. Pure: the environment is an argument, torch is not imported.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import math
 import re
@@ -1170,15 +1171,18 @@ _NEWER_FLAGS_SINCE = (2, 14)
 def _surface_of(torch_version: str) -> TorchrunSurface | None:
     """The torchrun flags of a torch version `to_torchrun` writes for: `TORCH_2_13` before 2.14, else None
     (every flag); TorchrunError for a version that is not one."""
-    m = re.match(r"(\d+)\.(\d+)", torch_version) if isinstance(torch_version, str) else None
-    if m is None:
-        raise TorchrunError("torch_version", f"{torch_version!r} is not a torch version such as '2.13.0'")
-    if (int(m[1]), int(m[2])) < _NEWER_FLAGS_SINCE:
-        return TorchrunSurface(torch_version, TORCH_2_13.options, TORCH_2_13.switches)
+    from elastic_idl._launch.spec import torch_version_tuple
+
+    try:
+        version = torch_version_tuple(torch_version)
+    except (TypeError, ValueError):
+        raise TorchrunError("torch_version", f"{torch_version!r} is not a torch version such as '2.13.0'") from None
+    if version < _NEWER_FLAGS_SINCE:
+        return dataclasses.replace(TORCH_2_13, torch_version=torch_version)
     return None
 
 
-#: What to do instead when a torchrun lacks the flag of a field `to_torchrun` would write (``surface=``).
+#: What to do instead when a torchrun lacks the flag of a field `to_torchrun` would write (``torch_version=``).
 _OLDER_TORCH_HINTS = {
     "log_line_prefix_template": (
         "torchrun 2.13 takes the template from TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE in its environment; "
