@@ -66,6 +66,11 @@ SERVICE_CIDR = ipaddress.ip_network("10.237.1.0/24")
 BRIDGE_IP = ipaddress.IPv4Address("10.237.0.1")  # the first address of POD_CIDR
 API_SERVICE_IP = ipaddress.IPv4Address("10.237.1.1")  # the first of SERVICE_CIDR: the `kubernetes` Service
 POD_BRIDGE = "eidl0"
+# The pod bridge's MAC, set at creation (locally administered, unicast). A bridge with no MAC of its
+# own takes the lowest of its ports' and changes it when that port goes: a pod deleted would take
+# the pod gateway's MAC with it, and every other pod's cached one would reach nothing until its
+# ARP entry aged out (30 s and more with no connection to the host: the object store, CoreDNS).
+POD_BRIDGE_MAC = "02:65:69:64:6c:30"
 CLUSTER_DOMAIN = "cluster.local"
 OPERATOR_NAMESPACE = "kubeflow"
 
@@ -743,7 +748,7 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
 
     # The pod bridge: its host address is where the API server reaches the operator's webhook and
     # where pods (phase 2) reach CoreDNS. No forwarding on it, no IPv6.
-    subprocess.run(["ip", "link", "add", POD_BRIDGE, "type", "bridge"], check=True)
+    subprocess.run(["ip", "link", "add", POD_BRIDGE, "address", POD_BRIDGE_MAC, "type", "bridge"], check=True)
     c.state["bridge"] = POD_BRIDGE
     c.save()
     # The bridge names its cluster (ip link show: alias), for the next `up` to say whose it is.

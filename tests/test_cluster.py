@@ -342,6 +342,14 @@ def test_up_reports_versions_and_the_operator_crd(cluster: Kube) -> None:
     assert [v["schema"] for v in served["spec"]["versions"]] == [v["schema"] for v in ours["spec"]["versions"]]
 
 
+def test_the_pod_bridge_keeps_its_own_mac(cluster: Kube) -> None:
+    # Set by `up` (addr_assign_type 3, NET_ADDR_SET): the kernel then never replaces it with a
+    # port's MAC, so a pod deleted does not take the gateway's MAC from the pods that cached it.
+    dev = Path(f"/sys/class/net/{ct.POD_BRIDGE}")
+    assert (dev / "address").read_text().strip() == ct.POD_BRIDGE_MAC
+    assert (dev / "addr_assign_type").read_text().strip() == "3"
+
+
 def test_webhook_refuses_nproc_per_node_twice(cluster: Kube) -> None:
     r = cluster.dry_run(ct.WEBHOOK_PROBE)
     assert r.returncode != 0
@@ -598,10 +606,13 @@ def test_worker_0_force_deleted_mid_run_is_recreated_and_the_job_finishes(train_
     run, _ = _cli_job(train_ns, "e2e-kill0", 30, 0.3, start_method="START_METHOD_SPAWN")
     run.wait_steps(3, 240)
     before = run.pods()["e2e-kill0-worker-0"]
+    bridge_mac = Path(f"/sys/class/net/{ct.POD_BRIDGE}/address")
+    mac = bridge_mac.read_text()
     train_ns.run("delete", "pod", "e2e-kill0-worker-0", "-n", TRAIN_NS, "--grace-period=0", "--force")
     killed_at = time.time()
     assert run.wait_done(400) == "Succeeded", run.logs()
     after = run.pods()["e2e-kill0-worker-0"]
+    assert bridge_mac.read_text() == mac  # the deleted pod's veth is gone; the gateway's MAC stays
     # The operator made a new pod (new UID) and the network a new address; the same name.
     assert after["metadata"]["uid"] != before["metadata"]["uid"]
     assert after["status"]["podIP"] != before["status"]["podIP"]
