@@ -258,11 +258,12 @@ cluster-down: venv-dev
 	$(PY) cluster/cluster.py down
 
 # Every cluster test (tests/test_cluster.py, tests/test_cluster_flytekit.py, tests/test_cluster_flyte2.py,
-# tests/test_cluster_targets.py, tests/test_flyte.py), the long ones too; `make test` runs the short ones
-# (docs/guide/cluster.md, docs/guide/flyte.md, docs/guide/flyte2.md, docs/guide/targets.md).
+# tests/test_cluster_targets.py, tests/test_cluster_real.py, tests/test_flyte.py), the long ones too;
+# `make test` runs the short ones (docs/guide/cluster.md, docs/guide/flyte.md, docs/guide/flyte2.md,
+# docs/guide/targets.md).
 cluster-test: devtree
 	$(PY) -m pytest -m "cluster or cluster_long" tests/test_cluster.py tests/test_cluster_flytekit.py \
-		tests/test_cluster_flyte2.py tests/test_cluster_targets.py tests/test_flyte.py
+		tests/test_cluster_flyte2.py tests/test_cluster_targets.py tests/test_cluster_real.py tests/test_flyte.py
 
 # ---------------------------------------------------------------- Flyte on the cluster
 

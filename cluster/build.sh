@@ -7,12 +7,20 @@
 # The controllers of the other render targets (cluster/targets/go.mod, a module of its own: JobSet
 # and Kubeflow Trainer) are built likewise, but only when asked (`targets`; `cluster.py targets-up`
 # asks), so that `make cluster-up` builds no more than it starts.
+# So are a node's binaries (`node`): kubelet and kube-proxy (cluster/node/go.mod, a module of its own
+# at the control plane's Kubernetes version) and the container runtime (cluster/runtime/go.mod,
+# another: containerd and its runc shim and ctr, runc, the CNI plugins bridge, host-local, loopback
+# and portmap), into one bin folder keyed by their versions and a hash of both modules' files. runc
+# is built with cgo and seccomp: it needs pkg-config and libseccomp's headers (Debian and Ubuntu:
+# apt-get install libseccomp-dev pkg-config; at run time libseccomp2).
 #
 #   cluster/build.sh                   build what is missing, print the bin folder
 #   cluster/build.sh path              print the bin folder (built or not)
 #   cluster/build.sh objectstore-path  print the object store's bin folder (built or not)
 #   cluster/build.sh targets-path      print the JobSet and Trainer controllers' bin folder (built or not)
 #   cluster/build.sh targets           build only those two (if missing), print their bin folder
+#   cluster/build.sh node-path         print a node's bin folder (built or not)
+#   cluster/build.sh node              build only a node's binaries (if missing), print their bin folder
 #
 # Environment: ELASTIC_IDL_CACHE (default ~/.cache/elastic-idl), CLUSTER_BUILD_NICE
 # (niceness of the build, default 19: it takes only idle CPU), CLUSTER_BUILD_P
@@ -60,10 +68,25 @@ targets_key=$(cd "$here/targets" && cat go.mod go.sum | sha256sum | cut -c1-16)
 targets_cache="${ELASTIC_IDL_CACHE:-$HOME/.cache/elastic-idl}/targets/jobset-$jobset_version-trainer-$trainer_version-$targets_key"
 targets_bin="$targets_cache/bin"
 
+# A node's binaries: kubelet and kube-proxy at K8S_VERSION (cluster/node/go.mod), the runtime at the
+# versions cluster/runtime/go.mod requires.
+CONTAINERD_MODULE=github.com/containerd/containerd/v2
+RUNC_MODULE=github.com/opencontainers/runc
+CNI_MODULE=github.com/containernetworking/plugins
+containerd_version=$(awk -v m="$CONTAINERD_MODULE" '$1 == m && $2 ~ /^v/ { print $2 }' "$here/runtime/go.mod")
+runc_version=$(awk -v m="$RUNC_MODULE" '$1 == m && $2 ~ /^v/ { print $2 }' "$here/runtime/go.mod")
+cni_version=$(awk -v m="$CNI_MODULE" '$1 == m && $2 ~ /^v/ { print $2 }' "$here/runtime/go.mod")
+[[ -n "$containerd_version" && -n "$runc_version" && -n "$cni_version" ]] || {
+  echo "cluster/build.sh: no $CONTAINERD_MODULE, $RUNC_MODULE or $CNI_MODULE in cluster/runtime/go.mod" >&2; exit 1; }
+node_key=$(cd "$here" && cat node/go.mod node/go.sum runtime/go.mod runtime/go.sum runtime/cmd/pause/main.go | sha256sum | cut -c1-16)
+node_cache="${ELASTIC_IDL_CACHE:-$HOME/.cache/elastic-idl}/node/k8s-$K8S_VERSION-containerd-$containerd_version-runc-$runc_version-cni-$cni_version-$node_key"
+node_bin="$node_cache/bin"
+
 case "${1:-}" in
   path) echo "$bin"; exit 0 ;;
   objectstore-path) echo "$store_bin"; exit 0 ;;
   targets-path) echo "$targets_bin"; exit 0 ;;
+  node-path) echo "$node_bin"; exit 0 ;;
 esac
 
 command -v go >/dev/null || { echo "cluster/build.sh: missing command: go (Go 1.26 or newer)" >&2; exit 1; }
@@ -86,6 +109,40 @@ build_targets() {
   go_build_cached "$here/targets" "$targets_bin" "$targets_cache/build-times.txt" "$nice_level" \
     "" trainer-controller-manager "$TRAINER_MODULE/cmd/trainer-controller-manager" "${pflag[@]}"
 }
+# kubelet and kube-proxy (stamped as the control plane is), then containerd's three commands (stamped
+# as its Makefile stamps them, with its build tags; the shim without cgo, as its Makefile builds it),
+# runc (its version is its embedded VERSION file; seccomp as its Makefile's default) and the CNI
+# plugins (stamped as their release is).
+build_node() {
+  local log="$node_cache/build-times.txt" entry
+  go_build_cached "$here/node" "$node_bin" "$log" "$nice_level" "$ldx" kubelet k8s.io/kubernetes/cmd/kubelet "${pflag[@]}"
+  go_build_cached "$here/node" "$node_bin" "$log" "$nice_level" "$ldx" kube-proxy k8s.io/kubernetes/cmd/kube-proxy "${pflag[@]}"
+  local cx="-X $CONTAINERD_MODULE/version.Version=$containerd_version -X $CONTAINERD_MODULE/version.Package=$CONTAINERD_MODULE"
+  go_build_cached "$here/runtime" "$node_bin" "$log" "$nice_level" "$cx" containerd \
+    "$CONTAINERD_MODULE/cmd/containerd" -tags urfave_cli_no_docs "${pflag[@]}"
+  CGO_ENABLED=0 go_build_cached "$here/runtime" "$node_bin" "$log" "$nice_level" "$cx" containerd-shim-runc-v2 \
+    "$CONTAINERD_MODULE/cmd/containerd-shim-runc-v2" -tags "urfave_cli_no_docs no_grpc" "${pflag[@]}"
+  go_build_cached "$here/runtime" "$node_bin" "$log" "$nice_level" "$cx" ctr \
+    "$CONTAINERD_MODULE/cmd/ctr" -tags urfave_cli_no_docs "${pflag[@]}"
+  if [[ ! -x "$node_bin/runc" ]] && ! pkg-config --exists libseccomp 2>/dev/null; then
+    echo "cluster/build.sh: runc needs libseccomp's headers and pkg-config (Debian and Ubuntu: apt-get install libseccomp-dev pkg-config)" >&2
+    exit 1
+  fi
+  CGO_ENABLED=1 go_build_cached "$here/runtime" "$node_bin" "$log" "$nice_level" "" runc \
+    "$RUNC_MODULE" -tags "seccomp urfave_cli_no_docs" "${pflag[@]}"
+  # The pod sandbox's process (written here: no registry to pull registry.k8s.io/pause from), static.
+  CGO_ENABLED=0 go_build_cached "$here/runtime" "$node_bin" "$log" "$nice_level" "" pause ./cmd/pause "${pflag[@]}"
+  for entry in bridge=main/bridge host-local=ipam/host-local loopback=main/loopback portmap=meta/portmap; do
+    go_build_cached "$here/runtime" "$node_bin" "$log" "$nice_level" \
+      "-X $CNI_MODULE/pkg/utils/buildversion.BuildVersion=$cni_version" \
+      "${entry%%=*}" "$CNI_MODULE/plugins/${entry#*=}" "${pflag[@]}"
+  done
+}
+if [[ "${1:-}" == node ]]; then
+  build_node
+  echo "$node_bin"
+  exit 0
+fi
 if [[ "${1:-}" == targets ]]; then
   build_targets
   echo "$targets_bin"

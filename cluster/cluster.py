@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import datetime as dt
+import functools
 import hashlib
+import importlib.util
 import ipaddress
 import json
 import os
@@ -42,11 +45,13 @@ import struct
 import subprocess
 import sys
 import time
+import types
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from cryptography import x509
@@ -56,6 +61,21 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+
+
+def _sibling(name: str) -> types.ModuleType:
+    """A module of this folder, loaded by its path (this file runs as a script and the tests load
+    it by path; neither puts cluster/ on sys.path)."""
+    spec = importlib.util.spec_from_file_location(f"elastic_idl_cluster_{name}", HERE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+realnode = _sibling("realnode")
+image = _sibling("image")
 K8S_VERSION = "v1.36.3"
 OPERATOR_MODULE = "github.com/kubeflow/training-operator"
 
@@ -104,6 +124,19 @@ COMPONENTS = [
     # Started only on request, on a running cluster (`targets-up`, `targets_up`).
     "jobset-controller",
     "trainer-controller-manager",
+]
+#: What `cluster/build.sh node` builds for the real Nodes (`up --runtime containerd`).
+NODE_BINARIES = [
+    "kubelet",
+    "kube-proxy",
+    "containerd",
+    "containerd-shim-runc-v2",
+    "ctr",
+    "runc",
+    "pause",
+    "bridge",
+    "host-local",
+    "loopback",
 ]
 #: What cluster/build.sh builds into its bin folder (the object store goes to a folder of its own).
 BINARIES = [
@@ -271,6 +304,8 @@ class Pki:
                 dns += ["kubernetes", "kubernetes.default", svc, f"{svc}.{CLUSTER_DOMAIN}"]
             sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
             sans += [x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")), x509.IPAddress(API_SERVICE_IP)]
+            if cn == "kube-apiserver":
+                sans.append(x509.IPAddress(BRIDGE_IP))  # where real Nodes reach it
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         cert = builder.sign(self.ca_key, hashes.SHA256())
         crt, keyfile = self.folder / f"{name}.crt", self.folder / f"{name}.key"
@@ -458,7 +493,14 @@ class Cluster:
     def stop(self) -> list[str]:
         """Stop every process this cluster started, newest first; return what was stopped."""
         stopped = []
-        for name in reversed(COMPONENTS):
+        listed = {f"{n}.pid" for n in COMPONENTS}
+        # The real Nodes' processes (named after their Node, started last), newest first; then the rest.
+        node_files = sorted(
+            (f for f in self.pids.glob("*.pid") if f.name not in listed) if self.pids.is_dir() else [],
+            key=lambda f: f.stat().st_mtime,
+            reverse=True,
+        )
+        for name in [f.stem for f in node_files] + list(reversed(COMPONENTS)):
             pidfile = self.pids / f"{name}.pid"
             if not pidfile.exists():
                 continue
@@ -471,7 +513,12 @@ class Cluster:
         # Anything left from a lost pid file: a process running one of our binaries on this folder.
         bindirs = [
             str(d)
-            for d in (self.state.get("bin"), self.state.get("objectstore_bin"), self.state.get("targets_bin"))
+            for d in (
+                self.state.get("bin"),
+                self.state.get("objectstore_bin"),
+                self.state.get("targets_bin"),
+                self.state.get("node_bin"),
+            )
             if d
         ]
         for proc in Path("/proc").iterdir():
@@ -730,11 +777,23 @@ def check_port_free(host: str, port: int, what: str) -> None:
                 raise ClusterError(f"port in use: {host}:{port} ({what})") from None
 
 
-def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
+#: How the Nodes run pods: the node agent (cluster/node_agent.py), or real ones (cluster/realnode.py:
+#: a kubelet, containerd and runc per Node). CLUSTER_RUNTIME or `up --runtime` chooses.
+RUNTIMES = ("agent", "containerd")
+
+
+def up(c: Cluster, nodes: Sequence[str] = NODES, runtime: str = "agent") -> None:
+    if runtime not in RUNTIMES:
+        raise ClusterError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
+    if runtime == "containerd" and len(nodes) > realnode.MAX_REAL_NODES:
+        raise ClusterError(
+            f"at most {realnode.MAX_REAL_NODES} real Nodes (a /27 of the pod range each), not {len(nodes)}"
+        )
     if alive := c.running():
         raise ClusterError(f"a cluster is already running from {c.dir}: {', '.join(alive)} (make cluster-down)")
     preflight()
     bindir, storedir = build()
+    node_bin = build_node() if runtime == "containerd" else None
     opdir = operator_dir()
     # From here on, a failure stops what was started. A fresh state folder: a previous run's
     # data, logs and certificates go.
@@ -743,6 +802,9 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
         shutil.rmtree(c.dir)
     c.dir.mkdir(parents=True)
     c.state = {"bin": str(bindir), "objectstore_bin": str(storedir), "k8s": K8S_VERSION, "nodes": list(nodes)}
+    c.state["runtime"] = runtime
+    if node_bin is not None:
+        c.state["node_bin"] = str(node_bin)
     c.save()
     t0 = time.monotonic()
 
@@ -766,7 +828,9 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
     c.save()
 
     pki = Pki(c.dir / "pki")
-    api = f"https://127.0.0.1:{ports['apiserver']}"
+    # Real Nodes reach the API server from their own namespaces: it listens on the bridge's address.
+    api_host = str(BRIDGE_IP) if runtime == "containerd" else "127.0.0.1"
+    api = f"https://{api_host}:{ports['apiserver']}"
     kubeconfigs = {}
     for name, cn, orgs in [
         ("admin", "elastic-idl-admin", ["system:masters"]),
@@ -782,6 +846,7 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
         crt, key = pki.issue(name, cn, orgs)
         kubeconfigs[name] = write_kubeconfig(c.dir / f"{name}.kubeconfig", api, pki.ca, crt, key)
     serving = {name: pki.issue(f"{name}-serving", name, server=True) for name in ("kube-apiserver", "kcm", "scheduler")}
+    kubelet_client = pki.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ["system:masters"])
     sa_key = ec.generate_private_key(ec.SECP256R1())
     _write_key(c.dir / "pki" / "sa.key", sa_key)
     (c.dir / "pki" / "sa.pub").write_bytes(
@@ -817,7 +882,7 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
         [
             str(bindir / "kube-apiserver"),
             f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1",
+            f"--bind-address={api_host}",
             f"--secure-port={ports['apiserver']}",
             f"--advertise-address={BRIDGE_IP}",
             f"--tls-cert-file={crt}",
@@ -836,6 +901,10 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
             # Webhook Services resolve to their EndpointSlices (no kube-proxy, no ClusterIP route).
             "--enable-aggregator-routing=true",
             "--profiling=false",
+            # To the kubelets (logs, exec, port-forward): a client certificate of the cluster's CA.
+            f"--kubelet-client-certificate={kubelet_client[0]}",
+            f"--kubelet-client-key={kubelet_client[1]}",
+            "--kubelet-preferred-address-types=InternalIP",
         ],
     )
     c.wait("kube-apiserver", proc, lambda: c.https_ok(f"{api}/readyz", client="admin"), 180)
@@ -1024,8 +1093,26 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
 
     start_objectstore(c, storedir / OBJECTSTORE_BINARY)
 
-    # The node agent: one process serving the Nodes, each with a node's credentials; its control
-    # socket takes the faults the chaos harness injects (node_agent.py, "Faults").
+    if runtime == "containerd":
+        assert node_bin is not None
+        start_real_nodes(c, nodes, pki, api, node_bin)
+    else:
+        start_node_agent(c, nodes, pki, api)
+
+    c.timings["total"] = round(time.monotonic() - t0, 1)
+    c.state["timings"] = c.timings
+    c.save()
+    env = c.dir / "env"
+    env.write_text(
+        f"export KUBECTL={bindir / 'kubectl'}\nexport KUBECONFIG={c.dir / 'admin.kubeconfig'}\n",
+    )
+    print(f"== cluster up in {c.timings['total']}s (Kubernetes {K8S_VERSION}); stop it with: make cluster-down")
+    print(env.read_text(), end="", flush=True)
+
+
+def start_node_agent(c: Cluster, nodes: Sequence[str], pki: Pki, api: str) -> None:
+    """The node agent: one process serving the Nodes, each with a node's credentials; its control
+    socket takes the faults the chaos harness injects (node_agent.py, "Faults")."""
     agent_config = {
         "server": api,
         "ca": str(pki.ca),
@@ -1053,15 +1140,97 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
     proc = c.spawn("node-agent", [sys.executable, str(NODE_AGENT), str(c.dir / "node-agent.json")])
     c.wait("nodes Ready", proc, lambda: nodes_ready(c), 60)
 
-    c.timings["total"] = round(time.monotonic() - t0, 1)
-    c.state["timings"] = c.timings
-    c.save()
-    env = c.dir / "env"
-    env.write_text(
-        f"export KUBECTL={bindir / 'kubectl'}\nexport KUBECONFIG={c.dir / 'admin.kubeconfig'}\n",
-    )
-    print(f"== cluster up in {c.timings['total']}s (Kubernetes {K8S_VERSION}); stop it with: make cluster-down")
-    print(env.read_text(), end="", flush=True)
+
+def _answers(ctr: list[str]) -> bool:
+    """containerd answers its API (`ctr version`)."""
+    return subprocess.run([*ctr, "version"], capture_output=True, check=False).returncode == 0
+
+
+def build_images(folder: Path, node_bin: Path) -> dict[str, Any]:
+    """The real Nodes' images (cluster/image.py), into folder: `base` (the libraries and shell the
+    pods need; they mount the interpreter, the checkout and its venv) and `pause` (the sandbox).
+    Their references go to the cluster's state (`images`)."""
+    try:
+        built = {
+            "base": image.build_image(folder / "base.tar"),
+            "pause": image.build_pause_image(folder / "pause.tar", node_bin / "pause"),
+        }
+    except image.ImageError as e:
+        raise ClusterError(f"cluster/image.py: {e}") from None
+    for name, result in built.items():
+        print(f"== image {result.ref} ({name}, {result.archive_size / 1e6:.1f} MB, {result.seconds:.1f}s)", flush=True)
+    return built
+
+
+def start_real_nodes(c: Cluster, nodes: Sequence[str], pki: Pki, api: str, node_bin: Path) -> None:
+    """Per Node (cluster/realnode.py): its namespaces, link, cgroups, a containerd with the images
+    built here, a kubelet with the Node's credentials; then waits until every Node is Ready."""
+    images = build_images(c.dir / "images", node_bin)
+    c.state["images"] = {name: built.ref for name, built in images.items()}
+    cgroup_parent = f"{realnode.own_cgroup().rstrip('/')}/elastic-idl"
+    made: list[str] = []
+    c.state["cgroups_made"] = made
+    c.state["cgroup_parent"] = cgroup_parent
+    base = free_ports([f"{n}-{p}" for n in nodes for p in ("kubelet-healthz",)])
+    kubelets = []
+    for i, node in enumerate(nodes):
+        net = realnode.node_net(i)
+        d = c.dir / "nodes" / node
+        d.mkdir(parents=True)
+        holder = c.spawn(f"{node}-ns", ["unshare", "--net", "--mount", "--propagation", "private", "sleep", "infinity"])
+        realnode.wait_namespaces(holder.pid)
+        realnode.setup_mounts(holder.pid, d)
+        realnode.setup_network(holder.pid, net, POD_BRIDGE)
+        cgroup_root = f"{cgroup_parent}/{node}"
+        made += realnode.make_cgroups(cgroup_root)
+        c.save()
+        realnode.write_json(d / "cni" / "net.d" / "10-elastic-idl.conflist", realnode.cni_config(net, d))
+        (d / "containerd.toml").write_text(realnode.containerd_config(d, node_bin, images["pause"].ref))
+        (d / "resolv.conf").write_text(f"nameserver {BRIDGE_IP}\n")
+        enter = realnode.nsenter(holder.pid)
+        path_env = {"PATH": f"{node_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+        proc = c.spawn(
+            f"{node}-containerd",
+            [*enter, str(node_bin / "containerd"), "--config", str(d / "containerd.toml")],
+            env=path_env,
+        )
+        sock = d / "containerd.sock"
+        ctr = [*enter, str(node_bin / "ctr"), "--address", str(sock)]
+        c.wait(f"{node} containerd", proc, functools.partial(_answers, ctr), 60)
+        for built in images.values():
+            subprocess.run(
+                [*ctr, "-n", "k8s.io", "images", "import", str(built.archive)], capture_output=True, check=True
+            )
+        crt, key = pki.issue(f"node-{node}", f"system:node:{node}", ["system:nodes"])
+        kubeconfig = write_kubeconfig(d / "kubelet.kubeconfig", api, pki.ca, crt, key)
+        config = realnode.kubelet_config(
+            net=net,
+            node_dir=d,
+            ca=pki.ca,
+            cgroup_root=cgroup_root,
+            dns=str(BRIDGE_IP),
+            cluster_domain=CLUSTER_DOMAIN,
+            healthz_port=base[f"{node}-kubelet-healthz"],
+        )
+        (d / "kubelet.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        kubelets.append(
+            c.spawn(
+                f"{node}-kubelet",
+                [
+                    *enter,
+                    str(node_bin / "kubelet"),
+                    f"--config={d / 'kubelet.yaml'}",
+                    f"--kubeconfig={kubeconfig}",
+                    f"--hostname-override={node}",
+                    f"--node-ip={net.ip}",
+                    f"--root-dir={d / 'kubelet'}",
+                    f"--cert-dir={d / 'kubelet' / 'pki'}",
+                    "--v=1",
+                ],
+                env=path_env,
+            )
+        )
+    c.wait("nodes Ready", kubelets[0], lambda: nodes_ready(c), 120)
 
 
 #: The operator's webhook certificate: its Secret (the cert rotator writes it) and the folder
@@ -1273,6 +1442,18 @@ def build_targets() -> Path:
         raise ClusterError("cluster/build.sh targets failed (its output is above)")
     bindir = check_not_in_tmp(Path(result.stdout.strip().splitlines()[-1]))
     for name in TARGET_CONTROLLERS:
+        if not (bindir / name).is_file():
+            raise ClusterError(f"missing binary after the build: {bindir / name}")
+    return bindir
+
+
+def build_node() -> Path:
+    """`cluster/build.sh node`: a real Node's binaries (built once per version); their bin folder."""
+    result = subprocess.run([str(HERE / "build.sh"), "node"], stdout=subprocess.PIPE, text=True, check=False)
+    if result.returncode != 0:
+        raise ClusterError("cluster/build.sh node failed (its output is above)")
+    bindir = check_not_in_tmp(Path(result.stdout.strip().splitlines()[-1]))
+    for name in NODE_BINARIES:
         if not (bindir / name).is_file():
             raise ClusterError(f"missing binary after the build: {bindir / name}")
     return bindir
@@ -1509,10 +1690,48 @@ def _remove_pod_links(wait_s: float = 10.0) -> list[str]:
     return done
 
 
+def stop_real_nodes(c: Cluster) -> list[str]:
+    """Real Nodes go first and at once: every process in their cgroups (the pods' containers and
+    sandboxes), then every process of the Node binaries (kubelets, containerds, their shims,
+    kube-proxies), SIGKILLed; a Node's namespaces go with their holder (`stop`)."""
+    parent = c.state.get("cgroup_parent")
+    node_bin = c.state.get("node_bin")
+    done = []
+    if isinstance(parent, str):
+        killed = realnode.cgroup_pids(parent)
+        for pid in killed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if killed:
+            done.append(f"killed {len(killed)} processes of the Nodes' pods")
+    if isinstance(node_bin, str):
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                exe = os.readlink(proc / "exe")
+            except OSError:
+                continue
+            if exe.startswith(f"{node_bin}/"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(proc.name), signal.SIGKILL)
+                done.append(f"killed {Path(exe).name} (pid {proc.name})")
+    return done
+
+
 def down(c: Cluster) -> list[str]:
     """Stop every process, remove the bridge; return what was done. The folder (logs, audit log)
     stays for reading; the next `up` clears it."""
-    done = [f"stopped {n}" for n in c.stop()]
+    done = stop_real_nodes(c) + [f"stopped {n}" for n in c.stop()]
+    made = c.state.get("cgroups_made")
+    parent = c.state.get("cgroup_parent")
+    if isinstance(made, list) and isinstance(parent, str):
+        removed = realnode.remove_cgroups(parent, [str(m) for m in made])
+        done += [f"removed the cgroup {d}" for d in removed]
+        c.state.pop("cgroups_made", None)
+    for link in realnode.host_links():
+        subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
+        done.append(f"removed the Node link {link}")
     bridge = c.state.get("bridge")
     # A pod's veth goes with its sandbox; one left by a sandbox that outlived its agent goes here.
     ports = Path(f"/sys/class/net/{bridge}/brif")
@@ -1533,6 +1752,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("command", choices=["up", "down", "targets-up"])
     parser.add_argument("--nodes", type=int, help=f"how many Nodes (default: CLUSTER_NODES, else {NODE_COUNT})")
+    parser.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default=os.environ.get("CLUSTER_RUNTIME") or "agent",
+        help="how Nodes run pods: the node agent, or a kubelet with containerd per Node (default: CLUSTER_RUNTIME, else agent)",
+    )
     args = parser.parse_args(argv)
     try:
         c = Cluster(cluster_dir())
@@ -1553,7 +1778,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"== cluster down ({c.dir})")
         return 0
     try:
-        up(c, nodes)
+        up(c, nodes, args.runtime)
     except (ClusterError, KeyboardInterrupt, subprocess.CalledProcessError) as e:
         if isinstance(e, subprocess.CalledProcessError):
             e = ClusterError(f"{' '.join(map(str, e.cmd))} failed (exit {e.returncode})")

@@ -1,0 +1,232 @@
+"""Real Nodes (issue 35, first part): ``cluster/cluster.py up --runtime containerd``.
+
+This module's own cluster of 2 Nodes, each a kubelet 1.36.3 with containerd 2.4 and runc in
+namespaces of its own (cluster/realnode.py), pods from the images built here (cluster/image.py)
+that mount the interpreter, the checkout and its venv read-only. What is asserted is what the
+kubelet, containerd, runc and the kernel do, none of it ours: the runtime the Nodes report, a pod's
+Python importing torch and this package, a container over its memory limit OOMKilled by the kernel,
+pods on two Nodes talking over their addresses, cluster DNS, `kubectl logs` through the kubelet.
+And the machine left as found: the kernel settings the kubelet changes only in the Node's files,
+and after `down` no process, link, mount, cgroup or network namespace of the cluster.
+
+All of it in `make cluster-test` (marker cluster_long): the Node binaries' first build is minutes.
+Start it under ``flock /var/lock/elastic-idl-cluster.lock``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import test_cluster as tc
+
+pytestmark = pytest.mark.cluster_long
+
+ct = tc.ct
+rn = ct.realnode
+NODES = ("node-0", "node-1")
+NS = "e2e-real"
+PY_PREFIX = Path(os.path.realpath(sys.executable)).parent.parent  # the interpreter's prefix (pyenv's)
+VENV_PY = tc.REPO / ".venv" / "bin" / "python"
+BEFORE: dict[str, Any] = {}  # the host as the fixture found it
+
+
+def _host_state() -> dict[str, Any]:
+    """What a cluster must leave as it found: the kernel settings the kubelet would set, links,
+    network namespaces (by inode), mounts and the cgroups under this process's own."""
+    own = rn.own_cgroup().lstrip("/")
+    cgroups = []
+    for h in rn.CGROUP_HIERARCHIES:
+        top = rn.CGROUP_ROOT / h / own / "elastic-idl"
+        cgroups += [str(p) for p in top.rglob("*") if p.is_dir()] + ([str(top)] if top.is_dir() else [])
+    netns = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                netns.add(os.readlink(proc / "ns" / "net"))
+            except OSError:
+                continue
+    return {
+        "sysctl": {name: (Path("/proc/sys") / name).read_text() for name in rn.KERNEL_TUNABLES},
+        "links": sorted(p.name for p in Path("/sys/class/net").iterdir()),
+        "netns": sorted(netns),
+        "mounts": sorted(line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()),
+        "cgroups": sorted(cgroups),
+    }
+
+
+@pytest.fixture(scope="module")
+def real() -> Iterator[tc.Kube]:
+    state = ct.default_state_dir("cluster-real-test")
+    env = {**os.environ, "CLUSTER_DIR": str(state)}
+    cmd = [sys.executable, str(tc.CLUSTER_PY)]
+    before = _host_state()
+    BEFORE.update(before)
+    try:
+        up = subprocess.run(
+            [*cmd, "up", "--runtime", "containerd", "--nodes", str(len(NODES))],
+            env=env, capture_output=True, text=True, timeout=3600, check=False,
+        )  # fmt: skip
+        if up.returncode != 0:
+            pytest.fail(f"cluster up failed: {up.stderr.strip()}\n{up.stdout[-3000:]}")
+        last = up.stdout.strip().splitlines()[-2:]
+        kube = tc.Kube(last[0].split("=", 1)[1], last[1].split("=", 1)[1], state)
+        kube.run("create", "namespace", NS)
+        _until(lambda: kube.run("get", "sa", "default", "-n", NS, check=False).returncode == 0, 60)
+        yield kube
+    finally:
+        down = subprocess.run([*cmd, "down"], env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert down.returncode == 0, down.stderr
+        after = _wait_settled(before)
+        tc._nothing_left(state)
+        assert after == before, "cluster down did not leave the machine as it found it"
+
+
+def _wait_settled(before: dict[str, Any], seconds: float = 20.0) -> dict[str, Any]:
+    """The host state once the kernel has torn down the Nodes' namespaces (in the background)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        after = _host_state()
+        if after == before or time.monotonic() > deadline:
+            return after
+        time.sleep(0.5)
+
+
+def _until(ok: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not ok():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {seconds}s")
+        time.sleep(0.5)
+
+
+def _image(kube: tc.Kube, name: str) -> str:
+    return str(json.loads((kube.dir / "cluster.json").read_text())["images"][name])
+
+
+def _pod(kube: tc.Kube, name: str, code: str, *, node: str, memory: str = "1Gi") -> dict[str, Any]:
+    """A pod of the base image running `code` with the venv's Python; the interpreter's prefix and
+    the checkout (its venv inside) mounted read-only at their host paths, as kind's extraMounts."""
+    mounts = {"python": PY_PREFIX, "checkout": tc.REPO}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeName": node,
+            "automountServiceAccountToken": False,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": _image(kube, "base"),
+                    "imagePullPolicy": "Never",
+                    "command": [str(VENV_PY), "-c", code],
+                    "resources": {"limits": {"memory": memory, "cpu": "1"}},
+                    "volumeMounts": [{"name": k, "mountPath": str(p), "readOnly": True} for k, p in mounts.items()],
+                }
+            ],
+            "volumes": [{"name": k, "hostPath": {"path": str(p), "type": "Directory"}} for k, p in mounts.items()],
+        },
+    }
+
+
+def _apply(kube: tc.Kube, pod: dict[str, Any]) -> None:
+    kube.run("apply", "-f", "-", stdin=json.dumps(pod))
+
+
+def _get(kube: tc.Kube, name: str) -> dict[str, Any]:
+    return dict(json.loads(kube.run("get", "pod", name, "-n", NS, "-o", "json").stdout))
+
+
+def _finished(kube: tc.Kube, name: str, seconds: float = 120) -> dict[str, Any]:
+    """The pod's container's terminated state, once it has one."""
+    found: dict[str, Any] = {}
+
+    def done() -> bool:
+        statuses = _get(kube, name).get("status", {}).get("containerStatuses") or []
+        found.update(statuses[0].get("state", {}).get("terminated") or {} if statuses else {})
+        return bool(found)
+
+    _until(done, seconds)
+    return found
+
+
+def test_every_node_is_a_kubelet_on_containerd(real: tc.Kube) -> None:
+    nodes = json.loads(real.run("get", "nodes", "-o", "json").stdout)["items"]
+    assert sorted(n["metadata"]["name"] for n in nodes) == list(NODES)
+    for n in nodes:
+        info = n["status"]["nodeInfo"]
+        assert info["kubeletVersion"] == ct.K8S_VERSION
+        assert info["containerRuntimeVersion"].startswith("containerd://2.4."), info
+        ready = {c["type"]: c["status"] for c in n["status"]["conditions"]}["Ready"]
+        assert ready == "True"
+        ip = [a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP"]
+        assert ip == [str(rn.node_net(NODES.index(n["metadata"]["name"])).ip)]
+
+
+def test_a_pod_runs_the_venvs_python_with_torch_and_reaches_the_object_store(real: tc.Kube) -> None:
+    code = (
+        "import socket, urllib.request, urllib.error, torch, elastic_idl\n"
+        "try:\n    code = urllib.request.urlopen('http://10.237.0.1:7070/', timeout=10).status\n"
+        "except urllib.error.HTTPError as e:\n    code = e.code\n"
+        "print(socket.gethostname(), torch.__version__, code)\n"
+    )
+    _apply(real, _pod(real, "hello", code, node="node-0"))
+    state = _finished(real, "hello")
+    logs = real.run("logs", "hello", "-n", NS).stdout.split()  # through the kubelet's API
+    assert state["exitCode"] == 0, logs
+    # Unsigned, the store answers 403: the request reached it across the Node's network.
+    assert logs[0] == "hello" and logs[1].startswith("2.") and logs[2] == "403", logs
+    pod = _get(real, "hello")
+    assert ct.realnode.POD_RANGE.overlaps(ct.ipaddress.ip_network(pod["status"]["podIP"] + "/32"))
+    assert ct.ipaddress.ip_address(pod["status"]["podIP"]) in rn.node_net(0).subnet
+
+
+def test_a_container_over_its_memory_limit_is_oomkilled_by_the_kernel(real: tc.Kube) -> None:
+    _apply(real, _pod(real, "oom", "b = bytearray(400 * 2**20); print(len(b))", node="node-1", memory="64Mi"))
+    state = _finished(real, "oom")
+    assert (state["reason"], state["exitCode"]) == ("OOMKilled", 137), state
+
+
+def test_pods_on_two_nodes_talk_over_their_addresses_and_resolve_cluster_names(real: tc.Kube) -> None:
+    server = _pod(
+        real,
+        "srv",
+        "import http.server as h; h.test(h.SimpleHTTPRequestHandler, port=8080, bind='0.0.0.0')",
+        node="node-1",
+    )
+    _apply(real, server)
+    _until(lambda: bool(_get(real, "srv").get("status", {}).get("podIP")), 60)
+    ip = _get(real, "srv")["status"]["podIP"]
+    assert ct.ipaddress.ip_address(ip) in rn.node_net(1).subnet
+    code = (
+        "import socket, time, urllib.request\n"
+        "for _ in range(60):\n"
+        "    try:\n"
+        f"        print(urllib.request.urlopen('http://{ip}:8080/', timeout=5).status); break\n"
+        "    except OSError:\n        time.sleep(0.5)\n"
+        "print(socket.gethostbyname('kubernetes.default.svc.cluster.local'))\n"
+    )
+    _apply(real, _pod(real, "cli", code, node="node-0"))
+    state = _finished(real, "cli")
+    out = real.run("logs", "cli", "-n", NS).stdout.split()
+    assert state["exitCode"] == 0 and out == ["200", str(ct.API_SERVICE_IP)], out
+
+
+def test_the_kubelets_kernel_settings_land_in_the_nodes_files_not_the_kernel(real: tc.Kube) -> None:
+    # What its container manager sets (setupKernelTunables) when protectKernelDefaults is false.
+    wanted = {"kernel/panic": "10", "kernel/panic_on_oops": "1", "vm/overcommit_memory": "1"}
+    for name, value in wanted.items():
+        for node in NODES:
+            copy = real.dir / "nodes" / node / "sysctl" / name.replace("/", ".")
+            assert copy.read_text().strip() == value, (node, name)
+    assert _host_state()["sysctl"] == BEFORE["sysctl"]
