@@ -792,6 +792,10 @@ def up(c: Cluster, nodes: Sequence[str] = NODES, runtime: str = "agent") -> None
     if alive := c.running():
         raise ClusterError(f"a cluster is already running from {c.dir}: {', '.join(alive)} (make cluster-down)")
     preflight()
+    if runtime == "containerd" and shutil.which("iptables") is None:
+        raise ClusterError(
+            "missing command: iptables (kube-proxy's on the real Nodes; Debian: apt-get install iptables)"
+        )
     bindir, storedir = build()
     node_bin = build_node() if runtime == "containerd" else None
     opdir = operator_dir()
@@ -1141,6 +1145,15 @@ def start_node_agent(c: Cluster, nodes: Sequence[str], pki: Pki, api: str) -> No
     c.wait("nodes Ready", proc, lambda: nodes_ready(c), 60)
 
 
+def _proxy_synced(c: Cluster, node: str) -> bool:
+    """The Node's kube-proxy has written its rules once (its healthz answers 200 after a sync)."""
+    holder = int((c.pids / f"{node}-ns.pid").read_text().split()[0])
+    url = f"http://127.0.0.1:{realnode.KUBE_PROXY_HEALTHZ_PORT}/healthz"
+    probe = "import sys, urllib.request; sys.exit(urllib.request.urlopen(sys.argv[1], timeout=3).status != 200)"
+    argv = [*realnode.nsenter(holder, mount=False), sys.executable, "-c", probe, url]
+    return subprocess.run(argv, capture_output=True, check=False).returncode == 0
+
+
 def _answers(ctr: list[str]) -> bool:
     """containerd answers its API (`ctr version`)."""
     return subprocess.run([*ctr, "version"], capture_output=True, check=False).returncode == 0
@@ -1171,7 +1184,8 @@ def start_real_nodes(c: Cluster, nodes: Sequence[str], pki: Pki, api: str, node_
     made: list[str] = []
     c.state["cgroups_made"] = made
     c.state["cgroup_parent"] = cgroup_parent
-    base = free_ports([f"{n}-{p}" for n in nodes for p in ("kubelet-healthz",)])
+    crt, key = pki.issue("kube-proxy", "system:kube-proxy")  # bound to system:node-proxier by default
+    proxy_kubeconfig = write_kubeconfig(c.dir / "kube-proxy.kubeconfig", api, pki.ca, crt, key)
     kubelets = []
     for i, node in enumerate(nodes):
         net = realnode.node_net(i)
@@ -1210,7 +1224,6 @@ def start_real_nodes(c: Cluster, nodes: Sequence[str], pki: Pki, api: str, node_
             cgroup_root=cgroup_root,
             dns=str(BRIDGE_IP),
             cluster_domain=CLUSTER_DOMAIN,
-            healthz_port=base[f"{node}-kubelet-healthz"],
         )
         (d / "kubelet.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
         kubelets.append(
@@ -1230,7 +1243,16 @@ def start_real_nodes(c: Cluster, nodes: Sequence[str], pki: Pki, api: str, node_
                 env=path_env,
             )
         )
+        proxy = realnode.kube_proxy_config(net=net, node_name=node, kubeconfig=proxy_kubeconfig)
+        (d / "kube-proxy.yaml").write_text(yaml.safe_dump(proxy, sort_keys=False))
+        c.spawn(
+            f"{node}-kube-proxy",
+            [*enter, str(node_bin / "kube-proxy"), f"--config={d / 'kube-proxy.yaml'}", "--v=1"],
+            env=path_env,
+        )
     c.wait("nodes Ready", kubelets[0], lambda: nodes_ready(c), 120)
+    for node in nodes:
+        c.wait(f"{node} kube-proxy", None, functools.partial(_proxy_synced, c, node), 60)
 
 
 #: The operator's webhook certificate: its Secret (the cert rotator writes it) and the folder

@@ -51,6 +51,10 @@ KERNEL_TUNABLES = (
     "kernel/keys/root_maxbytes",
 )
 KUBELET_PORT = 10250
+#: On the Node's own loopback (its network namespace): the same ports on every Node, Kubernetes' defaults.
+KUBELET_HEALTHZ_PORT = 10248
+KUBE_PROXY_METRICS_PORT = 10249
+KUBE_PROXY_HEALTHZ_PORT = 10256
 HOST_LINK_PREFIX = "eidln"
 
 
@@ -172,7 +176,6 @@ def kubelet_config(
     cgroup_root: str,
     dns: str,
     cluster_domain: str,
-    healthz_port: int,
 ) -> dict[str, object]:
     """The kubelet's KubeletConfiguration. The kubelet API (10250, on the Node's own address)
     takes only client certificates of the cluster's CA (the API server's), no anonymous."""
@@ -183,7 +186,7 @@ def kubelet_config(
         "port": KUBELET_PORT,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
-        "healthzPort": healthz_port,
+        "healthzPort": KUBELET_HEALTHZ_PORT,
         "authentication": {
             "anonymous": {"enabled": False},
             "webhook": {"enabled": False},
@@ -223,9 +226,7 @@ def kubelet_config(
     }
 
 
-def kube_proxy_config(
-    *, net: NodeNet, node_name: str, kubeconfig: Path, metrics_port: int, healthz_port: int
-) -> dict[str, object]:
+def kube_proxy_config(*, net: NodeNet, node_name: str, kubeconfig: Path) -> dict[str, object]:
     """kube-proxy in iptables mode in the Node's namespace. The conntrack table sizes are
     global kernel settings: 0 leaves them as they are."""
     return {
@@ -236,8 +237,8 @@ def kube_proxy_config(
         "hostnameOverride": node_name,
         "bindAddress": str(net.ip),
         "clusterCIDR": str(POD_RANGE),
-        "metricsBindAddress": f"127.0.0.1:{metrics_port}",
-        "healthzBindAddress": f"127.0.0.1:{healthz_port}",
+        "metricsBindAddress": f"127.0.0.1:{KUBE_PROXY_METRICS_PORT}",
+        "healthzBindAddress": f"127.0.0.1:{KUBE_PROXY_HEALTHZ_PORT}",
         "conntrack": {
             "maxPerCore": 0,
             "min": 0,

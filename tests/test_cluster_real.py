@@ -40,8 +40,9 @@ BEFORE: dict[str, Any] = {}  # the host as the fixture found it
 
 
 def _host_state() -> dict[str, Any]:
-    """What a cluster must leave as it found: the kernel settings the kubelet would set, links,
-    network namespaces (by inode), mounts and the cgroups under this process's own."""
+    """What a cluster must leave as it found: the kernel settings the kubelet would set, the
+    firewall rules, links, network namespaces (by inode), mounts and the cgroups under this
+    process's own."""
     own = rn.own_cgroup().lstrip("/")
     cgroups = []
     for h in rn.CGROUP_HIERARCHIES:
@@ -54,8 +55,13 @@ def _host_state() -> dict[str, Any]:
                 netns.add(os.readlink(proc / "ns" / "net"))
             except OSError:
                 continue
+    rules = []
+    for save in ("iptables-save", "iptables-legacy-save"):  # the host's firewall, nf_tables and legacy
+        out = subprocess.run([save], capture_output=True, text=True, check=False).stdout
+        rules += [line for line in out.splitlines() if not line.startswith("#")]
     return {
         "sysctl": {name: (Path("/proc/sys") / name).read_text() for name in rn.KERNEL_TUNABLES},
+        "rules": rules,
         "links": sorted(p.name for p in Path("/sys/class/net").iterdir()),
         "netns": sorted(netns),
         "mounts": sorted(line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()),
@@ -197,29 +203,42 @@ def test_a_container_over_its_memory_limit_is_oomkilled_by_the_kernel(real: tc.K
     assert (state["reason"], state["exitCode"]) == ("OOMKilled", 137), state
 
 
-def test_pods_on_two_nodes_talk_over_their_addresses_and_resolve_cluster_names(real: tc.Kube) -> None:
+def test_pods_on_two_nodes_talk_over_their_addresses_a_cluster_ip_and_cluster_dns(real: tc.Kube) -> None:
     server = _pod(
         real,
         "srv",
         "import http.server as h; h.test(h.SimpleHTTPRequestHandler, port=8080, bind='0.0.0.0')",
         node="node-1",
     )
+    server["metadata"]["labels"] = {"app": "srv"}
     _apply(real, server)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "srv", "namespace": NS},
+        "spec": {"selector": {"app": "srv"}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }
+    real.run("apply", "-f", "-", stdin=json.dumps(service))
     _until(lambda: bool(_get(real, "srv").get("status", {}).get("podIP")), 60)
     ip = _get(real, "srv")["status"]["podIP"]
     assert ct.ipaddress.ip_address(ip) in rn.node_net(1).subnet
+    cluster_ip = json.loads(real.run("get", "service", "srv", "-n", NS, "-o", "json").stdout)["spec"]["clusterIP"]
+    assert ct.ipaddress.ip_address(cluster_ip) in ct.SERVICE_CIDR
     code = (
         "import socket, time, urllib.request\n"
-        "for _ in range(60):\n"
-        "    try:\n"
-        f"        print(urllib.request.urlopen('http://{ip}:8080/', timeout=5).status); break\n"
-        "    except OSError:\n        time.sleep(0.5)\n"
-        "print(socket.gethostbyname('kubernetes.default.svc.cluster.local'))\n"
+        f"for url in ('http://{ip}:8080/', 'http://srv.{NS}.svc.cluster.local/'):\n"
+        "    for _ in range(60):\n"
+        "        try:\n"
+        "            print(urllib.request.urlopen(url, timeout=5).status); break\n"
+        "        except OSError:\n            time.sleep(0.5)\n"
+        f"print(socket.gethostbyname('srv.{NS}.svc.cluster.local'))\n"
     )
     _apply(real, _pod(real, "cli", code, node="node-0"))
     state = _finished(real, "cli")
     out = real.run("logs", "cli", "-n", NS).stdout.split()
-    assert state["exitCode"] == 0 and out == ["200", str(ct.API_SERVICE_IP)], out
+    # The pod's address across the Nodes, then the Service's name: CoreDNS gives its ClusterIP and
+    # kube-proxy's rules in node-0's namespace carry the connection to the pod on node-1.
+    assert state["exitCode"] == 0 and out == ["200", "200", cluster_ip], out
 
 
 def test_the_kubelets_kernel_settings_land_in_the_nodes_files_not_the_kernel(real: tc.Kube) -> None:
@@ -229,4 +248,70 @@ def test_the_kubelets_kernel_settings_land_in_the_nodes_files_not_the_kernel(rea
         for node in NODES:
             copy = real.dir / "nodes" / node / "sysctl" / name.replace("/", ".")
             assert copy.read_text().strip() == value, (node, name)
-    assert _host_state()["sysctl"] == BEFORE["sysctl"]
+    now = _host_state()
+    assert now["sysctl"] == BEFORE["sysctl"]
+    # kube-proxy's rules are in the Nodes' namespaces only (the ClusterIP test above used them).
+    assert now["rules"] == BEFORE["rules"]
+
+
+def _on_real_nodes(kube: tc.Kube, objects: list[dict[str, Any]]) -> None:
+    """The pod template only the tests add (as kind's extraMounts): each replica's container runs
+    the base image with the interpreter's prefix and the checkout mounted read-only, the runs'
+    shared folder read-write, and the venv's bin first on PATH."""
+    mounts = {"python": (PY_PREFIX, True), "checkout": (tc.REPO, True), "shared": (tc.SHARED, False)}
+    for obj in objects:
+        if obj["kind"] != "PyTorchJob":
+            continue
+        for replica in obj["spec"]["pytorchReplicaSpecs"].values():
+            pod = replica["template"]["spec"]
+            pod["volumes"] = [
+                *pod.get("volumes", []),
+                *({"name": k, "hostPath": {"path": str(p), "type": "Directory"}} for k, (p, _) in mounts.items()),
+            ]
+            for c in pod["containers"]:
+                c["image"], c["imagePullPolicy"] = _image(kube, "base"), "Never"
+                c["env"] = [*c.get("env", []), {"name": "PATH", "value": f"{VENV_PY.parent}:/usr/bin:/bin"}]
+                c["volumeMounts"] = [
+                    *c.get("volumeMounts", []),
+                    *({"name": k, "mountPath": str(p), "readOnly": ro} for k, (p, ro) in mounts.items()),
+                ]
+
+
+def _pod_logs(kube: tc.Kube, run: tc.Run) -> str:
+    """Each pod's container log through the kubelet (`kubectl logs`), the end of it."""
+    parts = []
+    for name in sorted(run.pods()):
+        out = kube.run("logs", name, "-n", tc.TRAIN_NS, "--all-containers", check=False)
+        parts.append(f"--- {name}\n{(out.stdout + out.stderr)[-2500:]}")
+    return "\n".join(parts)
+
+
+def test_the_two_node_elastic_job_trains_on_real_nodes_to_succeeded(real: tc.Kube) -> None:
+    """The 2-node job as `elastic-idl render` prints it, plus the tests' pod template: the operator
+    makes the pods, the scheduler spreads them, the kubelets run our entrypoint in containers;
+    they rendezvous at worker-0 by its name (cluster DNS) and train with gloo across the Nodes."""
+    tc.ensure_train_ns(real)
+    tc.SHARED.mkdir(parents=True, exist_ok=True)
+    run = tc._new_run(real, "real-two")
+    objects = tc._render_cli(tc.TWO_NODES, run.name, [str(tc.TRAIN), str(run.out), "5", "0.1"])
+    tc._container(objects[0]).setdefault("env", []).append(
+        {"name": "ELASTIC_IDL_OUTPUT", "value": str(run.out / "result.json")}
+    )
+    _on_real_nodes(real, objects)
+    run.apply(objects)
+    deadline = time.monotonic() + 300
+    while (state := run.condition()) is None and time.monotonic() < deadline:
+        time.sleep(1)
+    assert state == "Succeeded", _pod_logs(real, run)
+    assert [s for _, s, _, _ in run.steps()] == list(range(5))
+    assert {w for _, _, w, _ in run.steps()} == {2}
+    assert json.loads((run.out / "result.json").read_text())["rank"] == 0
+    pods = run.pods()
+    seen = {s["hostname"]: s for s in run.seen()}
+    assert set(seen) == set(pods) == {f"real-two-worker-{i}" for i in range(2)}
+    for name, s in seen.items():
+        # The pod's own address, from its Node's /27; the container's command is PID 1.
+        assert s["addresses"] == [pods[name]["status"]["podIP"]]
+        node = pods[name]["spec"]["nodeName"]
+        assert ct.ipaddress.ip_address(s["addresses"][0]) in rn.node_net(NODES.index(node)).subnet
+        assert s["pid1"][:3] == ["python", "-m", "elastic_idl.pod"]

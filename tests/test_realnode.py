@@ -65,7 +65,7 @@ def test_the_kubelet_leaves_the_machine_as_found_and_takes_only_the_clusters_cer
     net = rn.node_net(0)
     config = rn.kubelet_config(
         net=net, node_dir=tmp_path, ca=tmp_path / "ca.crt", cgroup_root="/a/elastic-idl/node-0",
-        dns="10.237.0.1", cluster_domain="cluster.local", healthz_port=12345,
+        dns="10.237.0.1", cluster_domain="cluster.local",
     )  # fmt: skip
     assert config["failCgroupV1"] is False and config["cgroupDriver"] == "cgroupfs"
     assert config["cgroupRoot"] == "/a/elastic-idl/node-0" and config["oomScoreAdj"] == 0
@@ -82,9 +82,7 @@ def test_the_kubelet_leaves_the_machine_as_found_and_takes_only_the_clusters_cer
 
 
 def test_kube_proxy_leaves_the_global_conntrack_settings_alone(tmp_path: Path) -> None:
-    config = rn.kube_proxy_config(
-        net=rn.node_net(1), node_name="node-1", kubeconfig=tmp_path / "k", metrics_port=1, healthz_port=2
-    )
+    config = rn.kube_proxy_config(net=rn.node_net(1), node_name="node-1", kubeconfig=tmp_path / "k")
     assert config["conntrack"] == {
         "maxPerCore": 0,
         "min": 0,
