@@ -15,6 +15,7 @@ Start it under ``flock /var/lock/elastic-idl-cluster.lock``.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -286,23 +287,35 @@ def _pod_logs(kube: tc.Kube, run: tc.Run) -> str:
     return "\n".join(parts)
 
 
-def test_the_two_node_elastic_job_trains_on_real_nodes_to_succeeded(real: tc.Kube) -> None:
-    """The 2-node job as `elastic-idl render` prints it, plus the tests' pod template: the operator
-    makes the pods, the scheduler spreads them, the kubelets run our entrypoint in containers;
-    they rendezvous at worker-0 by its name (cluster DNS) and train with gloo across the Nodes."""
-    tc.ensure_train_ns(real)
+def _real_job(kube: tc.Kube, name: str, steps: int, step_seconds: float, start_method: str | None = None) -> tc.Run:
+    """test_cluster's 2-node job as `elastic-idl render` prints it, plus the tests' pod template, applied."""
+    tc.ensure_train_ns(kube)
     tc.SHARED.mkdir(parents=True, exist_ok=True)
-    run = tc._new_run(real, "real-two")
-    objects = tc._render_cli(tc.TWO_NODES, run.name, [str(tc.TRAIN), str(run.out), "5", "0.1"])
+    run = tc._new_run(kube, name)
+    task = copy.deepcopy(tc.TWO_NODES)
+    if start_method:
+        task["elastic_config"]["start_method"] = start_method
+    objects = tc._render_cli(task, run.name, [str(tc.TRAIN), str(run.out), str(steps), str(step_seconds)])
     tc._container(objects[0]).setdefault("env", []).append(
         {"name": "ELASTIC_IDL_OUTPUT", "value": str(run.out / "result.json")}
     )
-    _on_real_nodes(real, objects)
+    _on_real_nodes(kube, objects)
     run.apply(objects)
-    deadline = time.monotonic() + 300
+    return run
+
+
+def _wait_done(kube: tc.Kube, run: tc.Run, seconds: float) -> str | None:
+    deadline = time.monotonic() + seconds
     while (state := run.condition()) is None and time.monotonic() < deadline:
         time.sleep(1)
-    assert state == "Succeeded", _pod_logs(real, run)
+    return state
+
+
+def test_the_two_node_elastic_job_trains_on_real_nodes_to_succeeded(real: tc.Kube) -> None:
+    """The operator makes the pods, the scheduler binds them, the kubelets run our entrypoint in
+    containers; they rendezvous at worker-0 by its name (cluster DNS) and train with gloo."""
+    run = _real_job(real, "real-two", 5, 0.1)
+    assert _wait_done(real, run, 300) == "Succeeded", _pod_logs(real, run)
     assert [s for _, s, _, _ in run.steps()] == list(range(5))
     assert {w for _, _, w, _ in run.steps()} == {2}
     assert json.loads((run.out / "result.json").read_text())["rank"] == 0
@@ -315,3 +328,21 @@ def test_the_two_node_elastic_job_trains_on_real_nodes_to_succeeded(real: tc.Kub
         node = pods[name]["spec"]["nodeName"]
         assert ct.ipaddress.ip_address(s["addresses"][0]) in rn.node_net(NODES.index(node)).subnet
         assert s["pid1"][:3] == ["python", "-m", "elastic_idl.pod"]
+
+
+def test_worker_0_force_deleted_on_a_real_node_is_recreated_and_the_job_resumes(real: tc.Kube) -> None:
+    """The kubelet kills the deleted pod's containers, the operator makes a new worker-0, the
+    network a new address; the survivors re-rendezvous and resume from the checkpoint."""
+    run = _real_job(real, "real-kill0", 30, 0.3, start_method="START_METHOD_SPAWN")
+    _until(lambda: len(run.steps()) >= 3, 240)
+    before = run.pods()["real-kill0-worker-0"]
+    real.run("delete", "pod", before["metadata"]["name"], "-n", tc.TRAIN_NS, "--grace-period=0", "--force")
+    killed_at = time.time()
+    assert _wait_done(real, run, 400) == "Succeeded", _pod_logs(real, run)
+    after = run.pods()["real-kill0-worker-0"]
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]
+    assert after["status"]["podIP"] != before["status"]["podIP"]
+    steps = run.steps()
+    assert steps[-1][1] == 29
+    resumed = [s for t, s, _, _ in steps if t > killed_at]
+    assert resumed and resumed[0] > 0, steps
