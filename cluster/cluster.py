@@ -797,7 +797,7 @@ def up(c: Cluster, nodes: Sequence[str] = NODES, runtime: str = "agent") -> None
             "missing command: iptables (kube-proxy's on the real Nodes; Debian: apt-get install iptables)"
         )
     bindir, storedir = build()
-    node_bin = build_node() if runtime == "containerd" else None
+    node_bin = build_part("node", NODE_BINARIES) if runtime == "containerd" else None
     opdir = operator_dir()
     # From here on, a failure stops what was started. A fresh state folder: a previous run's
     # data, logs and certificates go.
@@ -1457,25 +1457,14 @@ TARGET_CONTROLLERS = {
 }
 
 
-def build_targets() -> Path:
-    """`cluster/build.sh targets`: the two controllers (built once per version); their bin folder."""
-    result = subprocess.run([str(HERE / "build.sh"), "targets"], stdout=subprocess.PIPE, text=True, check=False)
+def build_part(part: str, names: Sequence[str]) -> Path:
+    """`cluster/build.sh <part>` (`targets`: the two controllers; `node`: a real Node's binaries),
+    built once per version; their bin folder, each of `names` checked to be there."""
+    result = subprocess.run([str(HERE / "build.sh"), part], stdout=subprocess.PIPE, text=True, check=False)
     if result.returncode != 0:
-        raise ClusterError("cluster/build.sh targets failed (its output is above)")
+        raise ClusterError(f"cluster/build.sh {part} failed (its output is above)")
     bindir = check_not_in_tmp(Path(result.stdout.strip().splitlines()[-1]))
-    for name in TARGET_CONTROLLERS:
-        if not (bindir / name).is_file():
-            raise ClusterError(f"missing binary after the build: {bindir / name}")
-    return bindir
-
-
-def build_node() -> Path:
-    """`cluster/build.sh node`: a real Node's binaries (built once per version); their bin folder."""
-    result = subprocess.run([str(HERE / "build.sh"), "node"], stdout=subprocess.PIPE, text=True, check=False)
-    if result.returncode != 0:
-        raise ClusterError("cluster/build.sh node failed (its output is above)")
-    bindir = check_not_in_tmp(Path(result.stdout.strip().splitlines()[-1]))
-    for name in NODE_BINARIES:
+    for name in names:
         if not (bindir / name).is_file():
             raise ClusterError(f"missing binary after the build: {bindir / name}")
     return bindir
@@ -1604,7 +1593,7 @@ def targets_up(c: Cluster) -> dict[str, float]:
     if targets_running(c):
         raise ClusterError(f"only {', '.join(targets_running(c))} of the render targets' controllers run")
     t0 = time.monotonic()
-    bindir = build_targets()
+    bindir = build_part("targets", list(TARGET_CONTROLLERS))
     c.timings = {}
     c.state["targets_bin"] = str(bindir)
     names = [f"{n}-{p}" for n in TARGET_CONTROLLERS for p in ("webhook", "probe")]

@@ -444,10 +444,15 @@ class Run:
         return {p["metadata"]["name"]: p for p in json.loads(out.stdout)["items"]}
 
     def logs(self) -> str:
-        """The pods' container logs (files: the node agent has no `kubectl logs`)."""
+        """The pods' container logs, as files: the node agent's (it has no `kubectl logs`) or the
+        real Nodes' kubelets' (their podLogsDir), each pod's folder named <ns>_<pod>_<uid>."""
         parts = []
-        for log in sorted((self.kube.dir / "pods").glob(f"{TRAIN_NS}_{self.name}-*/containers/*/log")):
-            parts.append(f"--- {log.parts[-4]}\n{log.read_text(errors='replace')[-2500:]}")
+        pattern = f"{TRAIN_NS}_{self.name}-*"
+        agent = self.kube.dir.glob(f"pods/{pattern}/containers/*/log")
+        kubelet = self.kube.dir.glob(f"nodes/*/pod-logs/{pattern}/*/*.log")
+        for log in sorted([*agent, *kubelet]):
+            pod = log.parts[-4] if log.name == "log" else log.parts[-3]
+            parts.append(f"--- {pod}\n{log.read_text(errors='replace')[-2500:]}")
         return "\n".join(parts)
 
     def steps(self) -> list[tuple[float, int, int, int]]:
@@ -611,17 +616,25 @@ def test_worker_0_force_deleted_mid_run_is_recreated_and_the_job_finishes(train_
     train_ns.run("delete", "pod", "e2e-kill0-worker-0", "-n", TRAIN_NS, "--grace-period=0", "--force")
     killed_at = time.time()
     assert run.wait_done(400) == "Succeeded", run.logs()
-    after = run.pods()["e2e-kill0-worker-0"]
     assert bridge_mac.read_text() == mac  # the deleted pod's veth is gone; the gateway's MAC stays
-    # The operator made a new pod (new UID) and the network a new address; the same name.
+    steps = assert_recreated_and_resumed(run, before, killed_at, 30)
+    TIMES["worker0_kill_to_next_step"] = round(min(t for t, *_ in steps if t > killed_at) - killed_at, 1)
+
+
+def assert_recreated_and_resumed(
+    run: Run, before: dict[str, Any], killed_at: float, steps_total: int
+) -> list[tuple[float, int, int, int]]:
+    """After a pod of the run was deleted at `killed_at`: the operator made a new pod of the same
+    name (new UID), the network gave it a new address, and the re-formed job ran every step,
+    resuming from the checkpoint (not from step 0). Returns the steps."""
+    after = run.pods()[before["metadata"]["name"]]
     assert after["metadata"]["uid"] != before["metadata"]["uid"]
     assert after["status"]["podIP"] != before["status"]["podIP"]
     steps = run.steps()
-    assert steps[-1][1] == 29
+    assert steps[-1][1] == steps_total - 1
     resumed = [s for t, s, _, _ in steps if t > killed_at]
-    # The re-formed job resumed from the checkpoint, not from step 0.
     assert resumed and resumed[0] > 0, steps
-    TIMES["worker0_kill_to_next_step"] = round(min(t for t, *_ in steps if t > killed_at) - killed_at, 1)
+    return steps
 
 
 def test_the_node_agent_writes_only_what_a_node_may(train_ns: Kube) -> None:

@@ -278,15 +278,6 @@ def _on_real_nodes(kube: tc.Kube, objects: list[dict[str, Any]]) -> None:
                 ]
 
 
-def _pod_logs(kube: tc.Kube, run: tc.Run) -> str:
-    """Each pod's container log through the kubelet (`kubectl logs`), the end of it."""
-    parts = []
-    for name in sorted(run.pods()):
-        out = kube.run("logs", name, "-n", tc.TRAIN_NS, "--all-containers", check=False)
-        parts.append(f"--- {name}\n{(out.stdout + out.stderr)[-2500:]}")
-    return "\n".join(parts)
-
-
 def _real_job(kube: tc.Kube, name: str, steps: int, step_seconds: float, start_method: str | None = None) -> tc.Run:
     """test_cluster's 2-node job as `elastic-idl render` prints it, plus the tests' pod template, applied."""
     tc.ensure_train_ns(kube)
@@ -304,18 +295,11 @@ def _real_job(kube: tc.Kube, name: str, steps: int, step_seconds: float, start_m
     return run
 
 
-def _wait_done(kube: tc.Kube, run: tc.Run, seconds: float) -> str | None:
-    deadline = time.monotonic() + seconds
-    while (state := run.condition()) is None and time.monotonic() < deadline:
-        time.sleep(1)
-    return state
-
-
 def test_the_two_node_elastic_job_trains_on_real_nodes_to_succeeded(real: tc.Kube) -> None:
     """The operator makes the pods, the scheduler binds them, the kubelets run our entrypoint in
     containers; they rendezvous at worker-0 by its name (cluster DNS) and train with gloo."""
     run = _real_job(real, "real-two", 5, 0.1)
-    assert _wait_done(real, run, 300) == "Succeeded", _pod_logs(real, run)
+    assert run.wait_done(300) == "Succeeded", run.logs()
     assert [s for _, s, _, _ in run.steps()] == list(range(5))
     assert {w for _, _, w, _ in run.steps()} == {2}
     assert json.loads((run.out / "result.json").read_text())["rank"] == 0
@@ -334,15 +318,9 @@ def test_worker_0_force_deleted_on_a_real_node_is_recreated_and_the_job_resumes(
     """The kubelet kills the deleted pod's containers, the operator makes a new worker-0, the
     network a new address; the survivors re-rendezvous and resume from the checkpoint."""
     run = _real_job(real, "real-kill0", 30, 0.3, start_method="START_METHOD_SPAWN")
-    _until(lambda: len(run.steps()) >= 3, 240)
+    run.wait_steps(3, 240)
     before = run.pods()["real-kill0-worker-0"]
     real.run("delete", "pod", before["metadata"]["name"], "-n", tc.TRAIN_NS, "--grace-period=0", "--force")
     killed_at = time.time()
-    assert _wait_done(real, run, 400) == "Succeeded", _pod_logs(real, run)
-    after = run.pods()["real-kill0-worker-0"]
-    assert after["metadata"]["uid"] != before["metadata"]["uid"]
-    assert after["status"]["podIP"] != before["status"]["podIP"]
-    steps = run.steps()
-    assert steps[-1][1] == 29
-    resumed = [s for t, s, _, _ in steps if t > killed_at]
-    assert resumed and resumed[0] > 0, steps
+    assert run.wait_done(400) == "Succeeded", run.logs()
+    tc.assert_recreated_and_resumed(run, before, killed_at, 30)
