@@ -35,8 +35,6 @@ ct = tc.ct
 rn = ct.realnode
 NODES = ("node-0", "node-1")
 NS = "e2e-real"
-PY_PREFIX = Path(os.path.realpath(sys.executable)).parent.parent  # the interpreter's prefix (pyenv's)
-VENV_PY = tc.REPO / ".venv" / "bin" / "python"
 BEFORE: dict[str, Any] = {}  # the host as the fixture found it
 
 
@@ -115,15 +113,9 @@ def _until(ok: Callable[[], bool], seconds: float) -> None:
         time.sleep(0.5)
 
 
-def _image(kube: tc.Kube, name: str) -> str:
-    return str(json.loads((kube.dir / "cluster.json").read_text())["images"][name])
-
-
 def _pod(kube: tc.Kube, name: str, code: str, *, node: str, memory: str = "1Gi") -> dict[str, Any]:
-    """A pod of the base image running `code` with the venv's Python; the interpreter's prefix and
-    the checkout (its venv inside) mounted read-only at their host paths, as kind's extraMounts."""
-    mounts = {"python": PY_PREFIX, "checkout": tc.REPO}
-    return {
+    """A pod on `node` running `code` with the venv's Python, through the tests' pod template."""
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": NS},
@@ -134,16 +126,14 @@ def _pod(kube: tc.Kube, name: str, code: str, *, node: str, memory: str = "1Gi")
             "containers": [
                 {
                     "name": "main",
-                    "image": _image(kube, "base"),
-                    "imagePullPolicy": "Never",
-                    "command": [str(VENV_PY), "-c", code],
+                    "image": "example.com/unused:1",  # the template puts the base image here
+                    "command": ["python", "-c", code],
                     "resources": {"limits": {"memory": memory, "cpu": "1"}},
-                    "volumeMounts": [{"name": k, "mountPath": str(p), "readOnly": True} for k, p in mounts.items()],
                 }
             ],
-            "volumes": [{"name": k, "hostPath": {"path": str(p), "type": "Directory"}} for k, p in mounts.items()],
         },
     }
+    return tc.on_real_nodes(kube, [pod])[0]
 
 
 def _apply(kube: tc.Kube, pod: dict[str, Any]) -> None:
@@ -255,29 +245,6 @@ def test_the_kubelets_kernel_settings_land_in_the_nodes_files_not_the_kernel(rea
     assert now["rules"] == BEFORE["rules"]
 
 
-def _on_real_nodes(kube: tc.Kube, objects: list[dict[str, Any]]) -> None:
-    """The pod template only the tests add (as kind's extraMounts): each replica's container runs
-    the base image with the interpreter's prefix and the checkout mounted read-only, the runs'
-    shared folder read-write, and the venv's bin first on PATH."""
-    mounts = {"python": (PY_PREFIX, True), "checkout": (tc.REPO, True), "shared": (tc.SHARED, False)}
-    for obj in objects:
-        if obj["kind"] != "PyTorchJob":
-            continue
-        for replica in obj["spec"]["pytorchReplicaSpecs"].values():
-            pod = replica["template"]["spec"]
-            pod["volumes"] = [
-                *pod.get("volumes", []),
-                *({"name": k, "hostPath": {"path": str(p), "type": "Directory"}} for k, (p, _) in mounts.items()),
-            ]
-            for c in pod["containers"]:
-                c["image"], c["imagePullPolicy"] = _image(kube, "base"), "Never"
-                c["env"] = [*c.get("env", []), {"name": "PATH", "value": f"{VENV_PY.parent}:/usr/bin:/bin"}]
-                c["volumeMounts"] = [
-                    *c.get("volumeMounts", []),
-                    *({"name": k, "mountPath": str(p), "readOnly": ro} for k, (p, ro) in mounts.items()),
-                ]
-
-
 def _real_job(kube: tc.Kube, name: str, steps: int, step_seconds: float, start_method: str | None = None) -> tc.Run:
     """test_cluster's 2-node job as `elastic-idl render` prints it, plus the tests' pod template, applied."""
     tc.ensure_train_ns(kube)
@@ -290,7 +257,6 @@ def _real_job(kube: tc.Kube, name: str, steps: int, step_seconds: float, start_m
     tc._container(objects[0]).setdefault("env", []).append(
         {"name": "ELASTIC_IDL_OUTPUT", "value": str(run.out / "result.json")}
     )
-    _on_real_nodes(kube, objects)
     run.apply(objects)
     return run
 

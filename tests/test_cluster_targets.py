@@ -244,7 +244,7 @@ def test_trainjob_two_nodes_train_to_complete(targets: tc.Kube) -> None:
         assert pod["spec"]["containers"][0]["command"] == ["python", "-m", "elastic_idl.pod"]
     assert obj["spec"]["trainer"]["numNodes"] == 2
     # The entrypoint logs Trainer's PET_NNODES as ignored where the task says more (2:2).
-    for log in (targets.dir / "pods").glob(f"{tc.TRAIN_NS}_{run.name}-*/containers/node/log"):
+    for _, log in tc.container_logs(targets, f"{tc.TRAIN_NS}_{run.name}-*", "node"):
         assert "nnodes: message wins (PET_NNODES='2'); using '2:2', ignoring '2'" in log.read_text(), log
 
 
