@@ -125,6 +125,9 @@ COMPONENTS = [
     "jobset-controller",
     "trainer-controller-manager",
 ]
+#: In CLUSTER_DIR: every container log of the real Nodes, kept after the kubelet removes its pod's
+#: (realnode.keep_logs): <ns>_<pod>_<uid>/<container>/<restart>.log.
+KEPT_LOGS = "pod-logs"
 #: What `cluster/build.sh node` builds for the real Nodes (`up --runtime containerd`).
 NODE_BINARIES = [
     "kubelet",
@@ -1250,6 +1253,8 @@ def start_real_nodes(c: Cluster, nodes: Sequence[str], pki: Pki, api: str, node_
             [*enter, str(node_bin / "kube-proxy"), f"--config={d / 'kube-proxy.yaml'}", "--v=1"],
             env=path_env,
         )
+    keeper = [sys.executable, str(HERE / "realnode.py"), "keep-logs", str(c.dir / "nodes"), str(c.dir / KEPT_LOGS)]
+    c.spawn("log-keeper", keeper)
     c.wait("nodes Ready", kubelets[0], lambda: nodes_ready(c), 120)
     for node in nodes:
         c.wait(f"{node} kube-proxy", None, functools.partial(_proxy_synced, c, node), 60)

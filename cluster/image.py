@@ -10,7 +10,7 @@ checkout and its venv read-only at their host paths (hostPath volumes, as kind's
 image provides what those need at run time and do not hold themselves: the shared libraries that
 `ldd` resolves for the interpreter and every ``*.so`` under its prefix and the venv (torch's too),
 whole Debian packages as `dpkg -S` names them and `dpkg -L` lists them (without their
-documentation), and a shell for probes and commands (dash as /bin/sh, a few coreutils); plus
+documentation), and a shell for probes and commands (dash as /bin/sh, a few coreutils, tar and gzip); plus
 /etc/passwd, /etc/group, /etc/nsswitch.conf, the CA bundle, /tmp (1777) and empty /dev, /proc and
 /sys. A library that resolves inside a mounted folder is left to the mount; one `ldd` cannot find on
 the host either (libcuda.so.1, MPI, RDMA: a GPU node's runtime brings them) is reported, not fatal.
@@ -62,6 +62,10 @@ SHELL_TOOLS: Mapping[str, tuple[str, ...]] = {
         "pwd", "readlink", "realpath", "rm", "rmdir", "seq", "sha256sum", "sleep", "sort", "stat",
         "tail", "tee", "test", "timeout", "touch", "tr", "true", "uname", "wc",
     ),
+    # What the Flyte SDKs run to unpack a task's code bundle (a .tgz): flytekit's and flyte's both
+    # call `tar`, which calls `gzip`.
+    "tar": ("tar",),
+    "gzip": ("gzip", "gunzip", "zcat"),
 }  # fmt: skip
 #: Parts of a package the image leaves out (documentation, translations, bug scripts).
 SKIPPED_PREFIXES = (

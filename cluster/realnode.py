@@ -26,6 +26,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -219,6 +220,8 @@ def kubelet_config(
         "nodeStatusReportFrequency": "10s",
         "nodeLeaseDurationSeconds": 20,
         "serializeImagePulls": False,
+        # No rotation (a kept log is a hard link to the one file: keep_logs).
+        "containerLogMaxSize": "1Gi",
         "registerNode": True,
         "maxPods": net.subnet.num_addresses - 3,
         "shutdownGracePeriod": "0s",
@@ -412,7 +415,36 @@ def host_links() -> list[str]:
     return sorted(p.name for p in Path("/sys/class/net").iterdir() if p.name.startswith(HOST_LINK_PREFIX))
 
 
+def keep_logs(nodes: Path, kept: Path, interval: float = 0.2) -> None:
+    """Keep every container log of the Nodes' kubelets: a kubelet removes a pod's logs with the pod
+    (a job's replaced pods, a deleted one), so each new log file under
+    nodes/<node>/pod-logs/<ns>_<pod>_<uid>/<container>/ gets a hard link at the same place under
+    `kept` as soon as it is seen (the runtime keeps writing the same file, so the link has it all).
+    Runs until killed (`cluster.py down`), as a cluster's logging agent would."""
+    while True:
+        for log in nodes.glob("*/pod-logs/*/*/*.log"):
+            link = kept / log.parent.parent.name / log.parent.name / log.name
+            if not link.exists():
+                link.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(log, link)
+                except FileNotFoundError:
+                    continue  # removed between the glob and the link
+        time.sleep(interval)
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) == 3 and argv[0] == "keep-logs":
+        keep_logs(Path(argv[1]), Path(argv[2]))
+    print("usage: realnode.py keep-logs NODES_DIR KEPT_DIR", file=sys.stderr)
+    return 2
+
+
 def write_json(path: Path, value: object) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value, indent=2) + "\n")
     return path
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

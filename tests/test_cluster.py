@@ -465,9 +465,9 @@ def on_real_nodes(kube: Kube, objects: list[dict[str, Any]]) -> list[dict[str, A
 def container_logs(kube: Kube, pods: str, container: str = "*") -> list[tuple[str, Path]]:
     """(pod folder, log file) of each container log of the pods whose folder, <ns>_<pod>_<uid>,
     matches the glob `pods`: the node agent's files (it has no `kubectl logs`) or the real Nodes'
-    kubelets' (their podLogsDir; one file per run of the container)."""
+    kubelets', as cluster.py keeps them after their pods are gone (one file per run of the container)."""
     agent = [(f.parts[-4], f) for f in kube.dir.glob(f"pods/{pods}/containers/{container}/log")]
-    kubelet = [(f.parts[-3], f) for f in kube.dir.glob(f"nodes/*/pod-logs/{pods}/{container}/*.log")]
+    kubelet = [(f.parts[-3], f) for f in kube.dir.glob(f"{ct.KEPT_LOGS}/{pods}/{container}/*.log")]
     return sorted(agent + kubelet)
 
 
@@ -735,12 +735,6 @@ def test_a_worker_deleted_gracefully_is_recreated_and_the_job_finishes(train_ns:
     run, _ = _cli_job(train_ns, "e2e-grace", 30, 0.3)
     run.wait_steps(3, 240)
     before = run.pods()["e2e-grace-worker-1"]
-    # A kubelet removes a deleted pod's logs with it: on real Nodes, its log is followed until it ends.
-    follow = None
-    if runtime_of(train_ns) == "containerd":
-        argv = [train_ns.kubectl, "--kubeconfig", train_ns.kubeconfig, "logs", "-f", "e2e-grace-worker-1",
-                "-n", TRAIN_NS, "-c", "pytorch"]  # fmt: skip
-        follow = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     train_ns.run("delete", "pod", "e2e-grace-worker-1", "-n", TRAIN_NS, "--wait=false")
     assert run.wait_done(400) == "Succeeded", run.logs()
     assert run.pods()["e2e-grace-worker-1"]["metadata"]["uid"] != before["metadata"]["uid"]
@@ -748,12 +742,8 @@ def test_a_worker_deleted_gracefully_is_recreated_and_the_job_finishes(train_ns:
     # The pod stopped on SIGTERM (its launcher's handler), not the grace period's SIGKILL.
     events = json.loads(train_ns.run("get", "events", "-n", TRAIN_NS, "-o", "json").stdout)["items"]
     assert any(e["reason"] == "Killing" and e["involvedObject"]["uid"] == before["metadata"]["uid"] for e in events)
-    if follow is not None:
-        text = follow.communicate(timeout=60)[0]
-    else:
-        ((_, log),) = container_logs(train_ns, f"{TRAIN_NS}_e2e-grace-worker-1_{before['metadata']['uid']}", "pytorch")
-        text = log.read_text(errors="replace")
-    assert "SIGTERM" in text, text[-3000:]
+    ((_, log),) = container_logs(train_ns, f"{TRAIN_NS}_e2e-grace-worker-1_{before['metadata']['uid']}", "pytorch")
+    assert "SIGTERM" in log.read_text(errors="replace")
 
 
 FLYTE_WORKFLOW = """
