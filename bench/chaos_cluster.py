@@ -88,6 +88,7 @@ import tarfile
 import threading
 import time
 import traceback
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -318,7 +319,9 @@ class Kube:
     def __init__(self, folder: Path) -> None:
         self.dir = folder
         state = json.loads((folder / "cluster.json").read_text())
-        self.port = int(state["ports"]["apiserver"])
+        # Where `up` put the API server (the bridge's address with real Nodes, else 127.0.0.1).
+        api = urllib.parse.urlsplit(state.get("api") or f"https://127.0.0.1:{state['ports']['apiserver']}")
+        self.host, self.port = str(api.hostname), int(api.port or 443)
         self.nodes: list[str] = list(state.get("nodes", ct.NODES))
         pki = folder / "pki"
         self.ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
@@ -347,9 +350,7 @@ class Kube:
         for attempt in (0, 1):  # a kept-alive connection the server closed meanwhile: once more, anew
             conn = getattr(self.local, "conn", None)
             if conn is None:
-                conn = self.local.conn = http.client.HTTPSConnection(
-                    "127.0.0.1", self.port, context=self.ctx, timeout=30
-                )
+                conn = self.local.conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=30)
                 with self.conns_lock:
                     self.conns.append(conn)
             try:

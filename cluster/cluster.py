@@ -838,6 +838,7 @@ def up(c: Cluster, nodes: Sequence[str] = NODES, runtime: str = "agent") -> None
     # Real Nodes reach the API server from their own namespaces: it listens on the bridge's address.
     api_host = str(BRIDGE_IP) if runtime == "containerd" else "127.0.0.1"
     api = f"https://{api_host}:{ports['apiserver']}"
+    c.state["api"] = api
     kubeconfigs = {}
     for name, cn, orgs in [
         ("admin", "elastic-idl-admin", ["system:masters"]),
@@ -1627,7 +1628,7 @@ def targets_up(c: Cluster) -> dict[str, float]:
         # characters, cannot hold Trainer's 73-character user name).
         token = c.kubectl("create", "token", t.service_account, "-n", t.namespace, "--duration=720h").stdout.strip()
         kubeconfig = c.dir / f"{name}.kubeconfig"
-        write_kubeconfig(kubeconfig, f"https://127.0.0.1:{c.state['ports']['apiserver']}", c.dir / "pki" / "ca.crt",  # type: ignore[index]
+        write_kubeconfig(kubeconfig, str(c.state["api"]), c.dir / "pki" / "ca.crt",
                          token=token)  # fmt: skip
         config = {
             "apiVersion": t.config_api,
