@@ -26,7 +26,7 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 
 .PHONY: help test checks venv venv-dev venv-gen devtree gen check-gen lint fmt typecheck buf-lint buf-breaking \
 	pytest go-toolchain go-check baseline bench chaos chaos-defaults demo wheel docs docs-serve venv-docs chromium clean \
-	cluster-build cluster-up cluster-down cluster-test long-test
+	cluster-build cluster-up cluster-down cluster-test cluster-test-real long-test
 
 ## make help          this list (also what a bare `make` prints)
 ## make test          set up whatever is missing, then run every check (CI runs this: .ci/run)
@@ -45,6 +45,7 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 ## make chaos-defaults  what users get by default: the fault classes under flytekit's, Flyte 2's and our defaults, 5 runs each (docs/guide/when-pods-die.md, "What the defaults give")
 ## make cluster-up    a Kubernetes control plane on this machine (docs/guide/cluster.md); cluster-down stops it
 ## make cluster-test  every cluster test, the long ones too (make test runs the short ones)
+## make cluster-test-real  the cluster tests that run on real Nodes (kubelet, containerd, runc), on them (docs/guide/cluster.md, "Real Nodes")
 ## make flyte-up / flyte-down  the cluster plus Flyte 1.16's propeller with both pytorch plugins (docs/guide/flyte.md) / stop both
 ## make flyte-run     package, compile and run FILE's WORKFLOW with INPUTS='{...}' (ARGS=--plugin pytorch=pytorch: upstream's plugin); prints the outputs as JSON last
 ## make flyte-test    tests/test_flyte.py, the cluster ones too (its own cluster and propeller in build/flyte-test)
@@ -264,6 +265,13 @@ cluster-down: venv-dev
 cluster-test: devtree
 	$(PY) -m pytest -m "cluster or cluster_long" tests/test_cluster.py tests/test_cluster_flytekit.py \
 		tests/test_cluster_flyte2.py tests/test_cluster_targets.py tests/test_cluster_real.py tests/test_flyte.py
+
+# The cluster tests that run on real Nodes (`up --runtime containerd`: a kubelet, containerd and runc
+# per Node), each module's cluster started so (docs/guide/cluster.md, "Real Nodes"). Needs
+# libseccomp-dev, pkg-config (runc's build) and iptables (kube-proxy).
+cluster-test-real: devtree
+	CLUSTER_RUNTIME=containerd $(PY) -m pytest -m "cluster or cluster_long" tests/test_cluster_real.py \
+		tests/test_cluster.py tests/test_cluster_flytekit.py tests/test_cluster_flyte2.py tests/test_cluster_targets.py
 
 # ---------------------------------------------------------------- Flyte on the cluster
 

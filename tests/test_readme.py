@@ -79,6 +79,7 @@ EXEMPT_LINES: dict[str, str] = {
         "--runtime containerd)"
     ),
     "$KUBECTL get nodes -o wide": "needs the cluster the line before starts; tests/test_cluster_real.py reads the Nodes",
+    "make cluster-test-real": "runs cluster tests on real Nodes as root (minutes), which start clusters of their own",
     "make wheel": "builds the wheel; tests/test_packaging.py builds it the same way and checks its contents",
     'pip install "$(ls dist/elastic_idl-*.whl)[flytekit,torch]"': (
         "installs into the reader's environment; tests/test_flytekit_install.py installs the built wheel with "
