@@ -7,7 +7,7 @@
 # The controllers of the other render targets (cluster/targets/go.mod, a module of its own: JobSet
 # and Kubeflow Trainer) are built likewise, but only when asked (`targets`; `cluster.py targets-up`
 # asks), so that `make cluster-up` builds no more than it starts.
-# So are a node's binaries (`node`): kubelet and kube-proxy (cluster/node/go.mod, a module of its own
+# So are a node's binaries (`node`): kubelet and kube-proxy (cluster/kubelet/go.mod, a module of its own
 # at the control plane's Kubernetes version) and the container runtime (cluster/runtime/go.mod,
 # another: containerd and its runc shim and ctr, runc, the CNI plugins bridge, host-local, loopback
 # and portmap), into one bin folder keyed by their versions and a hash of both modules' files. runc
@@ -68,7 +68,7 @@ targets_key=$(cd "$here/targets" && cat go.mod go.sum | sha256sum | cut -c1-16)
 targets_cache="${ELASTIC_IDL_CACHE:-$HOME/.cache/elastic-idl}/targets/jobset-$jobset_version-trainer-$trainer_version-$targets_key"
 targets_bin="$targets_cache/bin"
 
-# A node's binaries: kubelet and kube-proxy at K8S_VERSION (cluster/node/go.mod), the runtime at the
+# A node's binaries: kubelet and kube-proxy at K8S_VERSION (cluster/kubelet/go.mod), the runtime at the
 # versions cluster/runtime/go.mod requires.
 CONTAINERD_MODULE=github.com/containerd/containerd/v2
 RUNC_MODULE=github.com/opencontainers/runc
@@ -78,7 +78,7 @@ runc_version=$(awk -v m="$RUNC_MODULE" '$1 == m && $2 ~ /^v/ { print $2 }' "$her
 cni_version=$(awk -v m="$CNI_MODULE" '$1 == m && $2 ~ /^v/ { print $2 }' "$here/runtime/go.mod")
 [[ -n "$containerd_version" && -n "$runc_version" && -n "$cni_version" ]] || {
   echo "cluster/build.sh: no $CONTAINERD_MODULE, $RUNC_MODULE or $CNI_MODULE in cluster/runtime/go.mod" >&2; exit 1; }
-node_key=$(cd "$here" && cat node/go.mod node/go.sum runtime/go.mod runtime/go.sum runtime/cmd/pause/main.go | sha256sum | cut -c1-16)
+node_key=$(cd "$here" && cat kubelet/go.mod kubelet/go.sum runtime/go.mod runtime/go.sum runtime/cmd/pause/main.go | sha256sum | cut -c1-16)
 node_cache="${ELASTIC_IDL_CACHE:-$HOME/.cache/elastic-idl}/node/k8s-$K8S_VERSION-containerd-$containerd_version-runc-$runc_version-cni-$cni_version-$node_key"
 node_bin="$node_cache/bin"
 
@@ -115,8 +115,8 @@ build_targets() {
 # plugins (stamped as their release is).
 build_node() {
   local log="$node_cache/build-times.txt" entry
-  go_build_cached "$here/node" "$node_bin" "$log" "$nice_level" "$ldx" kubelet k8s.io/kubernetes/cmd/kubelet "${pflag[@]}"
-  go_build_cached "$here/node" "$node_bin" "$log" "$nice_level" "$ldx" kube-proxy k8s.io/kubernetes/cmd/kube-proxy "${pflag[@]}"
+  go_build_cached "$here/kubelet" "$node_bin" "$log" "$nice_level" "$ldx" kubelet k8s.io/kubernetes/cmd/kubelet "${pflag[@]}"
+  go_build_cached "$here/kubelet" "$node_bin" "$log" "$nice_level" "$ldx" kube-proxy k8s.io/kubernetes/cmd/kube-proxy "${pflag[@]}"
   local cx="-X $CONTAINERD_MODULE/version.Version=$containerd_version -X $CONTAINERD_MODULE/version.Package=$CONTAINERD_MODULE"
   go_build_cached "$here/runtime" "$node_bin" "$log" "$nice_level" "$cx" containerd \
     "$CONTAINERD_MODULE/cmd/containerd" -tags urfave_cli_no_docs "${pflag[@]}"

@@ -3,7 +3,7 @@
 // built with cgo and the seccomp tag, so it needs libseccomp-dev) and the CNI plugins v1.10.0
 // (bridge, host-local, loopback, portmap), built as they are by cluster/build.sh (`node`). A module
 // of its own: containerd v2.4 requires k8s.io/apimachinery, client-go and cri-api at v0.37.0, above
-// the v0.36.3 that cluster/go.mod and cluster/node/go.mod replace them with, and raises
+// the v0.36.3 that cluster/go.mod and cluster/kubelet/go.mod replace them with, and raises
 // OpenTelemetry (1.41 to 1.47), gRPC (1.79 to 1.84) and golang.org/x. Every module both build lists
 // share is required at the higher of its version here and cluster/go.mod's (those below
 // cluster/go.mod's are raised to it), so Go's build cache shares what it can. `go 1.26.8`: the CNI

@@ -1,4 +1,4 @@
-// The node agents of a Kubernetes node (test equipment, not product: README, "A cluster on one
+// The daemons of a Kubernetes node (test equipment, not product: README, "A cluster on one
 // machine"): kubelet and kube-proxy of k8s.io/kubernetes v1.36.3, the control plane's version,
 // `tool` lines built as they are by cluster/build.sh (`node`). A module of its own so that
 // cluster/go.mod, go.sum (the control plane's cache key) stay as they are; every module both build
@@ -6,7 +6,7 @@
 // build cache reuses the packages the control plane's build compiled. The container runtime
 // (containerd, runc, CNI plugins) is cluster/runtime/go.mod: containerd v2.4 requires the k8s.io
 // libraries at v0.37, which this build list (replaced to v0.36.3) cannot hold.
-module github.com/elastic-idl/elastic-idl/cluster/node
+module github.com/elastic-idl/elastic-idl/cluster/kubelet
 
 go 1.26.0
 
