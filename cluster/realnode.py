@@ -271,20 +271,6 @@ def nsenter(holder_pid: int, *, mount: bool = True) -> list[str]:
     return argv
 
 
-def start_holder(node_dir: Path, log: Path) -> subprocess.Popen[bytes]:
-    """The process holding a Node's network and mount namespaces (a new session: `down` stops it
-    by its pid file)."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            ["unshare", "--net", "--mount", "--propagation", "private", "sleep", "infinity"],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=node_dir,
-        )
-
-
 def wait_namespaces(pid: int, seconds: float = 10.0) -> None:
     """Until the holder runs in namespaces of its own (unshare has done its part)."""
     deadline = time.monotonic() + seconds

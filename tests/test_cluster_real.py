@@ -21,7 +21,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ def real() -> Iterator[tc.Kube]:
         last = up.stdout.strip().splitlines()[-2:]
         kube = tc.Kube(last[0].split("=", 1)[1], last[1].split("=", 1)[1], state)
         kube.run("create", "namespace", NS)
-        _until(lambda: kube.run("get", "sa", "default", "-n", NS, check=False).returncode == 0, 60)
+        tc._until(lambda: kube.run("get", "sa", "default", "-n", NS, check=False).returncode == 0, 60)
         yield kube
     finally:
         down = subprocess.run([*cmd, "down"], env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -102,14 +102,6 @@ def _wait_settled(before: dict[str, Any], seconds: float = 20.0) -> dict[str, An
         after = _host_state()
         if after == before or time.monotonic() > deadline:
             return after
-        time.sleep(0.5)
-
-
-def _until(ok: Callable[[], bool], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not ok():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {seconds}s")
         time.sleep(0.5)
 
 
@@ -153,7 +145,7 @@ def _finished(kube: tc.Kube, name: str, seconds: float = 120) -> dict[str, Any]:
         found.update(statuses[0].get("state", {}).get("terminated") or {} if statuses else {})
         return bool(found)
 
-    _until(done, seconds)
+    tc._until(done, seconds)
     return found
 
 
@@ -210,7 +202,7 @@ def test_pods_on_two_nodes_talk_over_their_addresses_a_cluster_ip_and_cluster_dn
         "spec": {"selector": {"app": "srv"}, "ports": [{"port": 80, "targetPort": 8080}]},
     }
     real.run("apply", "-f", "-", stdin=json.dumps(service))
-    _until(lambda: bool(_get(real, "srv").get("status", {}).get("podIP")), 60)
+    tc._until(lambda: bool(_get(real, "srv").get("status", {}).get("podIP")), 60)
     ip = _get(real, "srv")["status"]["podIP"]
     assert ct.ipaddress.ip_address(ip) in rn.node_net(1).subnet
     cluster_ip = json.loads(real.run("get", "service", "srv", "-n", NS, "-o", "json").stdout)["spec"]["clusterIP"]
