@@ -25,8 +25,8 @@ GEN_STAMP := $(GEN_VENV)/.stamp-gen-$(call hash,requirements/gen.txt)
 DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 
 .PHONY: help test checks venv venv-dev venv-gen devtree gen check-gen lint fmt typecheck buf-lint buf-breaking \
-	pytest go-toolchain go-check baseline bench chaos chaos-defaults demo wheel docs docs-serve venv-docs chromium clean \
-	cluster-build cluster-up cluster-down cluster-test cluster-test-real long-test
+	pytest go-toolchain go-check baseline bench chaos chaos-defaults demo wheel docs docs-serve venv-docs chromium node-deps clean \
+	cluster-build cluster-up cluster-down cluster-test long-test
 
 ## make help          this list (also what a bare `make` prints)
 ## make test          set up whatever is missing, then run every check (CI runs this: .ci/run)
@@ -43,9 +43,9 @@ DOCS_STAMP := $(DOCS_VENV)/.stamp-docs-$(call hash,requirements/docs.txt)
 ## make bench         the benchmarks, shortened (bench/README.md has the full-length commands)
 ## make chaos         the fault matrix on the one-machine cluster; its 225 runs took 33.9 minutes at CHAOS_JOBS=8 (bench/README.md, "Chaos on the cluster")
 ## make chaos-defaults  what users get by default: the fault classes under flytekit's, Flyte 2's and our defaults, 5 runs each (docs/guide/when-pods-die.md, "What the defaults give")
-## make cluster-up    a Kubernetes control plane on this machine (docs/guide/cluster.md); cluster-down stops it
+## make cluster-up    a Kubernetes control plane with real Nodes (kubelet, containerd, runc) on this machine (docs/guide/cluster.md); cluster-down stops it
 ## make cluster-test  every cluster test, the long ones too (make test runs the short ones)
-## make cluster-test-real  the cluster tests that run on real Nodes (kubelet, containerd, runc), on them (docs/guide/cluster.md, "Real Nodes")
+## make node-deps     what the real Nodes need from Debian (apt-get, as root): libseccomp-dev, pkg-config, iptables, conntrack
 ## make flyte-up / flyte-down  the cluster plus Flyte 1.16's propeller with both pytorch plugins (docs/guide/flyte.md) / stop both
 ## make flyte-run     package, compile and run FILE's WORKFLOW with INPUTS='{...}' (ARGS=--plugin pytorch=pytorch: upstream's plugin); prints the outputs as JSON last
 ## make flyte-test    tests/test_flyte.py, the cluster ones too (its own cluster and propeller in build/flyte-test)
@@ -98,16 +98,16 @@ $(VENV)/bin/elastic-idl: Makefile | venv-dev
 		'if __name__ == "__main__":' '    sys.exit(main())' > $@
 	chmod +x $@
 
-# Headless Chromium for tests/test_docs_browser.py, Debian's package: nothing to do when it is on
-# PATH; as root apt-get installs it (apt-get update first only if the install fails); otherwise one
-# line says so and the test fails, saying what is missing.
+# Headless Chromium for tests/test_docs_browser.py, Debian's package (scripts/apt_ensure.sh: installed
+# as root when missing; otherwise one line says so and the test fails, saying what is missing).
 chromium:
-	@if command -v chromium >/dev/null; then exit 0; fi; \
-	if [[ $$(id -u) != 0 ]]; then echo "chromium is missing: as root, apt-get install chromium"; exit 0; fi; \
-	echo "== installing chromium (apt-get)"; export DEBIAN_FRONTEND=noninteractive; \
-	apt-get install -y -q --no-install-recommends chromium >/dev/null || \
-		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium >/dev/null; }; \
-	chromium --version 2>/dev/null
+	@scripts/apt_ensure.sh chromium=chromium; chromium --version 2>/dev/null || true
+
+# What the real Nodes need from the system (docs/guide/cluster.md, "Real Nodes"): libseccomp's
+# headers and pkg-config for runc's build, iptables and conntrack for kube-proxy.
+node-deps:
+	@scripts/apt_ensure.sh /usr/include/seccomp.h=libseccomp-dev pkg-config=pkg-config iptables=iptables \
+		conntrack=conntrack
 
 # ---------------------------------------------------------------- Go toolchain
 
@@ -164,7 +164,7 @@ buf-breaking: venv-gen
 # a thread the process keeps, and the launcher's warm fork server needs one thread (tests/conftest.py,
 # FLYTE2_MODULES, which a plain pytest leaves out). Both runs run even when the first fails.
 FLYTE2_TESTS := tests/test_cluster_flyte2.py tests/test_flyte2_parity.py tests/test_flyte2_pods.py tests/test_flyte2_run.py
-pytest: devtree venv-gen venv-docs chromium
+pytest: devtree venv-gen venv-docs chromium node-deps
 	@status=0; ELASTIC_IDL_DOCS=run $(PY) -m pytest || status=$$?; \
 	$(PY) -m pytest $(FLYTE2_TESTS) || status=$$?; \
 	exit $$status
@@ -249,29 +249,23 @@ demo: venv devtree
 # A real control plane on this machine (docs/guide/cluster.md): binaries built once
 # per version into ~/.cache/elastic-idl (cluster/build.sh), state in CLUSTER_DIR (build/cluster).
 # `cluster-up` ends with `export KUBECTL=...` and `export KUBECONFIG=...`. Root only.
-cluster-build:
+cluster-build: node-deps
 	cluster/build.sh >/dev/null
+	cluster/build.sh node >/dev/null
 
-cluster-up: devtree
+cluster-up: devtree node-deps
 	$(PY) cluster/cluster.py up
 
 cluster-down: venv-dev
 	$(PY) cluster/cluster.py down
 
-# Every cluster test (tests/test_cluster.py, tests/test_cluster_flytekit.py, tests/test_cluster_flyte2.py,
-# tests/test_cluster_targets.py, tests/test_cluster_real.py, tests/test_flyte.py), the long ones too;
+# Every cluster test (tests/test_cluster*.py, tests/test_flyte.py), the long ones too;
 # `make test` runs the short ones (docs/guide/cluster.md, docs/guide/flyte.md, docs/guide/flyte2.md,
 # docs/guide/targets.md).
-cluster-test: devtree
+cluster-test: devtree node-deps
 	$(PY) -m pytest -m "cluster or cluster_long" tests/test_cluster.py tests/test_cluster_flytekit.py \
-		tests/test_cluster_flyte2.py tests/test_cluster_targets.py tests/test_cluster_real.py tests/test_flyte.py
-
-# The cluster tests that run on real Nodes (`up --runtime containerd`: a kubelet, containerd and runc
-# per Node), each module's cluster started so (docs/guide/cluster.md, "Real Nodes"). Needs
-# libseccomp-dev, pkg-config (runc's build) and iptables (kube-proxy).
-cluster-test-real: devtree
-	CLUSTER_RUNTIME=containerd $(PY) -m pytest -m "cluster or cluster_long" tests/test_cluster_real.py \
-		tests/test_cluster.py tests/test_cluster_flytekit.py tests/test_cluster_flyte2.py tests/test_cluster_targets.py
+		tests/test_cluster_flyte2.py tests/test_cluster_targets.py tests/test_cluster_real.py \
+		tests/test_cluster_real_faults.py tests/test_cluster_faults.py tests/test_flyte.py
 
 # ---------------------------------------------------------------- Flyte on the cluster
 

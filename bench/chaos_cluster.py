@@ -215,6 +215,9 @@ CLASSES: dict[int, FaultClass] = {
     )
 }
 BY_NAME = {c.name: c for c in CLASSES.values()}
+#: The Nodes the matrix runs on: the node agent's, whose fault primitives (node_agent.py, "Faults")
+#: the classes use; real Nodes (cluster/realnode.py) have none of those yet.
+RUNTIME = "agent"
 PARTITION_S = 20.0
 DNS_GAP_S = 10.0
 DEGRADE = {"loss": 0.05, "delay_ms": 50}
@@ -1675,7 +1678,7 @@ def cluster(reuse: bool, nodes: int) -> Iterator[Kube]:
     env = {**os.environ, "CLUSTER_DIR": str(folder)}
     cmd = [sys.executable, str(REPO / "cluster" / "cluster.py")]
     if not reuse:
-        up = subprocess.run([*cmd, "up", "--nodes", str(nodes)], env=env, check=False)
+        up = subprocess.run([*cmd, "up", "--runtime", RUNTIME, "--nodes", str(nodes)], env=env, check=False)
         if up.returncode != 0:
             raise SystemExit("cluster up failed (its output is above)")
     kube = None

@@ -76,6 +76,7 @@ def _sibling(name: str) -> types.ModuleType:
 
 realnode = _sibling("realnode")
 image = _sibling("image")
+faults = _sibling("faults")
 K8S_VERSION = "v1.36.3"
 OPERATOR_MODULE = "github.com/kubeflow/training-operator"
 
@@ -157,10 +158,11 @@ BINARIES = [
 NODE_COUNT = 4
 NODES = [f"node-{i}" for i in range(NODE_COUNT)]
 MAX_NODES = 64
-#: In CLUSTER_DIR: the node agent's control socket (faults, node_agent.py), the log of every fault
-#: it injected, and its log of container starts and exits (exact times, exit codes).
-CONTROL_SOCKET = "node-agent.sock"
-FAULT_LOG = "faults.jsonl"
+#: In CLUSTER_DIR: the control socket of the faults (cluster/faults.py on real Nodes, the node
+#: agent's otherwise), the log of every fault injected, and the node agent's log of container
+#: starts and exits (exact times, exit codes).
+CONTROL_SOCKET = faults.CONTROL_SOCKET
+FAULT_LOG = faults.FAULT_LOG
 LIFECYCLE_LOG = "lifecycle.jsonl"
 
 # Node loss, lowered from the defaults so that a lost Node is handled within a chaos run (docs/guide/cluster.md;
@@ -624,9 +626,9 @@ def dns_query_a(server: str, name: str, port: int = 53, timeout: float = 2.0) ->
 
 
 def agent_request(folder: Path, request: dict[str, object], timeout: float = 30.0) -> dict[str, object]:
-    """One request to the node agent's control socket in the cluster folder `folder` (the faults
-    node_agent.py's Faults lists); its answer. A refused request raises ClusterError with the
-    agent's reason."""
+    """One request to the control socket of the faults in the cluster folder `folder` (those
+    cluster/faults.py lists on real Nodes, node_agent.py's Faults on the node agent's); its answer.
+    A refused request raises ClusterError with the reason."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout * timeout_scale())
         s.connect(str(folder / CONTROL_SOCKET))
@@ -638,10 +640,10 @@ def agent_request(folder: Path, request: dict[str, object], timeout: float = 30.
                 break
             data += chunk
     if not data:
-        raise ClusterError(f"node agent: no answer to {request.get('op')!r}")
+        raise ClusterError(f"faults: no answer to {request.get('op')!r}")
     answer = json.loads(data)
     if not answer.get("ok"):
-        raise ClusterError(f"node agent: {request.get('op')}: {answer.get('error')}")
+        raise ClusterError(f"faults: {request.get('op')}: {answer.get('error')}")
     return dict(answer)
 
 
@@ -780,12 +782,14 @@ def check_port_free(host: str, port: int, what: str) -> None:
                 raise ClusterError(f"port in use: {host}:{port} ({what})") from None
 
 
-#: How the Nodes run pods: the node agent (cluster/node_agent.py), or real ones (cluster/realnode.py:
-#: a kubelet, containerd and runc per Node). CLUSTER_RUNTIME or `up --runtime` chooses.
-RUNTIMES = ("agent", "containerd")
+#: How the Nodes run pods: real ones (cluster/realnode.py: a kubelet, containerd and runc per Node,
+#: the default), or the node agent (cluster/node_agent.py), which only the fault matrix still uses.
+#: CLUSTER_RUNTIME or `up --runtime` chooses.
+RUNTIMES = ("containerd", "agent")
+DEFAULT_RUNTIME = "containerd"
 
 
-def up(c: Cluster, nodes: Sequence[str] = NODES, runtime: str = "agent") -> None:
+def up(c: Cluster, nodes: Sequence[str] = NODES, runtime: str = DEFAULT_RUNTIME) -> None:
     if runtime not in RUNTIMES:
         raise ClusterError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
     if runtime == "containerd" and len(nodes) > realnode.MAX_REAL_NODES:
@@ -1259,6 +1263,9 @@ def start_real_nodes(c: Cluster, nodes: Sequence[str], pki: Pki, api: str, node_
     c.wait("nodes Ready", kubelets[0], lambda: nodes_ready(c), 120)
     for node in nodes:
         c.wait(f"{node} kube-proxy", None, functools.partial(_proxy_synced, c, node), 60)
+    c.save()  # faults.py reads the Nodes and their cgroups from the state
+    injector = c.spawn("faults", [sys.executable, str(HERE / "faults.py"), str(c.dir)])
+    c.wait("faults", injector, lambda: bool(agent_request(c.dir, {"op": "ping"}, 2)["ok"]), 30)
 
 
 #: The operator's webhook certificate: its Secret (the cert rotator writes it) and the folder
@@ -1719,6 +1726,7 @@ def stop_real_nodes(c: Cluster) -> list[str]:
         for pid in killed:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        realnode.thaw(parent)  # a frozen pod or lost Node (faults.py): its processes die once thawed
         if killed:
             done.append(f"killed {len(killed)} processes of the Nodes' pods")
     if isinstance(node_bin, str):
@@ -1772,8 +1780,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--runtime",
         choices=RUNTIMES,
-        default=os.environ.get("CLUSTER_RUNTIME") or "agent",
-        help="how Nodes run pods: the node agent, or a kubelet with containerd per Node (default: CLUSTER_RUNTIME, else agent)",
+        default=os.environ.get("CLUSTER_RUNTIME") or DEFAULT_RUNTIME,
+        help=f"how Nodes run pods: a kubelet with containerd per Node, or the node agent (default: CLUSTER_RUNTIME, else {DEFAULT_RUNTIME})",
     )
     args = parser.parse_args(argv)
     try:

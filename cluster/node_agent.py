@@ -44,21 +44,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
-import heapq
 import http.client
 import ipaddress
 import json
 import logging
 import math
 import os
-import random
 import re
 import secrets
-import select
 import signal
-import socket
-import socketserver
 import ssl
 import subprocess
 import sys
@@ -71,10 +65,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import faults  # cluster/faults.py: this folder is the script's, first on sys.path
 from elastic_idl._task.resources import parse_quantity
 
 HERE = Path(__file__).resolve().parent
 PODINIT = HERE / "podinit.py"
+FAULTS = HERE / "faults.py"
 K8S_VERSION = "v1.36.3"
 
 LEASE_SECONDS = 40  # the kubelet's nodeLeaseDurationSeconds (the config's lease_seconds wins)
@@ -308,7 +304,7 @@ class PodWorker(threading.Thread):
         self.sandbox: subprocess.Popen[bytes] | None = None
         self.veth = f"ev{self.uid.replace('-', '')[:10]}"
         self.port: str | None = None  # the pod's port on the pod bridge: its veth, or its netem tap
-        self.netem: Netem | None = None
+        self.netem: faults.Forwarder | None = None
         self.withhold_until: float | None = None  # the Ready condition is False until then (a fault)
         self.containers: list[Container] = []
         self.start_time = now()
@@ -455,7 +451,7 @@ class PodWorker(threading.Thread):
             run("nsenter", f"--net=/proc/{pid}/ns/net", "ip", *args)
         if self.netem is not None:
             # Whole frames with their checksums through the forwarder: no segmentation or checksum offload.
-            run("nsenter", f"--net=/proc/{pid}/ns/net", agent.python, str(PODINIT), "offload-off", "eth0")
+            run("nsenter", f"--net=/proc/{pid}/ns/net", agent.python, str(FAULTS), "offload-off", "eth0")
         self.write_etc()
 
     def hostname(self) -> str:
@@ -1161,114 +1157,23 @@ class Node:
 
 # ---------------------------------------------------------------- faults
 
-#: Linux constants of the netem forwarder: a tap device (linux/if_tun.h) and a raw packet socket.
-TUNSETIFF = 0x400454CA
-IFF_TAP, IFF_NO_PI = 0x0002, 0x1000
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4  # a frame this host sent (a raw socket sees its own sends)
-MAX_FRAME = 65535
+FaultError = faults.FaultError  # a request refused: the message names the field and the rule
 
 
-class FaultError(Exception):
-    """A fault request the agent cannot carry out; the message names the field and the rule."""
+def Netem(agent: Agent, worker: PodWorker, params: dict[str, Any]) -> faults.Forwarder:
+    """A degraded link for one pod (faults.Forwarder): the pod's veth stays off the bridge, its
+    frames reach a tap on the bridge `delay_ms` late, a `loss` share dropped (drawn from `seed`, the
+    pod's name and UID). The tap goes with its file (the agent's exit removes it); the veth goes
+    with the pod's network namespace."""
+    ids = {"ns": worker.ns, "pod": worker.pod_name, "uid": worker.uid}
 
+    def stopped(counts: dict[str, int]) -> None:
+        agent.faults.log("netem stopped", **ids, **counts)
 
-class Netem(threading.Thread):
-    """A degraded link for one pod, where this kernel has no `tc netem`: the pod's veth is off the
-    bridge, and this forwarder carries each frame the pod sends to a tap on the bridge after
-    `delay_ms`, dropping a `loss` fraction of them (drawn from `seed`, the pod's name and UID);
-    frames to the pod pass at once. netem on the pod's eth0 egress does the same. The tap goes
-    with its file (the agent's exit removes it); the veth goes with the pod's network namespace."""
-
-    def __init__(self, agent: Agent, worker: PodWorker, params: dict[str, Any]) -> None:
-        super().__init__(name=f"netem-{worker.ns}/{worker.pod_name}", daemon=True)
-        self.delay = float(params["delay_ms"]) / 1000.0
-        self.loss = float(params["loss"])
-        self.rng = random.Random(f"{params['seed']}:{worker.ns}/{worker.pod_name}:{worker.uid}")
-        self.tap_name = "evt" + worker.veth[2:]
-        self.veth = worker.veth
-        self.agent = agent
-        self.pod = {"ns": worker.ns, "pod": worker.pod_name, "uid": worker.uid}
-        self.stopping = threading.Event()
-        self.queue: list[tuple[float, int, bytes]] = []
-        self.cv = threading.Condition()
-        self.counts = {"from_pod": 0, "dropped": 0, "to_pod": 0}
-        run("ip", "link", "set", self.veth, "arp", "off", "up")
-        Path(f"/proc/sys/net/ipv6/conf/{self.veth}/disable_ipv6").write_text("1\n")
-        self.tap = os.open("/dev/net/tun", os.O_RDWR)
-        try:
-            fcntl.ioctl(self.tap, TUNSETIFF, struct_ifreq(self.tap_name, IFF_TAP | IFF_NO_PI))
-            Path(f"/proc/sys/net/ipv6/conf/{self.tap_name}/disable_ipv6").write_text("1\n")
-            run("ip", "link", "set", self.tap_name, "master", agent.bridge, "up")
-            self.raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            self.raw.bind((self.veth, ETH_P_ALL))
-        except BaseException:
-            os.close(self.tap)
-            raise
-        self.start()
-        for target in (self.from_pod, self.to_pod):
-            threading.Thread(target=target, name=f"{self.name}-{target.__name__}", daemon=True).start()
-
-    def from_pod(self) -> None:
-        while not self.stopping.is_set():
-            ready, _, _ = select.select([self.raw], [], [], 0.2)
-            if not ready:
-                continue
-            try:
-                frame, addr = self.raw.recvfrom(MAX_FRAME)
-            except OSError:
-                return  # the veth is gone with the pod
-            if addr[2] == PACKET_OUTGOING:
-                continue
-            self.counts["from_pod"] += 1
-            if self.rng.random() < self.loss:
-                self.counts["dropped"] += 1
-                continue
-            with self.cv:
-                heapq.heappush(self.queue, (time.monotonic() + self.delay, self.counts["from_pod"], frame))
-                self.cv.notify()
-
-    def run(self) -> None:  # the sender: each frame to the bridge when its delay is up
-        while not self.stopping.is_set():
-            with self.cv:
-                while not self.stopping.is_set() and (not self.queue or self.queue[0][0] > time.monotonic()):
-                    self.cv.wait(0.2 if not self.queue else max(0.0, self.queue[0][0] - time.monotonic()))
-                if self.stopping.is_set():
-                    return
-                _, _, frame = heapq.heappop(self.queue)
-            with contextlib.suppress(OSError):
-                os.write(self.tap, frame)
-
-    def to_pod(self) -> None:
-        while not self.stopping.is_set():
-            ready, _, _ = select.select([self.tap], [], [], 0.2)
-            if not ready:
-                continue
-            try:
-                frame = os.read(self.tap, MAX_FRAME)
-                self.raw.send(frame)
-                self.counts["to_pod"] += 1
-            except OSError:
-                if self.stopping.is_set():
-                    return
-
-    def stop(self) -> None:
-        with self.cv:
-            if self.stopping.is_set():  # stopped already (the pod's end and the agent's may both ask)
-                return
-            self.stopping.set()
-            self.cv.notify_all()
-        self.join(2)
-        time.sleep(0.3)  # the readers see the flag within their select timeout
-        self.raw.close()
-        with contextlib.suppress(OSError):
-            os.close(self.tap)
-        self.agent.faults.log("netem stopped", **self.pod, **self.counts)
-
-
-def struct_ifreq(name: str, flags: int) -> bytes:
-    """struct ifreq with a name and the flags short (TUNSETIFF)."""
-    return name.encode().ljust(16, b"\0") + flags.to_bytes(2, sys.byteorder) + b"\0" * 22
+    return faults.Forwarder(
+        worker.veth, agent.bridge, "evt" + worker.veth[2:], float(params["delay_ms"]), float(params["loss"]),
+        f"{params['seed']}:{worker.ns}/{worker.pod_name}:{worker.uid}", stopped,
+    )  # fmt: skip
 
 
 class Faults:
@@ -1346,19 +1251,8 @@ class Faults:
             raise FaultError(f"op: {op!r} is not one of {', '.join(sorted(handlers))}")
         return handlers[str(op)](req)
 
-    @staticmethod
-    def _str(req: dict[str, Any], key: str) -> str:
-        value = req.get(key)
-        if not isinstance(value, str) or not value:
-            raise FaultError(f"{key}: a non-empty string is required, not {value!r}")
-        return value
-
-    @staticmethod
-    def _number(req: dict[str, Any], key: str, low: float, high: float) -> float:
-        value = req.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-            raise FaultError(f"{key}: a number in {low:g}..{high:g} is required, not {value!r}")
-        return float(value)
+    _str = staticmethod(faults.require_str)
+    _number = staticmethod(faults.require_number)
 
     def _named(self, ns: str, name: str) -> list[PodWorker]:
         """Every incarnation of pod ns/name on this agent's Nodes, oldest first."""
@@ -1390,11 +1284,7 @@ class Faults:
 
     def op_kill(self, req: dict[str, Any]) -> dict[str, Any]:
         w = self._worker(req)
-        sig_value = req.get("signal", "SIGKILL")
-        try:
-            sig = signal.Signals[sig_value] if isinstance(sig_value, str) else signal.Signals(sig_value)
-        except (KeyError, ValueError):
-            raise FaultError(f"signal: {sig_value!r} is not a signal") from None
+        sig = faults.require_signal(req)
         if "pid" in req:
             pid_in_pod = int(self._number(req, "pid", 1, 2**22))
             host = w.host_pid(pid_in_pod)
@@ -1494,25 +1384,6 @@ class Faults:
         return {}
 
 
-class _ControlHandler(socketserver.StreamRequestHandler):
-    def handle(self) -> None:
-        agent: Agent = self.server.agent  # type: ignore[attr-defined]
-        for line in self.rfile:
-            try:
-                req = json.loads(line)
-                if not isinstance(req, dict):
-                    raise FaultError("a request is a JSON object")
-                answer = {"ok": True, **agent.faults.handle(req)}
-            except (FaultError, ValueError, RuntimeError, OSError) as e:
-                answer = {"ok": False, "error": str(e)}
-            self.wfile.write((json.dumps(answer) + "\n").encode())
-            self.wfile.flush()
-
-
-class _ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-
-
 # ---------------------------------------------------------------- the agent
 
 
@@ -1565,14 +1436,7 @@ class Agent:
     def serve_control(self) -> None:
         """The control socket (mode 0600, root's only): fault requests (Faults)."""
         assert self.control_socket is not None
-        Path(self.control_socket).unlink(missing_ok=True)
-        old = os.umask(0o177)
-        try:
-            server = _ControlServer(self.control_socket, _ControlHandler)
-        finally:
-            os.umask(old)
-        server.agent = self  # type: ignore[attr-defined]
-        threading.Thread(target=server.serve_forever, name="control", daemon=True).start()
+        faults.serve(Path(self.control_socket), self.faults.handle)
 
     def run(self) -> None:
         self.pods_dir.mkdir(parents=True, exist_ok=True)

@@ -19,21 +19,13 @@
         128 + N when signal N killed it. A command that cannot start exits 128 (the runtime's
         StartError) with the reason on stderr.
 
-    python podinit.py offload-off IFNAME
-        In a pod's network namespace (the agent runs it with nsenter): segmentation, scatter-gather,
-        receive coalescing and transmit checksum offload off on IFNAME (the SIOCETHTOOL ioctl, as
-        `ethtool -K IFNAME tx off sg off tso off gso off gro off` would), so that each frame the pod
-        sends is one whole packet with its checksum: what the agent's degraded link forwards.
-
 Only the node agent runs this, as root; the spec is a file the agent wrote (JSON, never a shell
 string). The host's file system is the image: the root is shared, the listed mounts are not.
 """
 
 from __future__ import annotations
 
-import array
 import ctypes
-import fcntl
 import json
 import os
 import signal
@@ -203,29 +195,13 @@ def container(spec_path: str) -> int:
 
 
 #: The ethtool ioctl and its legacy set commands (linux/ethtool.h): checksum, scatter-gather, TSO, GSO, GRO.
-SIOCETHTOOL = 0x8946
-ETHTOOL_OFFLOADS = {"tx": 0x17, "sg": 0x19, "tso": 0x1F, "gso": 0x24, "gro": 0x2C}
-
-
-def offload_off(ifname: str) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for cmd in ETHTOOL_OFFLOADS.values():
-            value = array.array("I", [cmd, 0])  # struct ethtool_value {cmd, data = 0}
-            addr, _ = value.buffer_info()
-            ifreq = ifname.encode().ljust(16, b"\0") + addr.to_bytes(8, sys.byteorder) + b"\0" * 16
-            fcntl.ioctl(s.fileno(), SIOCETHTOOL, ifreq)
-
-
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "sandbox":  # POD_DIR: names the cluster's processes for `down`
         sandbox(argv[1])
         return 0
     if len(argv) == 2 and argv[0] == "container":
         return container(argv[1])
-    if len(argv) == 2 and argv[0] == "offload-off":
-        offload_off(argv[1])
-        return 0
-    print("usage: podinit.py sandbox HOSTNAME POD_DIR | container SPEC.json | offload-off IFNAME", file=sys.stderr)
+    print("usage: podinit.py sandbox HOSTNAME POD_DIR | container SPEC.json", file=sys.stderr)
     return 2
 
 

@@ -100,6 +100,29 @@ def own_cgroup() -> str:
 # ---------------------------------------------------------------- configuration files (pure)
 
 
+@dataclass(frozen=True)
+class HostFiles:
+    """What a pod needs to see host folders on a real Node (as kind's extraMounts): volumes, the
+    mounts of each container, and PATH with a bin folder of the host's first. The pods' base image
+    (cluster/image.py) holds no Python; the interpreter's prefix and the checkout with its venv are
+    mounted read-only at their host paths. Only the tests and the Flyte harness add these."""
+
+    volumes: list[dict[str, object]]
+    volume_mounts: list[dict[str, object]]
+    path: dict[str, str]
+
+
+def host_files(mounts: dict[str, tuple[Path, bool]], bin_dir: Path) -> HostFiles:
+    """mounts: volume name -> (host folder, read-only)."""
+    return HostFiles(
+        volumes=[
+            {"name": k, "hostPath": {"path": str(p), "type": "DirectoryOrCreate"}} for k, (p, _) in mounts.items()
+        ],
+        volume_mounts=[{"name": k, "mountPath": str(p), "readOnly": ro} for k, (p, ro) in mounts.items()],
+        path={"name": "PATH", "value": f"{bin_dir}:/usr/bin:/bin"},
+    )
+
+
 def containerd_config(node_dir: Path, bindir: Path, sandbox_image: str) -> str:
     """containerd 2.x's config (version 3): everything under node_dir, CRI with runc on cgroupfs,
     no negative OOM score adjustment, the locally built sandbox image, CNI from bindir."""
@@ -358,6 +381,20 @@ def cgroup_pids(cgroup_root: str) -> list[int]:
         except OSError:
             continue
     return sorted(pids)
+
+
+def thaw(cgroup_root: str) -> int:
+    """THAWED in every freezer cgroup under cgroup_root that is not (a frozen process takes a
+    SIGKILL only once thawed); how many were frozen."""
+    thawed = 0
+    for state in sorted((CGROUP_ROOT / "freezer" / cgroup_root.lstrip("/")).rglob("freezer.state")):
+        try:
+            if state.read_text().strip() != "THAWED":
+                state.write_text("THAWED")
+                thawed += 1
+        except OSError:  # removed meanwhile
+            continue
+    return thawed
 
 
 def remove_cgroups(cgroup_root: str, made: Sequence[str], seconds: float = 15.0) -> list[str]:

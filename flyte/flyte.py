@@ -66,8 +66,16 @@ ENABLED_PLUGINS = ["container", "sidecar", "k8s-array", "pytorch", "elastic-idl-
 #: Where a FlyteWorkflow is created: the namespace Flyte's default template gives its project and
 #: domain (`{{ project }}-{{ domain }}`; `run --project/--domain`, default flytesnacks/development).
 NAMESPACE_TEMPLATE = "{project}-{domain}"
-#: The "image" written into each task: nothing pulls it (the node agent runs the host's .venv).
+#: The image written into each task on the node agent's Nodes, where nothing pulls it (the agent runs
+#: the host's .venv). On real Nodes a task names the cluster's base image (task_image), which each
+#: containerd holds, and the Flyte pods get the host's files through REAL_NODES_POD_TEMPLATE.
 IMAGE = "localhost/elastic-idl-flyte:dev"
+#: The PodTemplate propeller starts every pod from on real Nodes (`plugins.k8s`
+#: default-pod-template-name), in the namespace propeller reads its default templates from
+#: (POD_NAMESPACE): the interpreter's prefix and the checkout mounted read-only at their host paths
+#: and the venv's bin/ first on PATH (cluster/realnode.py host_files), as the cluster tests' pods get.
+REAL_NODES_POD_TEMPLATE = "elastic-idl-real-nodes"
+TEMPLATE_NAMESPACE = "flyte"
 #: Where pyflyte-fast-execute unpacks the code in a pod: a folder that exists in the "image" (as
 #: /root does in flytekit's default image); here each pod's own /tmp.
 DEST_DIR = "/tmp"
@@ -89,6 +97,40 @@ def state_dir() -> Path:
 
 def flyte_dir(cluster: Path) -> Path:
     return cluster / "flyte"
+
+
+def on_real_nodes(cluster: Path) -> bool:
+    return bool(json.loads((cluster / "cluster.json").read_text()).get("runtime") == "containerd")
+
+
+def task_image(cluster: Path) -> str:
+    """The image the tasks name: the cluster's base image on real Nodes, else IMAGE."""
+    if on_real_nodes(cluster):
+        return str(json.loads((cluster / "cluster.json").read_text())["images"]["base"])
+    return IMAGE
+
+
+def real_nodes_pod_template(image: str) -> dict[str, Any]:
+    """REAL_NODES_POD_TEMPLATE: its container `default` applies to every container of a pod
+    propeller makes (flytek8s merges the task's pod spec over it; the task's image wins, and the
+    API server requires one here: the base image's)."""
+    venv_bin = Path(sys.executable).parent
+    files = kc.realnode.host_files(
+        {"python": (Path(os.path.realpath(sys.executable)).parent.parent, True), "checkout": (REPO, True)}, venv_bin
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": REAL_NODES_POD_TEMPLATE, "namespace": TEMPLATE_NAMESPACE},
+        "template": {
+            "spec": {
+                "volumes": files.volumes,
+                "containers": [
+                    {"name": "default", "image": image, "env": [files.path], "volumeMounts": files.volume_mounts}
+                ],
+            }
+        },
+    }
 
 
 def log_tail(path: Path, lines: int = 20) -> str:
@@ -122,12 +164,15 @@ def propeller_config(
     ports: dict[str, int],
     elastic_idl: dict[str, str] | None = None,
     k8s: dict[str, Any] | None = None,
+    pod_template: str | None = None,
 ) -> dict[str, Any]:
-    """Propeller's configuration (flytestdlib config sections, by their keys at v1.16.8)."""
+    """Propeller's configuration (flytestdlib config sections, by their keys at v1.16.8);
+    pod_template: the PodTemplate every pod starts from (REAL_NODES_POD_TEMPLATE on real Nodes)."""
     plugins: dict[str, Any] = {
         "k8s": {
             "default-env-vars": [{k: v} for k, v in store["env"].items()],
             "inject-finalizer": True,
+            **({"default-pod-template-name": pod_template} if pod_template else {}),
             **(k8s or {}),
         }
     }
@@ -264,11 +309,19 @@ def start_propeller(
     store = json.loads((cluster / "objectstore.json").read_text())
     ports = kc.free_ports(["propeller-profiler", "admin-unused"])
     config = fd / "propeller.yaml"
+    template = REAL_NODES_POD_TEMPLATE if on_real_nodes(cluster) else None
     config.write_text(
-        yaml.safe_dump(propeller_config(cluster, Path(env["KUBECONFIG"]), store, ports, elastic_idl, k8s))
+        yaml.safe_dump(propeller_config(cluster, Path(env["KUBECONFIG"]), store, ports, elastic_idl, k8s, template))
     )
     config.chmod(0o600)  # it holds the store's keys
     (fd / "env.json").write_text(json.dumps(env))
+    propeller_env = dict(os.environ)
+    if on_real_nodes(cluster):
+        if kubectl(env, "get", "namespace", TEMPLATE_NAMESPACE, check=False) == "":
+            kubectl(env, "create", "namespace", TEMPLATE_NAMESPACE)
+        kubectl(env, "apply", "--server-side", "--field-manager=flyte-up", "-f", "-",
+                input=json.dumps(real_nodes_pod_template(task_image(cluster))))  # fmt: skip
+        propeller_env["POD_NAMESPACE"] = TEMPLATE_NAMESPACE
     log = cluster / "logs" / "flytepropeller.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -280,6 +333,7 @@ def start_propeller(
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=fd,
+            env=propeller_env,
             start_new_session=True,
         )
     (fd / "propeller.json").write_text(
@@ -357,12 +411,13 @@ def down() -> None:
 # ---------------------------------------------------------------- run
 
 
-def package(file: Path, out: Path) -> Path:
-    """pyflyte package of FILE's module, the code as a fast-registration tarball (--copy all)."""
+def package(file: Path, out: Path, image: str = IMAGE) -> Path:
+    """pyflyte package of FILE's module, the code as a fast-registration tarball (--copy all),
+    its tasks naming image."""
     pyflyte = Path(sys.executable).parent / "pyflyte"
     tgz = out / "package.tgz"
     r = subprocess.run(
-        [str(pyflyte), "--pkgs", file.stem, "package", "--image", IMAGE, "--copy", "all",
+        [str(pyflyte), "--pkgs", file.stem, "package", "--image", image, "--copy", "all",
          "--in-container-source-path", DEST_DIR, "--output", str(tgz), "--force"],
         cwd=file.parent, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
@@ -552,7 +607,7 @@ def run(
     work = fd / "runs" / name
     work.mkdir(parents=True)
     t0 = time.monotonic()
-    tasks, workflows, tarball = read_package(package(file, work))
+    tasks, workflows, tarball = read_package(package(file, work, task_image(cluster)))
     full = f"{file.stem}.{workflow}"
     if full not in workflows:
         raise FlyteError(f"no workflow {full} in the package (it has {sorted(workflows)})")

@@ -340,7 +340,13 @@ def cluster_runs() -> Iterator[dict[int, chaos_cluster.Result]]:
     nodes = str(lanes * chaos_cluster.NODES_PER_LANE)
     seed = int(os.environ.get("CHAOS_SEED", "13"))
     try:
-        up = subprocess.run([*cmd, "up", "--nodes", nodes], env=env, capture_output=True, text=True, timeout=3600)
+        up = subprocess.run(
+            [*cmd, "up", "--runtime", chaos_cluster.RUNTIME, "--nodes", nodes],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
         if up.returncode != 0:
             pytest.fail(f"cluster up failed: {up.stderr.strip()}\n{up.stdout[-2000:]}")
         kube = chaos_cluster.Kube(state)

@@ -440,10 +440,10 @@ def on_real_nodes(kube: Kube, objects: list[dict[str, Any]]) -> list[dict[str, A
     if runtime_of(kube) != "containerd":
         return objects
     image = json.loads((kube.dir / "cluster.json").read_text())["images"]["base"]
-    mounts = {"python": (PY_PREFIX, True), "checkout": (REPO, True), "shared": (SHARED, False)}
-    volumes = [{"name": k, "hostPath": {"path": str(p), "type": "DirectoryOrCreate"}} for k, (p, _) in mounts.items()]
-    volume_mounts = [{"name": k, "mountPath": str(p), "readOnly": ro} for k, (p, ro) in mounts.items()]
-    path = {"name": "PATH", "value": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    files = ct.realnode.host_files(
+        {"python": (PY_PREFIX, True), "checkout": (REPO, True), "shared": (SHARED, False)}, Path(sys.executable).parent
+    )
+    volumes, volume_mounts, path = files.volumes, files.volume_mounts, files.path
     pods, containers = [], []
     for obj in objects:
         if obj["kind"] == "PyTorchJob":

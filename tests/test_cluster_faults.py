@@ -13,6 +13,7 @@ tests/test_cluster.py; marker ``cluster``. Start it under ``flock /var/lock/elas
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -21,22 +22,34 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.cluster_long  # make cluster-test; make test runs tests/test_cluster_real_faults.py
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
 import chaos_cluster as cc  # noqa: E402
+import test_cluster_real_faults as rf  # noqa: E402  (the helpers and pods' programs both runtimes' tests use)
+from test_cluster_real_faults import (  # noqa: E402
+    ECHO,
+    PARTITION_CLIENT,
+    RTT_CLIENT,
+    _exists,
+    _faults,
+    _file,
+    _until,
+)
 
 ct = cc.ct
 NS = "faults"
 SHARED = Path("/var/tmp/elastic-idl-cluster-test/faults")
+_get = functools.partial(rf._get, ns=NS)
+_ip = functools.partial(rf._ip, ns=NS)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +58,9 @@ def kube() -> Iterator[cc.Kube]:
     env = {**os.environ, "CLUSTER_DIR": str(state)}
     cmd = [sys.executable, str(REPO / "cluster" / "cluster.py")]
     try:
-        up = subprocess.run([*cmd, "up"], env=env, capture_output=True, text=True, timeout=3600, check=False)
+        up = subprocess.run(
+            [*cmd, "up", "--runtime", cc.RUNTIME], env=env, capture_output=True, text=True, timeout=3600, check=False
+        )
         if up.returncode != 0:
             pytest.fail(f"cluster up failed: {up.stderr.strip()}\n{up.stdout[-2000:]}")
         k = cc.Kube(state)
@@ -59,25 +74,6 @@ def kube() -> Iterator[cc.Kube]:
         k.close()
     finally:
         subprocess.run([*cmd, "down"], env=env, capture_output=True, text=True, timeout=300, check=True)
-
-
-def _exists(k: cc.Kube, path: str) -> bool:
-    try:
-        k.call("GET", path)
-    except cc.ApiError:
-        return False
-    return True
-
-
-def _until(what: Callable[[], Any], seconds: float, why: str = "") -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        value = what()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {seconds:.0f} s: {why}")
-        time.sleep(0.2)
 
 
 def _pod(k: cc.Kube, name: str, script: str, *, ns: str = NS, node: str | None = None, **extra: Any) -> None:
@@ -102,60 +98,16 @@ def _pod(k: cc.Kube, name: str, script: str, *, ns: str = NS, node: str | None =
     k.call("POST", f"/api/v1/namespaces/{ns}/pods", pod)
 
 
-def _get(k: cc.Kube, name: str, ns: str = NS) -> dict[str, Any]:
-    return dict(k.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}"))
-
-
-def _ip(k: cc.Kube, name: str, ns: str = NS) -> str:
-    return str(_until(lambda: _get(k, name, ns).get("status", {}).get("podIP"), 60, f"{name} has no address"))
-
-
-def _file(path: Path, seconds: float = 60) -> str:
-    return str(_until(lambda: path.read_text() if path.exists() else "", seconds, f"{path} not written"))
-
-
 def _lifecycle(k: cc.Kube, name: str) -> list[dict[str, Any]]:
     path = k.dir / ct.LIFECYCLE_LOG
     return [r for r in map(json.loads, path.read_text().splitlines()) if r["pod"] == name]
 
 
-def _faults(k: cc.Kube) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in (k.dir / ct.FAULT_LOG).read_text().splitlines()]
-
-
-#: A TCP echo server on port 9000 (answers each message), and a client that measures.
-ECHO = """
-import os, socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 9000)); s.listen()
-open(os.environ["OUT"] + "/ready", "w").write("1")
-while True:
-    c, _ = s.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    while True:
-        d = c.recv(65536)
-        if not d: break
-        c.sendall(d)
-"""
-
-
 def test_partition_drops_every_packet_without_a_trace_then_heals(kube: cc.Kube) -> None:
-    client = """
-import json, os, socket, time
-out = os.environ["OUT"]
-c = socket.create_connection((os.environ["SERVER"], 9000), timeout=10)
-c.sendall(b"a"); assert c.recv(1) == b"a"
-open(out + "/connected", "w").write("1")
-while not os.path.exists(out + "/go"): time.sleep(0.05)
-t = time.time(); c.sendall(b"b"); c.settimeout(60)
-try:
-    got, err = c.recv(1).decode(), None
-except OSError as e:
-    got, err = None, repr(e)
-json.dump({"got": got, "error": err, "after": time.time() - t}, open(out + "/result", "w"))
-"""
     _pod(kube, "echo", ECHO, node="node-0")
     _file(SHARED / "echo" / "ready")
     server = _ip(kube, "echo")
-    _pod(kube, "client", client.replace('os.environ["SERVER"]', repr(server)), node="node-1")
+    _pod(kube, "client", PARTITION_CLIENT.replace('os.environ["SERVER"]', repr(server)), node="node-1")
     _file(SHARED / "client" / "connected")
     answer = kube.agent(op="partition", namespace=NS, pod="echo", seconds=5)
     (SHARED / "client" / "go").write_text("1")
@@ -173,18 +125,10 @@ json.dump({"got": got, "error": err, "after": time.time() - t}, open(out + "/res
 def test_a_degraded_namespace_delays_and_drops_each_pods_packets(kube: cc.Kube) -> None:
     ns = f"{NS}-degraded"
     kube.agent(op="degrade", namespace=ns, loss=0.05, delay_ms=50, seed=7)
-    client = """
-import json, os, socket, time
-c = socket.create_connection((SERVER, 9000), timeout=30); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-rtts = []
-for i in range(150):
-    t = time.time(); c.sendall(b"x"); c.recv(1); rtts.append(time.time() - t)
-json.dump(rtts, open(os.environ["OUT"] + "/rtts", "w"))
-"""
     _pod(kube, "decho", ECHO, ns=ns, node="node-2")
     _file(SHARED / "decho" / "ready")
-    server = _ip(kube, "decho", ns)
-    _pod(kube, "dclient", client.replace("SERVER", repr(server)), ns=ns, node="node-3")
+    server = _ip(kube, "decho", ns=ns)
+    _pod(kube, "dclient", RTT_CLIENT.replace("SERVER", repr(server)), ns=ns, node="node-3")
     rtts = json.loads(_file(SHARED / "dclient" / "rtts", 120))
     kube.agent(op="degrade", namespace=ns, off=True)
     # Each pod's packets wait 50 ms on the way out: a round trip crosses two pods, so 100 ms; a lost
@@ -331,5 +275,5 @@ time.sleep(600)
     ],
 )
 def test_a_bad_request_is_refused_naming_the_field(kube: cc.Kube, request_: dict[str, Any], message: str) -> None:
-    with pytest.raises(ct.ClusterError, match=re.escape(f"node agent: {request_['op']}: {message}")):
+    with pytest.raises(ct.ClusterError, match=re.escape(f"faults: {request_['op']}: {message}")):
         kube.agent(**request_)

@@ -115,6 +115,12 @@ def test_the_configuration_routes_pytorch_to_ours_keeps_events_local_and_uses_th
     # One-key maps in a list: viper would lowercase the keys of a map (the pods got flyte_aws_endpoint).
     assert cfg["plugins"]["k8s"]["default-env-vars"] == [{k: v} for k, v in STORE["env"].items()]
     assert cfg["admin"]["endpoint"].startswith("dns:///127.0.0.1:")
+    assert "default-pod-template-name" not in cfg["plugins"]["k8s"]  # the node agent's Nodes: no template
+    real = ft.propeller_config(
+        folder, kubeconfig, STORE, {"propeller-profiler": 20001, "admin-unused": 20002},
+        pod_template=ft.REAL_NODES_POD_TEMPLATE,
+    )  # fmt: skip
+    assert real["plugins"]["k8s"]["default-pod-template-name"] == ft.REAL_NODES_POD_TEMPLATE
     monkeypatch.setenv("FLYTE_PYTORCH_PLUGIN", "pytorch")
     cfg = ft.propeller_config(folder, kubeconfig, STORE, {"propeller-profiler": 20001, "admin-unused": 20002})
     assert cfg["tasks"]["task-plugins"]["default-for-task-types"]["pytorch"] == "pytorch"
@@ -277,6 +283,27 @@ def test_an_elastic_task_runs_through_our_plugin_and_feeds_the_next_task(flyte: 
     assert any(c["type"] == "Succeeded" and c["status"] == "True" for c in job["status"]["conditions"])
     handled = [e for e in flyte.log() if e.get("msg", "").startswith("Plugin [elastic-idl-pytorch] returned")]
     assert handled, "propeller's log names no task handled by elastic-idl-pytorch"
+    cluster = json.loads((flyte.dir / "cluster.json").read_text())
+    if cluster.get("runtime") == "containerd":
+        # On real Nodes: the task names the base image, and the workers started from propeller's
+        # default PodTemplate (the host's files mounted read-only, the venv's bin/ on PATH).
+        pods = json.loads(
+            flyte.kube("get", "pods", "-n", "flytesnacks-development", "-l", f"execution-id={name}", "-o", "json")
+        )["items"]
+        workers = [p for p in pods if p["metadata"]["name"].startswith(f"{name}-n0-0-worker-")]
+        assert len(workers) == 2, [p["metadata"]["name"] for p in pods]
+        for pod in workers:
+            (c,) = pod["spec"]["containers"]
+            assert c["image"] == cluster["images"]["base"]
+            assert {
+                m["mountPath"]: m["readOnly"] for m in c["volumeMounts"] if m["name"] in ("python", "checkout")
+            } == {
+                str(Path(os.path.realpath(sys.executable)).parent.parent): True,
+                str(REPO): True,
+            }
+            assert {"name": "PATH", "value": f"{Path(sys.executable).parent}:/usr/bin:/bin"} in c["env"]
+            (status,) = pod["status"]["containerStatuses"]
+            assert status["image"] == cluster["images"]["base"] and status["state"]["terminated"]["exitCode"] == 0
 
 
 @pytest.mark.cluster_long
@@ -490,7 +517,10 @@ def test_worker_0_force_deleted_fails_under_never_and_succeeds_under_exit_code(f
             flyte.kube("get", "pytorchjob", f"{name}-{jobs[-1]}", "-n", "flytesnacks-development", "-o", "json")
         )
         assert last["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
-        worker_pods = sorted(p.name for p in flyte.dir.glob(f"pods/*_{name}-n0-0-worker-*"))
+        # Each pod's folder: the node agent's (pods/), or the kept logs of the real Nodes' (pod-logs/).
+        worker_pods = sorted(
+            p.name for d in ("pods", "pod-logs") for p in flyte.dir.glob(f"{d}/*_{name}-n0-0-worker-*")
+        )
         if jobs == ["n0-0"]:
             assert len(worker_pods) >= 3, worker_pods  # re-formed: worker-0 (at least) made again
             print(f"re-formed: one PyTorchJob, worker pods {len(worker_pods)}")

@@ -70,16 +70,8 @@ EXEMPT_LINES: dict[str, str] = {
     "make cluster-up": "starts a Kubernetes control plane as root (minutes); tests/test_cluster.py starts one",
     "make cluster-down": "stops the cluster make cluster-up started; tests/test_cluster.py does so",
     "make cluster-test": "runs tests/test_cluster.py, which starts a cluster of its own",
-    "apt-get install libseccomp-dev pkg-config iptables": (
-        "installs system packages as root; cluster/build.sh node names the first two when they are missing, "
-        "cluster.py up --runtime containerd the third"
-    ),
-    "CLUSTER_RUNTIME=containerd make cluster-up": (
-        "starts a control plane and four real Nodes as root; tests/test_cluster_real.py starts its own (cluster.py up "
-        "--runtime containerd)"
-    ),
+    "make node-deps": "installs system packages as root (apt-get); make test runs it (the pytest target)",
     "$KUBECTL get nodes -o wide": "needs the cluster the line before starts; tests/test_cluster_real.py reads the Nodes",
-    "make cluster-test-real": "runs cluster tests on real Nodes as root (minutes), which start clusters of their own",
     "make wheel": "builds the wheel; tests/test_packaging.py builds it the same way and checks its contents",
     'pip install "$(ls dist/elastic_idl-*.whl)[flytekit,torch]"': (
         "installs into the reader's environment; tests/test_flytekit_install.py installs the built wheel with "
