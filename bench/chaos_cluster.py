@@ -99,6 +99,8 @@ import elastic_idl as ei
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
+#: The interpreter's prefix, which real Nodes' pods mount at its host path.
+PY_PREFIX = Path(os.path.realpath(sys.executable)).parent.parent
 TRAIN_SCRIPT = BENCH / "chaos_train.py"
 
 _spec = importlib.util.spec_from_file_location("cluster_tool", REPO / "cluster" / "cluster.py")
@@ -215,9 +217,9 @@ CLASSES: dict[int, FaultClass] = {
     )
 }
 BY_NAME = {c.name: c for c in CLASSES.values()}
-#: The Nodes the matrix runs on: the node agent's, whose fault primitives (node_agent.py, "Faults")
-#: the classes use; real Nodes (cluster/realnode.py) have none of those yet.
-RUNTIME = "agent"
+#: The Nodes the matrix runs on (CHAOS_RUNTIME, default: real ones, cluster/realnode.py, with the
+#: faults of cluster/faults.py; `agent`: the node agent's, node_agent.py "Faults").
+RUNTIME = os.environ.get("CHAOS_RUNTIME") or "containerd"
 PARTITION_S = 20.0
 DNS_GAP_S = 10.0
 DEGRADE = {"loss": 0.05, "delay_ms": 50}
@@ -326,6 +328,8 @@ class Kube:
         api = urllib.parse.urlsplit(state.get("api") or f"https://127.0.0.1:{state['ports']['apiserver']}")
         self.host, self.port = str(api.hostname), int(api.port or 443)
         self.nodes: list[str] = list(state.get("nodes", ct.NODES))
+        self.runtime = str(state.get("runtime", "agent"))
+        self.images: dict[str, str] = dict(state.get("images", {}))
         pki = folder / "pki"
         self.ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         self.ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
@@ -627,6 +631,8 @@ class Run:
             options = ei.JobOptions(**common, command=["torchrun"], args=[str(TRAIN_SCRIPT), *train])
         job = ei.render_pytorchjob(custom, options, task_type_version=version)
         spec = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+        if self.kube.runtime == "containerd":
+            self.on_real_nodes(job, spec)
         spec["nodeSelector"] = {**spec.get("nodeSelector", {}), LANE_LABEL: str(self.lane)}
         if cls.one_per_node:
             spec["affinity"] = {
@@ -671,6 +677,20 @@ class Run:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.3)
+
+    def on_real_nodes(self, job: dict[str, Any], spec: dict[str, Any]) -> None:
+        """What a real Node's pod needs here (as the cluster tests' pods get it): the base image with
+        the interpreter's prefix and the checkout read-only, the runs' folder read-write; the
+        readiness gate the dns-gap class withholds, the init container the late-join class holds."""
+        root = self.dir.parent
+        files = ct.realnode.host_files(
+            {"python": (PY_PREFIX, True), "checkout": (REPO, True), "runs": (root, False)}, Path(sys.executable).parent
+        )
+        ct.realnode.for_real_nodes([job], self.kube.images["base"], files)
+        if self.cls.name == "dns-gap":
+            ct.faults.with_ready_gate(spec)
+        if self.cls.name == "late-join":
+            ct.faults.with_hold(spec, self.kube.dir, self.kube.images["base"])
 
     def apply(self, job: dict[str, Any]) -> None:
         (self.dir / "pytorchjob.json").write_text(json.dumps(job, indent=1))
@@ -1381,8 +1401,10 @@ class Run:
         (rec / "result.json").write_text(json.dumps(asdict(self.result), indent=1))
         if self.dns_seen:
             (rec / "dns.json").write_text(json.dumps(self.dns_seen))
-        for log in (self.kube.dir / "pods").glob(f"{self.ns}_*/containers/*/log"):
+        for log in (self.kube.dir / "pods").glob(f"{self.ns}_*/containers/*/log"):  # the node agent's
             shutil.copy(log, rec / f"{log.parts[-4]}.log")
+        for log in (self.kube.dir / ct.KEPT_LOGS).glob(f"{self.ns}_*/*/*.log"):  # the kubelets' (kept)
+            shutil.copy(log, rec / f"{log.parts[-3]}-{log.parts[-2]}-{log.stem}.log")
 
 
 # ---------------------------------------------------------------- the matrix

@@ -163,7 +163,7 @@ MAX_NODES = 64
 #: starts and exits (exact times, exit codes).
 CONTROL_SOCKET = faults.CONTROL_SOCKET
 FAULT_LOG = faults.FAULT_LOG
-LIFECYCLE_LOG = "lifecycle.jsonl"
+LIFECYCLE_LOG = faults.LIFECYCLE_LOG
 
 # Node loss, lowered from the defaults so that a lost Node is handled within a chaos run (docs/guide/cluster.md;
 # Kubernetes' defaults in brackets):
@@ -794,7 +794,7 @@ def up(c: Cluster, nodes: Sequence[str] = NODES, runtime: str = DEFAULT_RUNTIME)
         raise ClusterError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
     if runtime == "containerd" and len(nodes) > realnode.MAX_REAL_NODES:
         raise ClusterError(
-            f"at most {realnode.MAX_REAL_NODES} real Nodes (a /27 of the pod range each), not {len(nodes)}"
+            f"at most {realnode.MAX_REAL_NODES} real Nodes (a /28 of the pod range each), not {len(nodes)}"
         )
     if alive := c.running():
         raise ClusterError(f"a cluster is already running from {c.dir}: {', '.join(alive)} (make cluster-down)")

@@ -32,6 +32,13 @@ Requests (`op` and its fields):
   its containers gone and acts on each pod as its spec and the API say.
 - ``pods``: the pods on the real Nodes (namespace, name, uid, node, ip).
 
+It also keeps LIFECYCLE_LOG, the node agent's log of container starts and exits, from the real
+runtime: each Node's containerd event stream (`ctr events`: /tasks/start, /tasks/exit with the
+exit status and exact time), each container named by its CRI labels (namespace, pod, uid,
+container) and restart count; an exit's `killed_by` is `fault` (a `kill` of its PID 1),
+`node-lost` (a `restore-node`'s reboot) or `deletion` (the pod's deletion seen before the exit,
+by a watch of every pod), else null (it ended by itself).
+
 - ``withhold-ready`` namespace, pod, seconds, next (bool): a pod that carries the readiness gate
   READY_GATE (`with_ready_gate`: the tests and the harness add it to the pods they mean) is Ready
   only once its gate's condition is True, which this component sets on every such pod as soon as
@@ -75,12 +82,21 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 CONTROL_SOCKET = "node-agent.sock"
 FAULT_LOG = "faults.jsonl"
+#: In CLUSTER_DIR: every container start and exit on the real Nodes, from containerd's own events
+#: (exact times, exit codes; `killed_by`: fault, node-lost or deletion when that is what killed it).
+LIFECYCLE_LOG = "lifecycle.jsonl"
+#: A task event as `ctr events` prints it: its time (UTC), containerd namespace, topic and body.
+EVENT_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \+0000 UTC (\S+) (/tasks/(?:start|exit)) (\{.*\})$"
+)
+#: An exit this soon after its pod's deletion was first seen (or later) is the deletion's doing.
+DELETION_SLACK_S = 0.05
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: The readiness gate `withhold-ready` holds (a pod condition type of the tests' own domain).
 READY_GATE = "faults.elastic-idl.dev/ready"
@@ -159,6 +175,19 @@ class Api:
         if resp.status >= 300:
             raise RuntimeError(f"API {method} {path}: {resp.status} {out.get('message', '')}")
         return dict(out)
+
+    def watch(self, path: str) -> Iterator[dict[str, Any]]:
+        """The events of one watch request (it ends after its timeoutSeconds; the caller watches again)."""
+        conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=120)
+        try:
+            conn.request("GET", path, headers={"Accept": "application/json"})
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise RuntimeError(f"API watch {path}: {resp.status}")
+            while line := resp.readline():
+                yield json.loads(line)
+        finally:
+            conn.close()
 
 
 # ---------------------------------------------------------------- processes, cgroups, namespaces
@@ -386,6 +415,25 @@ def with_hold(pod_spec: dict[str, Any], cluster_dir: Path, image: str) -> dict[s
     return pod_spec
 
 
+def event_time(text: str) -> float:
+    """`ctr events`' time (UTC, nanoseconds) as seconds since the epoch."""
+    whole, _, frac = text.partition(".")
+    return calendar.timegm(time.strptime(whole, "%Y-%m-%d %H:%M:%S")) + float(f"0.{frac or 0}")
+
+
+def parse_event(line: str) -> tuple[float, str, str, dict[str, Any]] | None:
+    """A task start or exit line of `ctr events`: (time, namespace, start|exit, body); else None."""
+    m = EVENT_LINE.match(line.strip())
+    if not m:
+        return None
+    body = json.loads(m.group(4))
+    if m.group(3) == "/tasks/exit":
+        at = body.get("exited_at") or {}
+        t = float(at.get("seconds", 0)) + float(at.get("nanos", 0)) / 1e9 if at else event_time(m.group(1))
+        return t, m.group(2), "exit", body
+    return event_time(m.group(1)), m.group(2), "start", body
+
+
 def _running_since(pod: dict[str, Any]) -> float | None:
     """When the pod's first container started running (host time), or None."""
     for status in pod.get("status", {}).get("containerStatuses") or []:
@@ -421,12 +469,100 @@ class Faults:
         (folder / NETEM).mkdir(exist_ok=True)
         threading.Thread(target=self._degrade_loop, name="degrade", daemon=True).start()
         (folder / HOLDS).mkdir(exist_ok=True)
+        self.node_bin = Path(str(state["node_bin"]))
+        self.containers: dict[str, dict[str, Any]] = {}  # containerd id -> the pod's ids, container, restart
+        self.killed: dict[str, str] = {}  # containerd id -> why this component killed it
+        self.deleting: dict[str, float] = {}  # pod uid -> when its deletion was first seen
+        self.lifecycle_lock = threading.Lock()
+        threading.Thread(target=self._watch_deletions, name="deletions", daemon=True).start()
+        for node in self.nodes:
+            threading.Thread(target=self._lifecycle, args=(node,), name=f"events-{node}", daemon=True).start()
         threading.Thread(target=self._gates, name="gates", daemon=True).start()
 
     def log(self, what: str, **fields: Any) -> None:
         record = {"t": time.time(), "fault": what, **fields}
         with self.log_lock, self.log_path.open("a") as fh:
             fh.write(json.dumps(record, sort_keys=True) + "\n")
+
+    # -- the lifecycle log
+
+    def _record(self, **fields: Any) -> None:
+        with self.lifecycle_lock, (self.dir / LIFECYCLE_LOG).open("a") as fh:
+            fh.write(json.dumps(fields, sort_keys=True) + "\n")
+
+    def _ctr(self, node: str) -> list[str]:
+        return [str(self.node_bin / "ctr"), "--address", str(self.dir / "nodes" / node / "containerd.sock")]
+
+    def _container(self, node: str, cid: str) -> dict[str, Any] | None:
+        """The pod and container of a containerd container (its CRI labels); None for a sandbox."""
+        if cid in self.containers:
+            return self.containers[cid]
+        r = subprocess.run([*self._ctr(node), "-n", "k8s.io", "containers", "info", cid],
+                           capture_output=True, text=True, check=False, timeout=30)  # fmt: skip
+        if r.returncode != 0:
+            return None
+        info = json.loads(r.stdout)
+        labels = info.get("Labels") or {}
+        if labels.get("io.cri-containerd.kind") != "container":
+            return None
+        spec = info.get("Spec") or {}
+        restart = (spec.get("annotations") or {}).get("io.kubernetes.container.restartCount")
+        found = {
+            "ns": labels.get("io.kubernetes.pod.namespace"),
+            "pod": labels.get("io.kubernetes.pod.name"),
+            "uid": labels.get("io.kubernetes.pod.uid"),
+            "container": labels.get("io.kubernetes.container.name"),
+            "node": node,
+            "restart": int(restart) if restart is not None else None,
+        }
+        self.containers[cid] = found
+        return found
+
+    def _lifecycle(self, node: str) -> None:
+        """Each container start and exit on the Node, from containerd's event stream."""
+        while True:
+            try:
+                proc = subprocess.Popen([*self._ctr(node), "events"], stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+            except OSError:
+                time.sleep(1)
+                continue
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                event = parse_event(line)
+                if event is None or event[1] != "k8s.io":
+                    continue
+                t, _, kind, body = event
+                cid = str(body.get("container_id", ""))
+                found = self._container(node, cid)
+                if found is None:
+                    continue
+                if kind == "start":
+                    self._record(t=t, event="start", **found, host_pid=body.get("pid"))
+                    continue
+                why = self.killed.pop(cid, None)
+                deleting = self.deleting.get(str(found["uid"]))
+                if why is None and deleting is not None and deleting <= t + DELETION_SLACK_S:
+                    why = "deletion"
+                self._record(t=t, event="exit", **found, code=body.get("exit_status"), killed_by=why)
+            proc.wait()
+            time.sleep(1)  # containerd went (down, or a restart): listen again
+
+    def _watch_deletions(self) -> None:
+        """When each pod's deletion was first seen (its deletionTimestamp, or its removal)."""
+        while True:
+            try:
+                listed = self.api.call("GET", "/api/v1/pods")
+                version = listed["metadata"]["resourceVersion"]
+                for pod in listed["items"]:
+                    if pod["metadata"].get("deletionTimestamp"):
+                        self.deleting.setdefault(pod["metadata"]["uid"], time.time())
+                for ev in self.api.watch(f"/api/v1/pods?watch=1&resourceVersion={version}&timeoutSeconds=300"):
+                    meta = ev.get("object", {}).get("metadata", {})
+                    if ev.get("type") == "DELETED" or meta.get("deletionTimestamp"):
+                        self.deleting.setdefault(str(meta.get("uid")), time.time())
+            except (OSError, RuntimeError, LookupError, ValueError, KeyError, http.client.HTTPException):
+                time.sleep(1)
 
     # -- requests
 
@@ -526,6 +662,8 @@ class Faults:
             except OSError:
                 continue
             if inner == want:
+                if want == 1:
+                    self.killed[folder.name] = "fault"
                 os.kill(host, sig)
                 self.log("kill", **self._ids(pod), container=container, signal=sig.name, pid=want, host_pid=host)
                 return {"uid": pod["metadata"]["uid"], "host_pid": host}
@@ -697,6 +835,9 @@ class Faults:
         if node not in self.lost:
             raise FaultError(f"node: {node} is not lost")
         kubepods = self._kubepods(node, "freezer")
+        for folder in kubepods.rglob("*"):  # each container's cgroup: pod<uid>/<containerd id>
+            if folder.is_dir() and folder.parent.name.startswith("pod") and len(folder.name) == 64:
+                self.killed[folder.name] = "node-lost"
         pids = cgroup_procs(kubepods)
         for pid in pids:  # the reboot: delivered as the freezer thaws them
             try:

@@ -12,8 +12,8 @@ Per Node (index i, name n):
   settings the kubelet would change (kernel.panic 1 -> 10 and the rest, `KERNEL_TUNABLES`), files
   holding the host's values: the kubelet writes its values there; the kernel keeps the host's.
 - a veth `eidln<i>` on the pod bridge, its peer `eth0` at NODE_IP (10.237.0.2 + i) in the
-  Node's namespace; a bridge `cni0` there for the Node's pods, the /27 POD_SUBNET(i) of the pod
-  range (10.237.0.32 * (i + 1)). eth0 answers ARP for the Node's pods (proxy ARP), so the host and
+  Node's namespace; a bridge `cni0` there for the Node's pods, the /28 POD_SUBNET(i) of the pod
+  range (10.237.0.16 * (i + 1)). eth0 answers ARP for the Node's pods (proxy ARP), so the host and
   the other Nodes reach every pod as on the pod range's /24 link: no route in the host's namespace.
 - cgroups: CGROUP_PARENT/<n> in each v1 hierarchy, under the cgroup of the process that ran `up`
   (the kubelet's cgroupRoot); `down` removes them.
@@ -31,12 +31,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 #: The pod range's /24 (cluster.py POD_CIDR): the host's bridge address is its first address.
 POD_RANGE = ipaddress.IPv4Network("10.237.0.0/24")
-#: A /27 of pods per Node after the first /27 (the host and the Nodes' own addresses): 7 Nodes.
-SUBNET_PREFIX = 27
-MAX_REAL_NODES = 7
+#: A /28 of pods per Node (13 pods: its maxPods) after the first /28 (the host's and the Nodes' own
+#: addresses, 10.237.0.2 to .15): 14 Nodes, as many as the chaos harness's lanes want.
+SUBNET_PREFIX = 28
+MAX_REAL_NODES = 14
 #: The hierarchies the kubelet's cgroup manager (cgroupfs) checks and uses: v1's (name=systemd too), and
 #: the hybrid setup's v2 mount (runc makes each container's cgroup there too).
 CGROUP_HIERARCHIES = ("cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "systemd", "unified")
@@ -123,6 +125,43 @@ def host_files(mounts: dict[str, tuple[Path, bool]], bin_dir: Path) -> HostFiles
     )
 
 
+def for_real_nodes(objects: list[dict[str, Any]], image: str, files: HostFiles) -> list[dict[str, Any]]:
+    """What the tests and the chaos harness add to the objects they make on real Nodes (edited in
+    place; returned): every container of a PyTorchJob's replicas, a JobSet's, a TrainJob's trainer
+    (volumes through a runtime patch of the tests' own manager) and a bare Pod runs `image` (the
+    base image, tagged with its digest: the kubelet uses the imported one) with `files`."""
+    volumes, volume_mounts, path = files.volumes, files.volume_mounts, files.path
+    pods: list[dict[str, Any]] = []
+    containers: list[dict[str, Any]] = []
+    for obj in objects:
+        if obj["kind"] == "PyTorchJob":
+            pods += [r["template"]["spec"] for r in obj["spec"]["pytorchReplicaSpecs"].values()]
+        elif obj["kind"] == "JobSet":
+            pods += [r["template"]["spec"]["template"]["spec"] for r in obj["spec"]["replicatedJobs"]]
+        elif obj["kind"] == "Pod":
+            pods.append(obj["spec"])
+        elif obj["kind"] == "TrainJob":
+            # The trainer's image and env are the TrainJob's; volumes reach the runtime's `node`
+            # pods through a runtime patch of the tests' own manager.
+            containers.append(obj["spec"]["trainer"])
+            pod_patch = {"volumes": volumes, "containers": [{"name": "node", "volumeMounts": volume_mounts}]}
+            obj["spec"].setdefault("runtimePatches", []).append({
+                "manager": "tests.elastic-idl.dev/real-nodes",
+                "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+                    {"name": "node", "template": {"spec": {"template": {"spec": pod_patch}}}}
+                ]}}},
+            })  # fmt: skip
+    for pod in pods:
+        pod["volumes"] = [*pod.get("volumes", []), *volumes]
+        for c in pod["containers"]:
+            c["volumeMounts"] = [*c.get("volumeMounts", []), *volume_mounts]
+            containers.append(c)
+    for c in containers:
+        c["image"] = image  # tagged with its digest, never `latest`: the kubelet uses the imported one
+        c["env"] = [*c.get("env", []), path]
+    return objects
+
+
 def containerd_config(node_dir: Path, bindir: Path, sandbox_image: str) -> str:
     """containerd 2.x's config (version 3): everything under node_dir, CRI with runc on cgroupfs,
     no negative OOM score adjustment, the locally built sandbox image, CNI from bindir."""
@@ -170,7 +209,7 @@ temp = "{d}/containerd/tmp"
 
 def cni_config(net: NodeNet, node_dir: Path) -> dict[str, object]:
     """The Node's pod network: the bridge plugin on cni0 (the pods' gateway), host-local
-    addresses of the Node's /27, its state under node_dir; no masquerading."""
+    addresses of the Node's /28, its state under node_dir; no masquerading."""
     return {
         "cniVersion": "1.0.0",
         "name": "elastic-idl",
@@ -324,7 +363,7 @@ def setup_mounts(holder: int, node_dir: Path) -> None:
 
 
 def setup_network(holder: int, net: NodeNet, bridge: str) -> None:
-    """The Node's link on the pod bridge, its address, proxy ARP for its pods' /27."""
+    """The Node's link on the pod bridge, its address, proxy ARP for its pods' /28."""
     pid = str(holder)
     run("ip", "link", "add", net.host_link, "type", "veth", "peer", "name", "eth0", "netns", pid)
     run("ip", "link", "set", net.host_link, "master", bridge, "up")

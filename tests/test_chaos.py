@@ -330,7 +330,9 @@ def test_the_page_shows_the_committed_defaults_table() -> None:
 
 @pytest.fixture(scope="module")
 def cluster_runs() -> Iterator[dict[int, chaos_cluster.Result]]:
-    """One run of each of CLUSTER_CLASSES with our entrypoint, at once, on a cluster of this module."""
+    """One run of each of CLUSTER_CLASSES with our entrypoint, at once, on a cluster of this module
+    (the node agent's Nodes: a lane of 3 Nodes per class is more than the 14 real Nodes a cluster
+    here can have)."""
     import subprocess
 
     state = chaos_cluster.ct.default_state_dir("cluster-test")
@@ -341,7 +343,7 @@ def cluster_runs() -> Iterator[dict[int, chaos_cluster.Result]]:
     seed = int(os.environ.get("CHAOS_SEED", "13"))
     try:
         up = subprocess.run(
-            [*cmd, "up", "--runtime", chaos_cluster.RUNTIME, "--nodes", nodes],
+            [*cmd, "up", "--runtime", "agent", "--nodes", nodes],
             env=env,
             capture_output=True,
             text=True,

@@ -432,46 +432,17 @@ def runtime_of(kube: Kube) -> str:
 
 
 def on_real_nodes(kube: Kube, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The pod template only the tests add, on real Nodes (as kind's extraMounts; nothing on the
-    node agent, whose pods see the host's files): every container of a PyTorchJob's replicas, a
-    JobSet's, a TrainJob's trainer (volumes through a runtime patch) and a bare Pod runs the base image (cluster/image.py) with the interpreter's prefix and the
-    checkout mounted read-only at their host paths, the runs' folder (SHARED) read-write, and the
-    venv's bin/ first on PATH. Edits the objects in place; returns them."""
+    """The pod template only the tests add, on real Nodes (nothing on the node agent's, whose pods
+    see the host's files): realnode.for_real_nodes with the base image, the interpreter's prefix
+    and the checkout read-only, the runs' folder (SHARED) read-write. Edits the objects in place;
+    returns them."""
     if runtime_of(kube) != "containerd":
         return objects
     image = json.loads((kube.dir / "cluster.json").read_text())["images"]["base"]
     files = ct.realnode.host_files(
         {"python": (PY_PREFIX, True), "checkout": (REPO, True), "shared": (SHARED, False)}, Path(sys.executable).parent
     )
-    volumes, volume_mounts, path = files.volumes, files.volume_mounts, files.path
-    pods, containers = [], []
-    for obj in objects:
-        if obj["kind"] == "PyTorchJob":
-            pods += [r["template"]["spec"] for r in obj["spec"]["pytorchReplicaSpecs"].values()]
-        elif obj["kind"] == "JobSet":
-            pods += [r["template"]["spec"]["template"]["spec"] for r in obj["spec"]["replicatedJobs"]]
-        elif obj["kind"] == "Pod":
-            pods.append(obj["spec"])
-        elif obj["kind"] == "TrainJob":
-            # The trainer's image and env are the TrainJob's; volumes reach the runtime's `node`
-            # pods through a runtime patch of the tests' own manager.
-            containers.append(obj["spec"]["trainer"])
-            pod_patch = {"volumes": volumes, "containers": [{"name": "node", "volumeMounts": volume_mounts}]}
-            obj["spec"].setdefault("runtimePatches", []).append({
-                "manager": "tests.elastic-idl.dev/real-nodes",
-                "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
-                    {"name": "node", "template": {"spec": {"template": {"spec": pod_patch}}}}
-                ]}}},
-            })  # fmt: skip
-    for pod in pods:
-        pod["volumes"] = [*pod.get("volumes", []), *volumes]
-        for c in pod["containers"]:
-            c["volumeMounts"] = [*c.get("volumeMounts", []), *volume_mounts]
-            containers.append(c)
-    for c in containers:
-        c["image"] = image  # tagged with its digest, never `latest`: the kubelet uses the imported one
-        c["env"] = [*c.get("env", []), path]
-    return objects
+    return ct.realnode.for_real_nodes(objects, image, files)  # type: ignore[no-any-return]
 
 
 def container_logs(kube: Kube, pods: str, container: str = "*") -> list[tuple[str, Path]]:

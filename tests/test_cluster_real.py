@@ -265,7 +265,7 @@ def test_the_two_node_elastic_job_trains_on_real_nodes_to_succeeded(real: tc.Kub
     seen = {s["hostname"]: s for s in run.seen()}
     assert set(seen) == set(pods) == {f"real-two-worker-{i}" for i in range(2)}
     for name, s in seen.items():
-        # The pod's own address, from its Node's /27; the container's command is PID 1.
+        # The pod's own address, from its Node's /28; the container's command is PID 1.
         assert s["addresses"] == [pods[name]["status"]["podIP"]]
         node = pods[name]["spec"]["nodeName"]
         assert ct.ipaddress.ip_address(s["addresses"][0]) in rn.node_net(NODES.index(node)).subnet

@@ -17,7 +17,7 @@ ct = tc.ct
 rn = ct.realnode
 
 
-def test_each_node_has_its_own_address_and_a_disjoint_27_of_the_pod_range() -> None:
+def test_each_node_has_its_own_address_and_a_disjoint_subnet_of_the_pod_range() -> None:
     nets = [rn.node_net(i) for i in range(rn.MAX_REAL_NODES)]
     first = next(iter(rn.POD_RANGE.subnets(new_prefix=rn.SUBNET_PREFIX)))  # the host's and the Nodes' own
     for net in nets:
@@ -52,7 +52,7 @@ def test_containerd_keeps_everything_under_the_node_folder_with_runc_on_cgroupfs
     assert plugins["io.containerd.grpc.v1.cri"]["disable_tcp_service"] is True
 
 
-def test_the_cni_network_is_the_nodes_27_behind_its_bridge_without_masquerading(tmp_path: Path) -> None:
+def test_the_cni_network_is_the_nodes_subnet_behind_its_bridge_without_masquerading(tmp_path: Path) -> None:
     net = rn.node_net(2)
     (plugin,) = rn.cni_config(net, tmp_path)["plugins"]  # type: ignore[misc]
     assert plugin["type"] == "bridge" and plugin["isGateway"] is True and plugin["ipMasq"] is False
@@ -95,8 +95,8 @@ def test_kube_proxy_leaves_the_global_conntrack_settings_alone(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("nodes", "runtime", "message"),
     [
-        ([f"node-{i}" for i in range(rn.MAX_REAL_NODES + 1)], "containerd", "at most 7 real Nodes"),
-        (["node-0"], "docker", "runtime must be one of agent, containerd, not 'docker'"),
+        ([f"node-{i}" for i in range(rn.MAX_REAL_NODES + 1)], "containerd", f"at most {rn.MAX_REAL_NODES} real Nodes"),
+        (["node-0"], "docker", "runtime must be one of containerd, agent, not 'docker'"),
     ],
 )
 def test_up_refuses_what_it_cannot_serve_before_changing_anything(
