@@ -63,6 +63,7 @@ by a watch of every pod), else null (it ended by itself).
 from __future__ import annotations
 
 import array
+import base64
 import calendar
 import contextlib
 import fcntl
@@ -434,6 +435,17 @@ def parse_event(line: str) -> tuple[float, str, str, dict[str, Any]] | None:
     return event_time(m.group(1)), m.group(2), "start", body
 
 
+def cri_attempt(info: dict[str, Any]) -> int | None:
+    """The kubelet's attempt (restart count) of a container, from containerd's CRI metadata in
+    `ctr containers info` (base64 JSON whose Metadata.Name ends in `_<attempt>`)."""
+    ext = (info.get("Extensions") or {}).get("io.cri-containerd.container.metadata") or {}
+    try:
+        meta = json.loads(base64.b64decode(ext.get("value", "")))
+        return int(str(meta["Metadata"]["Name"]).rsplit("_", 1)[1])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
 def _running_since(pod: dict[str, Any]) -> float | None:
     """When the pod's first container started running (host time), or None."""
     for status in pod.get("status", {}).get("containerStatuses") or []:
@@ -505,15 +517,14 @@ class Faults:
         labels = info.get("Labels") or {}
         if labels.get("io.cri-containerd.kind") != "container":
             return None
-        spec = info.get("Spec") or {}
-        restart = (spec.get("annotations") or {}).get("io.kubernetes.container.restartCount")
+        restart = cri_attempt(info)
         found = {
             "ns": labels.get("io.kubernetes.pod.namespace"),
             "pod": labels.get("io.kubernetes.pod.name"),
             "uid": labels.get("io.kubernetes.pod.uid"),
             "container": labels.get("io.kubernetes.container.name"),
             "node": node,
-            "restart": int(restart) if restart is not None else None,
+            "restart": restart,
         }
         self.containers[cid] = found
         return found

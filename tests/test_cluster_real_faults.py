@@ -1,15 +1,16 @@
 """The fault primitives on real Nodes (cluster/faults.py), on the one-machine cluster.
 
-Each primitive against plain pods on kubelets, measured from inside them: a partition (a DROP rule
-in the pod's own network namespace) drops every packet without a trace and heals; a degraded
+Each primitive against plain pods on kubelets, measured from inside them: a partition (a DROP
+rule in the pod's own network namespace) drops every packet without a trace and heals; a degraded
 namespace's pods send through a forwarder in their Node's namespace (their round trips slow by the
-delay, about the loss share of their frames dropped); a frozen pod (the freezer cgroup) stops where it is and goes on when thawed; a lost
-Node (its kubelet, containerd and kube-proxy stopped, its pods frozen, its packets dropped) stops
-renewing its Lease, so the node lifecycle controller marks it Unknown and taints it, and comes back
-rebooted (its pods' processes killed: the kubelet reports the exit); a withheld readiness gate
-keeps a running pod out of cluster DNS; a held pod waits in its init container until released; a
-kill reaches a process by the PID it has inside its container, or the container's PID 1. Bad
-requests are refused naming the field.
+delay, about the loss share of their frames dropped); a frozen pod (the freezer cgroup) stops where
+it is and goes on when thawed; a lost Node (its kubelet, containerd and kube-proxy stopped, its pods
+frozen, its packets dropped) stops renewing its Lease, so the node lifecycle controller marks it
+Unknown and taints it, and comes back rebooted (its pods' processes killed: the kubelet reports the
+exit); a withheld readiness gate keeps a running pod out of cluster DNS; a held pod waits in its
+init container until released; a kill reaches a process by the PID it has inside its container, or
+the container's PID 1. The lifecycle log (containerd's starts and exits) names what killed each
+container. Bad requests are refused naming the field.
 
 One cluster per module (``cluster/cluster.py up``, real Nodes: the default runtime), as
 tests/test_cluster.py; marker ``cluster``. Start it under ``flock /var/lock/elastic-idl-cluster.lock``.
@@ -137,6 +138,23 @@ def _file(path: Path, seconds: float = 60) -> str:
 
 def _faults(k: cc.Kube) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (k.dir / ct.FAULT_LOG).read_text().splitlines()]
+
+
+def _lifecycle(k: cc.Kube, name: str) -> list[dict[str, Any]]:
+    """The pod's container starts and exits in the lifecycle log (faults.py, from containerd's events)."""
+    path = k.dir / ct.LIFECYCLE_LOG
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [r for r in map(json.loads, lines) if r["pod"] == name and r["ns"] == NS]
+
+
+def _exits(k: cc.Kube, name: str, count: int = 1) -> list[tuple[int, str | None]]:
+    """(exit code, killed_by) of the pod's container exits, once there are `count`."""
+
+    def exits() -> list[tuple[int, str | None]]:
+        return [(r["code"], r["killed_by"]) for r in _lifecycle(k, name) if r["event"] == "exit"]
+
+    _until(lambda: len(exits()) >= count, 30, f"{name}: not {count} exits in the lifecycle log")
+    return exits()
 
 
 def _terminated(k: cc.Kube, name: str, seconds: float = 60) -> dict[str, Any]:
@@ -279,6 +297,11 @@ def test_a_frozen_pod_stops_where_it_is_and_goes_on_when_thawed(kube: cc.Kube) -
     kube.agent(op="thaw", namespace=NS, pod="frozen")
     _until(lambda: _ticks("frozen") > at + 5, 10, "frozen's ticker not going on")
     assert [f["fault"] for f in _faults(kube) if f.get("pod") == "frozen"] == ["frozen", "thawed"]
+    # Deleted (grace 1 s): the kubelet's SIGTERM ends it (no handler: 143), the deletion's doing.
+    kube.call("DELETE", f"/api/v1/namespaces/{NS}/pods/frozen")
+    assert _exits(kube, "frozen") == [(143, "deletion")]
+    (start,) = [r for r in _lifecycle(kube, "frozen") if r["event"] == "start"]
+    assert (start["container"], start["node"], start["restart"]) == ("c", "node-2", 0)
 
 
 def test_a_lost_node_stops_its_pods_and_its_lease_and_comes_back_rebooted(kube: cc.Kube) -> None:
@@ -318,6 +341,7 @@ def test_a_lost_node_stops_its_pods_and_its_lease_and_comes_back_rebooted(kube: 
     assert _terminated(kube, "ticker", 60)["exitCode"] == 137
     _until(lambda: _get(kube, "ticker")["status"]["phase"] == "Failed", 30, "ticker not Failed")
     assert _ticks("ticker") <= frozen + 1
+    assert _exits(kube, "ticker") == [(137, "node-lost")]
     with pytest.raises(ct.ClusterError, match="node: node-3 is not lost"):
         kube.agent(op="restore-node", node="node-3")
 
@@ -344,6 +368,7 @@ time.sleep(600)
     assert _terminated(kube, "killme")["exitCode"] == 137  # the kubelet's report of the kernel's kill
     _until(lambda: _get(kube, "killme")["status"]["phase"] == "Failed", 30, "killme not Failed")
     assert [f["pid"] for f in _faults(kube) if f.get("pod") == "killme"] == [child, 1]
+    assert _exits(kube, "killme") == [(137, "fault")]  # the child's end is no container's exit
 
 
 def test_a_withheld_ready_gate_keeps_the_pod_out_of_cluster_dns(kube: cc.Kube) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import calendar
 import importlib.util
 import json
@@ -100,3 +101,17 @@ def test_a_signal_is_a_name_or_a_number_and_sigkill_by_default() -> None:
     for bad in ("SIGNOPE", 999, "kill"):
         with pytest.raises(faults.FaultError, match=r"^signal: .* is not a signal$"):
             faults.require_signal({"signal": bad})
+
+
+def test_the_attempt_is_the_end_of_the_cri_name_in_containerds_metadata() -> None:
+    meta = {
+        "Version": "v1",
+        "Metadata": {"ID": CID, "Name": "c_echo_real-faults_b81350fc-ec00-4161-8295-bd117de4dd35_3"},
+    }
+    value = base64.b64encode(json.dumps(meta).encode()).decode()
+    info = {"Extensions": {"io.cri-containerd.container.metadata": {"type_url": "x", "value": value}}}
+    assert faults.cri_attempt(info) == 3
+    assert faults.cri_attempt({}) is None
+    assert (
+        faults.cri_attempt({"Extensions": {"io.cri-containerd.container.metadata": {"value": "bm90IGpzb24="}}}) is None
+    )
