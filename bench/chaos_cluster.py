@@ -631,7 +631,7 @@ class Run:
             options = ei.JobOptions(**common, command=["torchrun"], args=[str(TRAIN_SCRIPT), *train])
         job = ei.render_pytorchjob(custom, options, task_type_version=version)
         spec = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
-        if self.kube.runtime == "containerd":
+        if self._kube is not None and self._kube.runtime == "containerd":  # (a record's run renders without one)
             self.on_real_nodes(job, spec)
         spec["nodeSelector"] = {**spec.get("nodeSelector", {}), LANE_LABEL: str(self.lane)}
         if cls.one_per_node:
@@ -712,7 +712,8 @@ class Run:
                 job, pods = None, None
         with self.lock:
             self.events += events
-            self.lifecycle += [r for r in life if r.get("ns") == self.ns]
+            # (the late-join class's hold is the harness's own init container, not the job's)
+            self.lifecycle += [r for r in life if r.get("ns") == self.ns and r.get("container") != ct.faults.HOLD_INIT]
             self.faultlog += [r for r in faults if r.get("ns") == self.ns or r.get("node") == self.lost_node]
             if job is not None:
                 self.job = job
@@ -1864,6 +1865,12 @@ def main(argv: list[str] | None = None) -> int:
             ]
         plan = [p for p in plan if args.redo or not results.done(p[0].number, p[1], p[2], p[3].name if p[3] else "")]
         lanes = max(1, min(args.jobs, len(plan)))
+    most = ct.realnode.MAX_REAL_NODES // NODES_PER_LANE
+    if RUNTIME == "containerd" and lanes > most:
+        raise SystemExit(
+            f"--jobs: at most {most} on real Nodes ({NODES_PER_LANE} Nodes a run, {ct.realnode.MAX_REAL_NODES} "
+            f"real Nodes at most), not {lanes}; CHAOS_RUNTIME=agent for the node agent's"
+        )
     if not plan:
         print("nothing to run: the results file has every run (--redo reruns them)")
         print(defaults_table(results.records) if profiles else table(results.records))

@@ -555,7 +555,8 @@ class Faults:
                 deleting = self.deleting.get(str(found["uid"]))
                 if why is None and deleting is not None and deleting <= t + DELETION_SLACK_S:
                     why = "deletion"
-                self._record(t=t, event="exit", **found, code=body.get("exit_status"), killed_by=why)
+                # (protobuf's JSON leaves a zero out: no exit_status is exit 0)
+                self._record(t=t, event="exit", **found, code=int(body.get("exit_status", 0)), killed_by=why)
             proc.wait()
             time.sleep(1)  # containerd went (down, or a restart): listen again
 

@@ -297,9 +297,10 @@ def test_a_frozen_pod_stops_where_it_is_and_goes_on_when_thawed(kube: cc.Kube) -
     kube.agent(op="thaw", namespace=NS, pod="frozen")
     _until(lambda: _ticks("frozen") > at + 5, 10, "frozen's ticker not going on")
     assert [f["fault"] for f in _faults(kube) if f.get("pod") == "frozen"] == ["frozen", "thawed"]
-    # Deleted (grace 1 s): the kubelet's SIGTERM ends it (no handler: 143), the deletion's doing.
+    # Deleted (grace 1 s): a PID 1 without a SIGTERM handler ignores the kubelet's SIGTERM (the
+    # kernel spares a namespace's init), so the SIGKILL after the grace period ends it: the deletion's.
     kube.call("DELETE", f"/api/v1/namespaces/{NS}/pods/frozen")
-    assert _exits(kube, "frozen") == [(143, "deletion")]
+    assert _exits(kube, "frozen") == [(137, "deletion")]
     (start,) = [r for r in _lifecycle(kube, "frozen") if r["event"] == "start"]
     assert (start["container"], start["node"], start["restart"]) == ("c", "node-2", 0)
 

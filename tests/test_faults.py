@@ -115,3 +115,10 @@ def test_the_attempt_is_the_end_of_the_cri_name_in_containerds_metadata() -> Non
     assert (
         faults.cri_attempt({"Extensions": {"io.cri-containerd.container.metadata": {"value": "bm90IGpzb24="}}}) is None
     )
+
+
+def test_an_exit_0_has_no_exit_status_in_the_event() -> None:
+    """protobuf's JSON leaves zero values out: a task that exited 0 has no exit_status (faults.py reads it as 0)."""
+    line = f'2026-12-05 17:16:31.5 +0000 UTC k8s.io /tasks/exit {{"container_id":"{CID}","id":"{CID}","pid":1,"exited_at":{{"seconds":5}}}}'
+    t, _, kind, body = faults.parse_event(line)
+    assert (t, kind, "exit_status" in body) == (5.0, "exit", False)
