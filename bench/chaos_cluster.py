@@ -1494,7 +1494,12 @@ SOURCE = ""  # source_state(), set by main()
 #: Where a failed run's folder is kept, compressed: beside the results file.
 LOGS = "chaos-logs"
 SETTINGS = {
-    "cluster": f"Kubernetes {ct.K8S_VERSION}, training operator v1.9.4, node agent (README, 'A cluster on one machine')",
+    "cluster": f"Kubernetes {ct.K8S_VERSION}, training operator v1.9.4, "
+    + (
+        f"real Nodes: a kubelet {ct.K8S_VERSION}, containerd and runc each (docs/guide/cluster.md, 'Real Nodes')"
+        if RUNTIME == "containerd"
+        else "the node agent's Nodes (docs/guide/cluster.md)"
+    ),
     "job": f"2 Worker pods x 1 process, {STEPS} steps of {STEP_TIME_S} s, commit every {CHECKPOINT_EVERY}, "
     f"max_restarts {MAX_RESTARTS}, rdzv {RDZV}, restartPolicy as rendered",
     "cap_s": CAP_S,
