@@ -33,6 +33,12 @@ workers raise when they reach step K (inside the training loop, while the other
 ranks are in the step's collective) and, with ``at_init``, at every start,
 before ``init_process_group`` (while the other ranks are inside it).
 
+``"kind": "oom"`` in that file (class 16) instead makes the pod's workers, once at step K
+(a marker file beside it says it fired), allocate and touch memory until the kernel's OOM
+killer ends them (the container's memory limit). ``--ckpt DIR`` puts the commit log and the
+checkpoint in DIR instead of the shared folder (class 17 makes it a small tmpfs and fills it:
+the next commit fails with ENOSPC).
+
 ``run(*argv)`` is the same training for ``python -m elastic_idl.pod --call
 chaos_train:run -- ARGS``: it returns ``{"step", "acc"}`` of the final state, the
 value rank 0's pod writes as the task's output.
@@ -131,6 +137,17 @@ def _poisoned(shared_poison: str | None, pod: str) -> dict[str, Any] | None:
     return poison if poison.get("pod") == pod else None
 
 
+def _balloon(marker: Path) -> None:
+    """Class 16: once per pod (the marker), allocate and touch memory, 32 MiB at a time, until
+    the kernel's OOM killer ends this process at its container's memory limit."""
+    if marker.exists():
+        return
+    marker.write_text(str(os.getpid()))
+    held = []
+    while True:
+        held.append(bytearray(b"\x01") * (32 << 20))
+
+
 def run(*argv: str) -> dict[str, Any]:
     """The training, for ``--call chaos_train:run``: the final state's step and accumulator."""
     state = train(list(argv))
@@ -150,14 +167,18 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--every", type=int, default=5, help="checkpoint every N steps")
     ap.add_argument("--step-time", type=float, default=0.05, help="seconds of 'compute' per step")
-    ap.add_argument("--poison", help="a JSON file naming a pod whose workers fail for good (class 14)")
+    ap.add_argument(
+        "--poison", help="a JSON file naming a pod whose workers fail for good (class 14) or run out of memory (16)"
+    )
+    ap.add_argument("--ckpt", help="the folder of the commit log and the checkpoint (default: the shared folder)")
     args = ap.parse_args(argv)
 
     import torch
     import torch.distributed as dist
 
     shared = Path(args.shared)
-    ckpt, events, commits = shared / "checkpoint.json", shared / "events.jsonl", shared / "commits.jsonl"
+    store = Path(args.ckpt) if args.ckpt else shared
+    ckpt, events, commits = store / "checkpoint.json", shared / "events.jsonl", store / "commits.jsonl"
     pod = os.environ.get("HOSTNAME", "?")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     # This worker process, in every commit it joins: a random token, named in members.jsonl.
@@ -167,7 +188,7 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
                                        "pid": os.getpid(), "t": time.time()})  # fmt: skip
     (shared / "pids" / f"{pod}.{local_rank}").write_text(str(os.getpid()))
     poison = _poisoned(args.poison, pod)
-    if poison is not None and poison.get("at_init"):
+    if poison is not None and poison.get("kind", "fail") == "fail" and poison.get("at_init"):
         raise RuntimeError(f"poison: {pod} fails for good before init_process_group")
 
     dist.init_process_group("gloo")
@@ -200,7 +221,10 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
     for step in range(state["step"], args.steps):
         poison = _poisoned(args.poison, pod)
         if poison is not None and poison.get("at_step") is not None and step >= int(poison["at_step"]):
-            raise RuntimeError(f"poison: {pod} fails for good at step {step}")
+            if poison.get("kind") == "oom":
+                _balloon(Path(str(args.poison)).with_name(f"oom-fired.{pod}"))
+            else:
+                raise RuntimeError(f"poison: {pod} fails for good at step {step}")
         t = torch.tensor([share(args.seed, step, args.batch, rank, world), 1 << rank], dtype=torch.int64)
         dist.all_reduce(t)
         masks.append(int(t[1].item()))

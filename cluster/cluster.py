@@ -3,6 +3,9 @@
     python cluster/cluster.py up      build what is missing, start everything, wait until healthy;
                                       the last two lines are `export KUBECTL=...` / `export KUBECONFIG=...`
     python cluster/cluster.py down    stop everything this cluster started, remove its pod bridge
+    python cluster/cluster.py restart NAME [--down-s S] [--kill]
+                                      stop one control-plane component (RESTARTABLE), start it
+                                      again after S seconds as `up` did, wait until it answers
 
 `make cluster-up` / `make cluster-down` run these. State lives in one folder, CLUSTER_DIR
 (default build/cluster in the checkout, or under /var/tmp for a checkout under /tmp: the operator
@@ -429,6 +432,9 @@ class Cluster:
                 env={**(os.environ if inherit_env else {}), **(env or {})},
             )
         (self.pids / f"{name}.pid").write_text(f"{proc.pid} {_start_time(proc.pid)}\n")
+        # How it was started, for `restart` (its environment: what was added to this one's).
+        started = {"argv": list(argv), "env": dict(env or {}), "inherit_env": inherit_env}
+        (self.pids / f"{name}.start.json").write_text(json.dumps(started) + "\n")
         self.log_of[proc.pid] = name
         return proc
 
@@ -558,6 +564,50 @@ class Cluster:
             ctx.load_cert_chain(self.dir / "pki" / f"{client}.crt", self.dir / "pki" / f"{client}.key")
         with urllib.request.urlopen(url, context=ctx, timeout=5) as r:
             return bool(r.status == 200)
+
+
+#: The components `restart` stops and starts again (the chaos harness's control-plane classes).
+RESTARTABLE = ("kube-apiserver", "training-operator", "kube-controller-manager", "kube-scheduler")
+
+
+def restart(
+    c: Cluster, name: str, down_s: float = 0.0, *, kill: bool = False, during: Callable[[], None] | None = None
+) -> dict[str, float]:
+    """Stop one running component of the cluster (SIGTERM, SIGKILL after 10 s; `kill`: SIGKILL
+    at once, as a crash), leave it down `down_s` seconds (calling `during` first, if given),
+    start it again with the argv and added environment `up` gave it (its log appended to) and
+    wait until it answers as `up` waited for it. Returns when it went down, came up and answered
+    (host times)."""
+    if name not in RESTARTABLE:
+        raise ClusterError(f"restart: {name!r} is not one of {', '.join(RESTARTABLE)}")
+    pidfile, startfile = c.pids / f"{name}.pid", c.pids / f"{name}.start.json"
+    if not pidfile.exists() or not startfile.exists():
+        raise ClusterError(f"restart: {name} was not started by this cluster ({c.dir}): no {pidfile.name}")
+    pid_s, start = pidfile.read_text().split()
+    if _start_time(int(pid_s)) != start:
+        raise ClusterError(f"restart: {name} (pid {pid_s}) is not running")
+    how = json.loads(startfile.read_text())
+    if kill:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(pid_s), signal.SIGKILL)
+    _terminate(int(pid_s))
+    down = time.time()
+    if during is not None:
+        during()
+    time.sleep(max(0.0, down - time.time() + down_s))
+    proc = c.spawn(name, how["argv"], how["env"], inherit_env=bool(how["inherit_env"]))
+    up = time.time()
+    ports = c.state["ports"]
+    assert isinstance(ports, dict)
+    api = str(c.state.get("api") or f"https://127.0.0.1:{ports['apiserver']}")
+    ready: dict[str, Callable[[], bool]] = {
+        "kube-apiserver": lambda: c.https_ok(f"{api}/readyz", client="admin"),
+        "training-operator": lambda: http_ok(f"http://127.0.0.1:{ports['op-probe']}/readyz") and webhook_answers(c),
+        "kube-controller-manager": lambda: c.https_ok(f"https://127.0.0.1:{ports['kcm']}/healthz"),
+        "kube-scheduler": lambda: c.https_ok(f"https://127.0.0.1:{ports['scheduler']}/healthz"),
+    }
+    c.wait(name, proc, ready[name], 180)
+    return {"down": down, "started": up, "ready": time.time()}
 
 
 def _terminate(pid: int, grace: float = 10.0) -> None:
@@ -1775,7 +1825,10 @@ def down(c: Cluster) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("command", choices=["up", "down", "targets-up"])
+    parser.add_argument("command", choices=["up", "down", "targets-up", "restart"])
+    parser.add_argument("component", nargs="?", help=f"restart: which ({', '.join(RESTARTABLE)})")
+    parser.add_argument("--down-s", type=float, default=0.0, help="restart: seconds it stays down")
+    parser.add_argument("--kill", action="store_true", help="restart: SIGKILL it (a crash), not SIGTERM")
     parser.add_argument("--nodes", type=int, help=f"how many Nodes (default: CLUSTER_NODES, else {NODE_COUNT})")
     parser.add_argument(
         "--runtime",
@@ -1796,6 +1849,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ClusterError, subprocess.CalledProcessError) as e:
             print(f"cluster targets-up: {e}", file=sys.stderr)
             return 1
+        return 0
+    if args.command == "restart":
+        try:
+            times = restart(c, args.component or "", args.down_s, kill=args.kill)
+        except ClusterError as e:
+            print(f"cluster restart: {e}", file=sys.stderr)
+            return 1
+        print(f"== {args.component} down {times['started'] - times['down']:.1f}s, "
+              f"answering {times['ready'] - times['started']:.1f}s after its start")  # fmt: skip
         return 0
     if args.command == "down":
         for line in down(c):

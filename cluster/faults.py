@@ -34,8 +34,9 @@ Requests (`op` and its fields):
 
 It also keeps LIFECYCLE_LOG, the node agent's log of container starts and exits, from the real
 runtime: each Node's containerd event stream (`ctr events`: /tasks/start, /tasks/exit with the
-exit status and exact time), each container named by its CRI labels (namespace, pod, uid,
-container) and restart count; an exit's `killed_by` is `fault` (a `kill` of its PID 1),
+exit status and exact time, and /tasks/oom: the kernel's OOM killer killed a process of the
+container's memory cgroup, its PID 1 or another, as event `oom`), each container named by its
+CRI labels (namespace, pod, uid, container) and restart count; an exit's `killed_by` is `fault` (a `kill` of its PID 1),
 `node-lost` (a `restore-node`'s reboot) or `deletion` (the pod's deletion seen before the exit,
 by a watch of every pod), else null (it ended by itself).
 
@@ -94,7 +95,7 @@ FAULT_LOG = "faults.jsonl"
 LIFECYCLE_LOG = "lifecycle.jsonl"
 #: A task event as `ctr events` prints it: its time (UTC), containerd namespace, topic and body.
 EVENT_LINE = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \+0000 UTC (\S+) (/tasks/(?:start|exit)) (\{.*\})$"
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \+0000 UTC (\S+) (/tasks/(?:start|exit|oom)) (\{.*\})$"
 )
 #: An exit this soon after its pod's deletion was first seen (or later) is the deletion's doing.
 DELETION_SLACK_S = 0.05
@@ -423,7 +424,7 @@ def event_time(text: str) -> float:
 
 
 def parse_event(line: str) -> tuple[float, str, str, dict[str, Any]] | None:
-    """A task start or exit line of `ctr events`: (time, namespace, start|exit, body); else None."""
+    """A task start, exit or OOM line of `ctr events`: (time, namespace, start|exit|oom, body); else None."""
     m = EVENT_LINE.match(line.strip())
     if not m:
         return None
@@ -432,7 +433,7 @@ def parse_event(line: str) -> tuple[float, str, str, dict[str, Any]] | None:
         at = body.get("exited_at") or {}
         t = float(at.get("seconds", 0)) + float(at.get("nanos", 0)) / 1e9 if at else event_time(m.group(1))
         return t, m.group(2), "exit", body
-    return event_time(m.group(1)), m.group(2), "start", body
+    return event_time(m.group(1)), m.group(2), m.group(3).rsplit("/", 1)[1], body
 
 
 def cri_attempt(info: dict[str, Any]) -> int | None:
@@ -550,6 +551,9 @@ class Faults:
                     continue
                 if kind == "start":
                     self._record(t=t, event="start", **found, host_pid=body.get("pid"))
+                    continue
+                if kind == "oom":  # the kernel's OOM killer killed a process of the container's cgroup
+                    self._record(t=t, event="oom", **found)
                     continue
                 why = self.killed.pop(cid, None)
                 deleting = self.deleting.get(str(found["uid"]))

@@ -158,7 +158,10 @@ class Story:
         (shared / "failures").mkdir(parents=True)
         rec.mkdir()
         (shared / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in self.events))
-        (shared / "commits.jsonl").write_text("".join(json.dumps(c) + "\n" for c in self.commits))
+        # (class 17's commit log is on its tmpfs, kept beside it once the run ends)
+        store = shared / "ckpt-kept" if self.cls.name == "disk-full" else shared
+        store.mkdir(exist_ok=True)
+        (store / "commits.jsonl").write_text("".join(json.dumps(c) + "\n" for c in self.commits))
         for pod, t, body in self.reports:
             (shared / "failures" / f"{pod}.{_stamp(t)}.{40 + len(body)}.json").write_text(json.dumps(body))
         if self.poison is not None:
@@ -699,3 +702,104 @@ def test_the_defaults_runs_go_to_their_own_file_once_per_seed_and_defaults(fake_
     assert _runs(fake_cluster) == []  # the matrix's file is untouched
     with pytest.raises(SystemExit, match="unknown defaults nope"):
         cc.main(["--defaults", "nope", "--results", ""])
+
+
+# --------------------------------------------------------------------------- classes 16 to 21 (issue 35)
+
+
+def _oom(tmp_path: Path, *, killed: bool) -> Story:
+    """Class 16: worker-1's workers balloon at step 23; the kernel kills them (an `oom` event of
+    its container); its launcher restarts the round in the same pod, which trains to the end."""
+    s = Story(tmp_path, 16)
+    s.train(2, 23)
+    s.fault("worker-1's workers allocate past the container's limit")
+    if killed:
+        s.lifecycle.append({"t": s.tick(), "event": "oom", "ns": s.folder.name, "pod": s.pod(1),
+                            "uid": s.uids[s.pod(1)], "node": s.nodes[s.pod(1)], "container": "pytorch", "restart": 0})  # fmt: skip
+    s.train(2, s.cls.steps)
+    s.succeed()
+    return s
+
+
+def test_class_16_without_the_kernels_oom_kill_fails(tmp_path: Path) -> None:
+    fails(_oom(tmp_path, killed=False), "the kernel never OOM-killed in worker-1's container")
+
+
+def test_class_16_with_the_kernels_oom_kill_passes_and_an_oom_event_ends_no_container(tmp_path: Path) -> None:
+    s = _oom(tmp_path, killed=True)
+    passes(s)
+    run = cc.Run.from_record(s.folder)
+    assert run.running_pods() == []  # both exited 0; the oom record between is no exit
+    assert [len(i["ooms"]) for i in run.incarnations().values()] == [0, 1]
+
+
+def _disk_full(tmp_path: Path, message: str) -> Story:
+    """Class 17: the volume full at step 23; every later save fails; both pods give up (exit 3)."""
+    s = Story(tmp_path, 17)
+    s.train(2, 23)
+    s.fault("fill the checkpoint volume")
+    s.train(2, 24, commit=False)
+    s.exit_pod(s.pod(0), 3, report=message)
+    s.exit_pod(s.pod(1), 3, report="RuntimeError: Connection closed by peer")
+    s.fail()
+    return s
+
+
+def test_class_17_whose_report_does_not_name_the_full_volume_fails(tmp_path: Path) -> None:
+    fails(_disk_full(tmp_path, "RuntimeError: something else"), "no FailureReport names the full volume")
+
+
+def test_class_17_that_fails_naming_enospc_passes(tmp_path: Path) -> None:
+    passes(_disk_full(tmp_path, "OSError: [Errno 28] No space left on device: 'checkpoint.json.tmp'"))
+
+
+def _operator_down(tmp_path: Path, *, recreated_at: float) -> Story:
+    """Class 19: the operator down 20 s from T0+10; worker-1 killed meanwhile and started again
+    `recreated_at` s after T0; the job resumes and succeeds."""
+    s = Story(tmp_path, 19)
+    s.train(2, 23)
+    s.t = T0 + 10
+    s.fault("the training operator crashed (SIGKILL)")
+    s.exit_pod(s.pod(1), 137, killed_by="fault")
+    s.result.scenario = {"training-operator_down": 10.0, "training-operator_started": 30.0,
+                         "training-operator_ready": 31.0}  # fmt: skip
+    s.t = T0 + recreated_at
+    s.start_pod(s.pod(1))
+    s.train(2, s.cls.steps)
+    s.succeed()
+    return s
+
+
+def test_class_19_whose_pod_came_back_while_the_operator_was_down_fails(tmp_path: Path) -> None:
+    fails(_operator_down(tmp_path, recreated_at=15.0), "worker-1 was recreated while the operator was down")
+
+
+def test_class_19_whose_pod_came_back_after_the_operator_passes(tmp_path: Path) -> None:
+    passes(_operator_down(tmp_path, recreated_at=32.0))
+
+
+def _webhook_down(tmp_path: Path, refused: str | None) -> Story:
+    s = Story(tmp_path, 20)
+    s.train(2, 23)
+    s.fault("the operator's webhook endpoint not ready")
+    if refused is not None:
+        s.result.scenario = {"refused": refused}
+    s.fault("SIGKILL worker-1's container")
+    s.exit_pod(s.pod(1), 137, killed_by="fault")
+    s.start_pod(s.pod(1))
+    s.train(2, s.cls.steps)
+    s.succeed()
+    return s
+
+
+def test_class_20_whose_webhook_never_refused_fails(tmp_path: Path) -> None:
+    fails(_webhook_down(tmp_path, None), "never refused a PyTorchJob for want of the webhook")
+
+
+def test_class_20_whose_webhook_refused_passes(tmp_path: Path) -> None:
+    passes(_webhook_down(tmp_path, 'failed calling webhook "validator.pytorchjob.training-operator.kubeflow.org"'))
+
+
+def test_the_cluster_wide_classes_run_alone_and_class_21_has_room_past_its_5_minutes() -> None:
+    assert {c.number for c in cc.CLASSES.values() if c.exclusive} == {18, 19, 20}
+    assert cc.CLASSES[21].cap_s >= cc.UNTAINTED_S + cc.CAP_S

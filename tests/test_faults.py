@@ -40,6 +40,13 @@ def test_a_task_exit_line_gives_the_exit_status_at_the_runtimes_exit_time() -> N
     assert t == pytest.approx(1796490991.546304341)
 
 
+def test_a_task_oom_line_names_its_container() -> None:
+    line = f'2026-12-05 17:16:31.5 +0000 UTC k8s.io /tasks/oom {{"container_id":"{CID}"}}'
+    t, _, kind, body = faults.parse_event(line)
+    assert (kind, body) == ("oom", {"container_id": CID})
+    assert t == pytest.approx(calendar.timegm((2026, 12, 5, 17, 16, 31, 0, 0, 0)) + 0.5)
+
+
 @pytest.mark.parametrize(
     "line",
     [
