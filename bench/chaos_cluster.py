@@ -1,18 +1,19 @@
-"""Chaos on the one-machine cluster: 15 fault classes against a rendered elastic job, in real pods.
+"""Chaos on the one-machine cluster: 21 fault classes against a rendered elastic job, in real pods.
 
 Each run renders a PyTorchJob (2 Worker pods, 1 worker process each, the renderer's default restart
 policy ``ExitCode``) for the training of ``chaos_train.py``, applies it to the cluster of
 ``cluster/`` (docs/guide/cluster.md) in a namespace of its own, injects one fault class
 at a moment drawn from the seed, and checks the outcome. The real training operator, scheduler,
 endpoint and node lifecycle controllers, taint eviction, pod garbage collector and CoreDNS decide
-what follows a fault; the node agent only injects it (node_agent.py, "Faults"), and this harness
+what follows a fault, on real Nodes (a kubelet, containerd and runc each); cluster/faults.py only
+injects it, with the kernel's mechanisms, and this harness
 only does what a cluster's operator (a person) would: delete a pod, cordon Nodes, taint a lost Node
 ``node.kubernetes.io/out-of-service``. Every figure it reports comes from these runs.
 
 Pass conditions (issue 21), each run:
 
-- the job's outcome is the class's (Succeeded; classes 7, 14 and 15: Failed), within the 5-minute cap
-  (a capped run is a hang);
+- the job's outcome is the class's (Succeeded; classes 7, 14, 15 and 17: Failed), within the
+  5-minute cap (class 21: 10 minutes; a capped run is a hang);
 - the committed state (the last commit) equals the fault-free run's for the seed;
 - every step is committed exactly once and in order: the commits form one chain (each names its
   parent and the steps since it), each carries its world size, the mask of the ranks whose shares
@@ -42,12 +43,18 @@ Pass conditions (issue 21), each run:
   OnFailure; worker-1's container is SIGKILLed at every start and the job fails by its backoff
   limit with worker-1 started at most backoff_limit + 1 times (under ExitCode nothing counts the
   re-creations);
+- classes 16 to 21 (issue 35): the kernel OOM-killed in worker-1's container (containerd's
+  /tasks/oom event); with ours a FailureReport names the full volume (No space left on device);
+  the API server or the operator answered again after its restart; no replacement of worker-1
+  started while the operator was down; the API server refused a PyTorchJob for want of the
+  webhook while it was down; the lost Node's pods were evicted (Terminating) before the late taint;
 - a job that must fail has every pod stopped within STOP_BOUND_S of its failure; a job that
   succeeded, within SETTLE_S.
 
 Several runs go at once, each in its own namespace on Nodes of its own (a lane of
 NODES_PER_LANE Nodes, labelled LANE_LABEL; the job's pods get that node selector), so that a lost
-or cordoned Node touches one run only.
+or cordoned Node touches one run only. The classes whose fault is the whole cluster's (18, 19
+and 20: the API server, the operator, its webhook) run one at a time, after the others.
 
 Records: every run appends one to the results file, never in the place of an earlier run of the
 same seed (a rerun counts beside it); each names the commit it ran (`source_state`: a run that
@@ -270,9 +277,6 @@ CLASSES: dict[int, FaultClass] = {
     )
 }
 BY_NAME = {c.name: c for c in CLASSES.values()}
-#: The Nodes the matrix runs on (CHAOS_RUNTIME, default: real ones, cluster/realnode.py, with the
-#: faults of cluster/faults.py; `agent`: the node agent's, node_agent.py "Faults").
-RUNTIME = os.environ.get("CHAOS_RUNTIME") or "containerd"
 PARTITION_S = 20.0
 DNS_GAP_S = 10.0
 DEGRADE = {"loss": 0.05, "delay_ms": 50}
@@ -381,7 +385,6 @@ class Kube:
         api = urllib.parse.urlsplit(state.get("api") or f"https://127.0.0.1:{state['ports']['apiserver']}")
         self.host, self.port = str(api.hostname), int(api.port or 443)
         self.nodes: list[str] = list(state.get("nodes", ct.NODES))
-        self.runtime = str(state.get("runtime", "agent"))
         self.images: dict[str, str] = dict(state.get("images", {}))
         pki = folder / "pki"
         self.ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
@@ -428,8 +431,8 @@ class Kube:
             raise ApiError(resp.status, str(out.get("message", raw[:300])))
         return out
 
-    def agent(self, **request: Any) -> dict[str, Any]:
-        return dict(ct.agent_request(self.dir, request))
+    def faults(self, **request: Any) -> dict[str, Any]:
+        return dict(ct.fault_request(self.dir, request))
 
 
 # ---------------------------------------------------------------- one run
@@ -628,18 +631,18 @@ class Run:
     def pod(self, index: int) -> str:
         return f"{JOB}-worker-{index}"
 
-    def agent(self, **request: Any) -> dict[str, Any]:
-        return self.kube.agent(**request)
+    def faults(self, **request: Any) -> dict[str, Any]:
+        return self.kube.faults(**request)
 
     def kill_container(self, index: int) -> None:
-        self.agent(op="kill", namespace=self.ns, pod=self.pod(index), signal="SIGKILL")
+        self.faults(op="kill", namespace=self.ns, pod=self.pod(index), signal="SIGKILL")
         self.fault(f"SIGKILL worker-{index}'s container")
 
     def kill_worker_process(self, index: int) -> bool:
         path = self.shared / "pids" / f"{self.pod(index)}.0"
         try:
             pid = int(path.read_text())
-            self.agent(op="kill", namespace=self.ns, pod=self.pod(index), signal="SIGKILL", pid=pid)
+            self.faults(op="kill", namespace=self.ns, pod=self.pod(index), signal="SIGKILL", pid=pid)
         except (OSError, ValueError, ct.ClusterError):
             return False
         self.fault(f"SIGKILL worker-{index}'s worker process (pid {pid} in the pod)")
@@ -701,7 +704,7 @@ class Run:
             options = ei.JobOptions(**common, command=["torchrun"], args=[str(TRAIN_SCRIPT), *train])
         job = ei.render_pytorchjob(custom, options, task_type_version=version)
         spec = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
-        if self._kube is not None and self._kube.runtime == "containerd":  # (a record's run renders without one)
+        if self._kube is not None:  # (a record's run renders without one)
             self.on_real_nodes(job, spec)
         spec["nodeSelector"] = {**spec.get("nodeSelector", {}), LANE_LABEL: str(self.lane)}
         if cls.name == "oom":
@@ -772,7 +775,7 @@ class Run:
         self.kube.call("POST", f"/apis/kubeflow.org/v1/namespaces/{self.ns}/pytorchjobs", job)
 
     def poll(self) -> None:
-        """Refresh what the scenario and the verdict read: the training's events, the agent's
+        """Refresh what the scenario and the verdict read: the training's events, the faults'
         lifecycle and fault logs (this namespace's lines), the job and its pods."""
         events, self._offsets["events"] = _tail(self.shared / "events.jsonl", self._offsets["events"])
         life, self._offsets["lifecycle"] = _tail(self.kube.dir / ct.LIFECYCLE_LOG, self._offsets["lifecycle"])
@@ -801,7 +804,7 @@ class Run:
         return None
 
     def running_pods(self) -> list[str]:
-        """Pods whose containers still run (the agent's lifecycle: a start without an exit). Not
+        """Pods whose containers still run (the lifecycle log: a start without an exit). Not
         counted: the frozen processes of a pod on the lost Node once the pod object is gone (the
         pod GC deleted it; on a real cluster that machine is down)."""
         last: dict[str, dict[str, Any]] = {}
@@ -888,9 +891,9 @@ class Run:
                 self.kube.patch_node(node, {"spec": {"unschedulable": False}})
         self.cordoned = []
         with contextlib.suppress(ct.ClusterError):
-            self.agent(op="degrade", namespace=self.ns, off=True)
+            self.faults(op="degrade", namespace=self.ns, off=True)
         with contextlib.suppress(ct.ClusterError):
-            self.agent(op="release", namespace=self.ns, pod=self.pod(1))
+            self.faults(op="release", namespace=self.ns, pod=self.pod(1))
         if self.webhook_down:
             self._webhook(ready=True)
         with contextlib.suppress(ApiError):
@@ -918,7 +921,7 @@ class Run:
                 break
             time.sleep(1)
         with contextlib.suppress(ct.ClusterError):
-            self.agent(op="restore-node", node=node)
+            self.faults(op="restore-node", node=node)
         n = self.kube.call("GET", f"/api/v1/nodes/{node}")
         taints = [t for t in n["spec"].get("taints", []) if t["key"] != OUT_OF_SERVICE]
         self.kube.patch_node(node, {"spec": {"taints": taints or None}})
@@ -959,11 +962,11 @@ class Run:
         self.result.notes.append("no container to kill for the second fault")
 
     def before_late_join(self) -> None:
-        self.agent(op="hold-start", namespace=self.ns, pod=self.pod(1))
+        self.faults(op="hold-start", namespace=self.ns, pod=self.pod(1))
 
     def scenario_late_join(self) -> None:
         self.at_step()
-        self.agent(op="release", namespace=self.ns, pod=self.pod(1))
+        self.faults(op="release", namespace=self.ns, pod=self.pod(1))
         self.fault("worker-1's containers start (released)")
 
     def scenario_drain(self) -> None:
@@ -1019,7 +1022,7 @@ class Run:
     def scenario_partition(self) -> None:
         victim = self.rng.randrange(2)
         self.at_step()
-        self.agent(op="partition", namespace=self.ns, pod=self.pod(victim), seconds=PARTITION_S)
+        self.faults(op="partition", namespace=self.ns, pod=self.pod(victim), seconds=PARTITION_S)
         self.fault(f"partition worker-{victim} for {PARTITION_S:g} s")
 
     def scenario_node_lost(self, untainted_s: float = 0.0) -> None:
@@ -1028,7 +1031,7 @@ class Run:
         self.at_step()
         self.lost_node = node
         lost = self.fault(f"lose {node} (worker-{victim}'s Node)")
-        self.agent(op="lose-node", node=node)
+        self.faults(op="lose-node", node=node)
         if untainted_s:  # class 21: nobody looks for that long
             self.sleep(max(0.0, lost + untainted_s - time.time()))
         # The node lifecycle controller marks it Unknown and taints it, the taint eviction controller
@@ -1056,12 +1059,12 @@ class Run:
         self.scenario_node_lost(untainted_s=UNTAINTED_S)
 
     def before_degraded(self) -> None:
-        self.agent(op="degrade", namespace=self.ns, seed=self.seed, **DEGRADE)
+        self.faults(op="degrade", namespace=self.ns, seed=self.seed, **DEGRADE)
         self.result.faults.append((0.0, f"degrade every pod: {DEGRADE['loss']:.0%} loss, {DEGRADE['delay_ms']} ms"))
 
     def scenario_dns_gap(self) -> None:
         self.at_step()
-        self.agent(op="withhold-ready", namespace=self.ns, pod=self.pod(0), seconds=DNS_GAP_S, next=True)
+        self.faults(op="withhold-ready", namespace=self.ns, pod=self.pod(0), seconds=DNS_GAP_S, next=True)
         t = time.time()
         self.kill_container(0)
         name = f"{self.pod(0)}.{self.ns}.svc.{ct.CLUSTER_DOMAIN}"
@@ -1497,7 +1500,7 @@ class Run:
 
     def _cordons(self, incs: dict[str, dict[str, Any]]) -> list[str]:
         """Class 12: the victim's Node cordoned, the survivor's not (the Nodes its pods ran on when
-        the cordons went on, from the agent's lifecycle)."""
+        the cordons went on, from the lifecycle log)."""
         sc = self.result.scenario
         if not {"victim", "cordoned", "cordoned_at"} <= sc.keys():
             return ["the scenario did not record which Nodes it cordoned"] if self.result.faults else []
@@ -1646,8 +1649,6 @@ class Run:
         (rec / "result.json").write_text(json.dumps(asdict(self.result), indent=1))
         if self.dns_seen:
             (rec / "dns.json").write_text(json.dumps(self.dns_seen))
-        for log in (self.kube.dir / "pods").glob(f"{self.ns}_*/containers/*/log"):  # the node agent's
-            shutil.copy(log, rec / f"{log.parts[-4]}.log")
         for log in (self.kube.dir / ct.KEPT_LOGS).glob(f"{self.ns}_*/*/*.log"):  # the kubelets' (kept)
             shutil.copy(log, rec / f"{log.parts[-3]}-{log.parts[-2]}-{log.stem}.log")
 
@@ -1738,12 +1739,8 @@ SOURCE = ""  # source_state(), set by main()
 #: Where a failed run's folder is kept, compressed: beside the results file.
 LOGS = "chaos-logs"
 SETTINGS = {
-    "cluster": f"Kubernetes {ct.K8S_VERSION}, training operator v1.9.4, "
-    + (
-        f"real Nodes: a kubelet {ct.K8S_VERSION}, containerd and runc each (docs/guide/cluster.md, 'Real Nodes')"
-        if RUNTIME == "containerd"
-        else "the node agent's Nodes (docs/guide/cluster.md)"
-    ),
+    "cluster": f"Kubernetes {ct.K8S_VERSION}, training operator v1.9.4, real Nodes: a kubelet {ct.K8S_VERSION}, "
+    "containerd and runc each (docs/guide/cluster.md, 'Real Nodes')",
     "job": f"2 Worker pods x 1 process, {STEPS} steps of {STEP_TIME_S} s, commit every {CHECKPOINT_EVERY}, "
     f"max_restarts {MAX_RESTARTS}, rdzv {RDZV}, restartPolicy as rendered",
     "cap_s": CAP_S,
@@ -1950,7 +1947,7 @@ def cluster(reuse: bool, nodes: int) -> Iterator[Kube]:
     env = {**os.environ, "CLUSTER_DIR": str(folder)}
     cmd = [sys.executable, str(REPO / "cluster" / "cluster.py")]
     if not reuse:
-        up = subprocess.run([*cmd, "up", "--runtime", RUNTIME, "--nodes", str(nodes)], env=env, check=False)
+        up = subprocess.run([*cmd, "up", "--nodes", str(nodes)], env=env, check=False)
         if up.returncode != 0:
             raise SystemExit("cluster up failed (its output is above)")
     kube = None
@@ -2115,10 +2112,10 @@ def main(argv: list[str] | None = None) -> int:
         plan = [p for p in plan if args.redo or not results.done(p[0].number, p[1], p[2], p[3].name if p[3] else "")]
         lanes = max(1, min(args.jobs, len(plan)))
     most = ct.realnode.MAX_REAL_NODES // NODES_PER_LANE
-    if RUNTIME == "containerd" and lanes > most:
+    if lanes > most:
         raise SystemExit(
-            f"--jobs: at most {most} on real Nodes ({NODES_PER_LANE} Nodes a run, {ct.realnode.MAX_REAL_NODES} "
-            f"real Nodes at most), not {lanes}; CHAOS_RUNTIME=agent for the node agent's"
+            f"--jobs: at most {most} ({NODES_PER_LANE} Nodes a run, {ct.realnode.MAX_REAL_NODES} "
+            f"real Nodes at most), not {lanes}"
         )
     if not plan:
         print("nothing to run: the results file has every run (--redo reruns them)")

@@ -21,7 +21,9 @@ CoreDNS on the pod bridge's host address, port 53, answering cluster.local and t
 reverse zone only, and an S3-compatible object store (the Versity S3 Gateway, its posix backend,
 data in CLUSTER_DIR/objectstore) on the pod bridge's host address, port OBJECTSTORE_PORT, with
 credentials made per cluster and written to CLUSTER_DIR/objectstore.json. The pod bridge (POD_BRIDGE, POD_CIDR) carries no route out: no forwarding,
-no masquerading, no ClusterIP routing. Nodes and pods come with the node agent (phase 2).
+no masquerading, no ClusterIP routing. Nodes are real (cluster/realnode.py): a kubelet, containerd
+and runc each, in a network namespace of its own, with a kube-proxy; cluster/faults.py injects
+the faults no real component does.
 
 Failure: one line `cluster up: <what>` on stderr, everything started so far is stopped, exit 1.
 """
@@ -38,7 +40,6 @@ import importlib.util
 import ipaddress
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -124,7 +125,6 @@ COMPONENTS = [
     "training-operator",
     "coredns",
     "objectstore",
-    "node-agent",
     # Started only on request, on a running cluster (`targets-up`, `targets_up`).
     "jobset-controller",
     "trainer-controller-manager",
@@ -132,7 +132,7 @@ COMPONENTS = [
 #: In CLUSTER_DIR: every container log of the real Nodes, kept after the kubelet removes its pod's
 #: (realnode.keep_logs): <ns>_<pod>_<uid>/<container>/<restart>.log.
 KEPT_LOGS = "pod-logs"
-#: What `cluster/build.sh node` builds for the real Nodes (`up --runtime containerd`).
+#: What `cluster/build.sh node` builds for the real Nodes.
 NODE_BINARIES = [
     "kubelet",
     "kube-proxy",
@@ -155,15 +155,12 @@ BINARIES = [
     "coredns",
     "kubectl",
 ]
-# The node agent (cluster/node_agent.py) serves this many Nodes: the largest job here (a 1:3
-# elastic job, 3 pods) plus one. CLUSTER_NODES (or `up --nodes N`) serves more: the chaos harness
+# `up` starts this many Nodes: the largest job here (a 1:3 elastic job, 3 pods) plus one. CLUSTER_NODES (or `up --nodes N`) serves more: the chaos harness
 # gives each job it runs at once Nodes of its own (bench/chaos_cluster.py).
 NODE_COUNT = 4
 NODES = [f"node-{i}" for i in range(NODE_COUNT)]
-MAX_NODES = 64
-#: In CLUSTER_DIR: the control socket of the faults (cluster/faults.py on real Nodes, the node
-#: agent's otherwise), the log of every fault injected, and the node agent's log of container
-#: starts and exits (exact times, exit codes).
+#: In CLUSTER_DIR: the control socket of the faults (cluster/faults.py), the log of every fault
+#: injected, and the log of container starts and exits (exact times, exit codes).
 CONTROL_SOCKET = faults.CONTROL_SOCKET
 FAULT_LOG = faults.FAULT_LOG
 LIFECYCLE_LOG = faults.LIFECYCLE_LOG
@@ -175,9 +172,6 @@ LIFECYCLE_LOG = faults.LIFECYCLE_LOG
 NODE_MONITOR_GRACE_S = 20
 #: kube-controller-manager --node-monitor-period [5s]: how often the node lifecycle controller looks.
 NODE_MONITOR_PERIOD_S = 5
-#: The node agent's Lease: nodeLeaseDurationSeconds [40], renewed every quarter of it (as the
-#: kubelet renews), so that a Node misses at least three renewals before the grace period ends.
-NODE_LEASE_S = 20
 #: kube-apiserver --default-unreachable-toleration-seconds and --default-not-ready-toleration-seconds
 #: [300]: the DefaultTolerationSeconds admission plugin gives every pod these tolerations, so the
 #: taint eviction controller deletes a lost Node's pods this long after the taint. The pods then
@@ -185,8 +179,7 @@ NODE_LEASE_S = 20
 #: taint: the pod garbage collector (gcTerminating, every 20 s) force-deletes a terminating pod on a
 #: Node that is not Ready and has that taint.
 TOLERATION_S = 30
-NODE_AGENT = HERE / "node_agent.py"
-PODINIT = HERE / "podinit.py"
+NODE_LEASE_S = realnode.NODE_LEASE_S
 
 # The object store: the Versity S3 Gateway (cluster/objectstore/go.mod), its posix backend, on the
 # pod bridge's host address (pods and the host reach it there; nothing else does), plain HTTP.
@@ -231,8 +224,10 @@ def node_names(count: int | None = None) -> list[str]:
             count = int(text) if text else NODE_COUNT
         except ValueError:
             raise ClusterError(f"CLUSTER_NODES must be a whole number, not {text!r}") from None
-    if not 1 <= count <= MAX_NODES:
-        raise ClusterError(f"the node count must be 1..{MAX_NODES}, not {count}")
+    if not 1 <= count <= realnode.MAX_REAL_NODES:
+        raise ClusterError(
+            f"the node count must be 1..{realnode.MAX_REAL_NODES} (a /28 of the pod range each), not {count}"
+        )
     return [f"node-{i}" for i in range(count)]
 
 
@@ -541,8 +536,7 @@ class Cluster:
             except OSError:
                 continue
             ours = any(exe.startswith(f"{d}/") for d in bindirs)
-            pod = str(PODINIT) in cmdline or str(NODE_AGENT) in cmdline  # the node agent, a pod's processes
-            if (ours or pod) and str(self.dir) in cmdline:
+            if ours and str(self.dir) in cmdline:
                 _terminate(int(proc.name))
                 stopped.append(f"{Path(exe).name} (pid {proc.name}, no pid file)")
         return stopped
@@ -675,9 +669,9 @@ def dns_query_a(server: str, name: str, port: int = 53, timeout: float = 2.0) ->
 # ---------------------------------------------------------------- faults
 
 
-def agent_request(folder: Path, request: dict[str, object], timeout: float = 30.0) -> dict[str, object]:
+def fault_request(folder: Path, request: dict[str, object], timeout: float = 30.0) -> dict[str, object]:
     """One request to the control socket of the faults in the cluster folder `folder` (those
-    cluster/faults.py lists on real Nodes, node_agent.py's Faults on the node agent's); its answer.
+    cluster/faults.py lists); its answer.
     A refused request raises ClusterError with the reason."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout * timeout_scale())
@@ -725,7 +719,7 @@ def preflight() -> None:
 
 def cluster_processes() -> list[str]:
     """The processes of any one-machine cluster on this machine, whatever its checkout or
-    CLUSTER_DIR: a binary from the build cache (cluster/build.sh's folders) or a node agent.
+    CLUSTER_DIR: a binary from the build cache (cluster/build.sh's folders).
     One "pid: command" line each."""
     cache = Path(os.environ.get("ELASTIC_IDL_CACHE") or Path.home() / ".cache" / "elastic-idl")
     roots = [f"{cache / 'cluster'}/", f"{cache / 'objectstore'}/", f"{cache / 'targets'}/"]
@@ -738,7 +732,7 @@ def cluster_processes() -> list[str]:
             argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if any(exe.startswith(r) for r in roots) or any(a.endswith(f"/cluster/{NODE_AGENT.name}") for a in argv):
+        if any(exe.startswith(r) for r in roots):
             found.append(f"{proc.name}: {' '.join(argv).strip()[:160]}")
     return found
 
@@ -749,8 +743,6 @@ def clear_stale_bridge(bridge: str) -> list[str]:
     removed is returned. A bridge while any cluster process runs is refused: that cluster is up."""
     dev = Path(f"/sys/class/net/{bridge}")
     if not dev.exists():
-        if _pod_links() and not cluster_processes():
-            return _remove_pod_links(wait_s=0)
         return []
     alias = (dev / "ifalias").read_text().strip() if (dev / "ifalias").exists() else ""
     owner = f" (from CLUSTER_DIR={alias})" if alias else ""
@@ -766,7 +758,7 @@ def clear_stale_bridge(bridge: str) -> list[str]:
         done.append(f"removed the stale pod veth {port.name}")
     subprocess.run(["ip", "link", "del", bridge], check=True)
     done.append(f"removed the stale pod bridge {bridge}{owner}: no process of any cluster runs")
-    return done + _remove_pod_links(wait_s=0)
+    return done
 
 
 def check_not_in_tmp(bindir: Path) -> Path:
@@ -832,29 +824,25 @@ def check_port_free(host: str, port: int, what: str) -> None:
                 raise ClusterError(f"port in use: {host}:{port} ({what})") from None
 
 
-#: How the Nodes run pods: real ones (cluster/realnode.py: a kubelet, containerd and runc per Node,
-#: the default), or the node agent (cluster/node_agent.py), which only the fault matrix still uses.
-#: CLUSTER_RUNTIME or `up --runtime` chooses.
-RUNTIMES = ("containerd", "agent")
-DEFAULT_RUNTIME = "containerd"
+#: How the Nodes run pods (cluster.json's `runtime`): a kubelet with containerd and runc each
+#: (cluster/realnode.py).
+RUNTIME = "containerd"
 
 
-def up(c: Cluster, nodes: Sequence[str] = NODES, runtime: str = DEFAULT_RUNTIME) -> None:
-    if runtime not in RUNTIMES:
-        raise ClusterError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
-    if runtime == "containerd" and len(nodes) > realnode.MAX_REAL_NODES:
+def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
+    if len(nodes) > realnode.MAX_REAL_NODES:
         raise ClusterError(
             f"at most {realnode.MAX_REAL_NODES} real Nodes (a /28 of the pod range each), not {len(nodes)}"
         )
     if alive := c.running():
         raise ClusterError(f"a cluster is already running from {c.dir}: {', '.join(alive)} (make cluster-down)")
     preflight()
-    if runtime == "containerd" and shutil.which("iptables") is None:
+    if shutil.which("iptables") is None:
         raise ClusterError(
             "missing command: iptables (kube-proxy's on the real Nodes; Debian: apt-get install iptables)"
         )
     bindir, storedir = build()
-    node_bin = build_part("node", NODE_BINARIES) if runtime == "containerd" else None
+    node_bin = build_part("node", NODE_BINARIES)
     opdir = operator_dir()
     # From here on, a failure stops what was started. A fresh state folder: a previous run's
     # data, logs and certificates go.
@@ -863,9 +851,8 @@ def up(c: Cluster, nodes: Sequence[str] = NODES, runtime: str = DEFAULT_RUNTIME)
         shutil.rmtree(c.dir)
     c.dir.mkdir(parents=True)
     c.state = {"bin": str(bindir), "objectstore_bin": str(storedir), "k8s": K8S_VERSION, "nodes": list(nodes)}
-    c.state["runtime"] = runtime
-    if node_bin is not None:
-        c.state["node_bin"] = str(node_bin)
+    c.state["runtime"] = RUNTIME
+    c.state["node_bin"] = str(node_bin)
     c.save()
     t0 = time.monotonic()
 
@@ -890,7 +877,7 @@ def up(c: Cluster, nodes: Sequence[str] = NODES, runtime: str = DEFAULT_RUNTIME)
 
     pki = Pki(c.dir / "pki")
     # Real Nodes reach the API server from their own namespaces: it listens on the bridge's address.
-    api_host = str(BRIDGE_IP) if runtime == "containerd" else "127.0.0.1"
+    api_host = str(BRIDGE_IP)  # where the Nodes' network namespaces reach it
     api = f"https://{api_host}:{ports['apiserver']}"
     c.state["api"] = api
     kubeconfigs = {}
@@ -1155,11 +1142,7 @@ def up(c: Cluster, nodes: Sequence[str] = NODES, runtime: str = DEFAULT_RUNTIME)
 
     start_objectstore(c, storedir / OBJECTSTORE_BINARY)
 
-    if runtime == "containerd":
-        assert node_bin is not None
-        start_real_nodes(c, nodes, pki, api, node_bin)
-    else:
-        start_node_agent(c, nodes, pki, api)
+    start_real_nodes(c, nodes, pki, api, node_bin)
 
     c.timings["total"] = round(time.monotonic() - t0, 1)
     c.state["timings"] = c.timings
@@ -1170,37 +1153,6 @@ def up(c: Cluster, nodes: Sequence[str] = NODES, runtime: str = DEFAULT_RUNTIME)
     )
     print(f"== cluster up in {c.timings['total']}s (Kubernetes {K8S_VERSION}); stop it with: make cluster-down")
     print(env.read_text(), end="", flush=True)
-
-
-def start_node_agent(c: Cluster, nodes: Sequence[str], pki: Pki, api: str) -> None:
-    """The node agent: one process serving the Nodes, each with a node's credentials; its control
-    socket takes the faults the chaos harness injects (node_agent.py, "Faults")."""
-    agent_config = {
-        "server": api,
-        "ca": str(pki.ca),
-        "nodes": [],
-        "bridge": POD_BRIDGE,
-        "pod_cidr": str(POD_CIDR),
-        "host_ip": str(BRIDGE_IP),
-        "dns": str(BRIDGE_IP),
-        "cluster_domain": CLUSTER_DOMAIN,
-        "api_service_ip": str(API_SERVICE_IP),
-        "pods_dir": str(c.dir / "pods"),
-        # `python` in a pod: the interpreter running this (the project's .venv) stands in for the image.
-        "image_path": str(Path(sys.executable).parent),
-        "image_folders": [str(REPO)],
-        "python": sys.executable,
-        "lease_seconds": NODE_LEASE_S,
-        "control_socket": str(c.dir / CONTROL_SOCKET),
-        "fault_log": str(c.dir / FAULT_LOG),
-        "lifecycle_log": str(c.dir / LIFECYCLE_LOG),
-    }
-    for node in nodes:
-        crt, key = pki.issue(f"node-{node}", f"system:node:{node}", ["system:nodes"])
-        agent_config["nodes"].append({"name": node, "cert": str(crt), "key": str(key)})  # type: ignore[attr-defined]
-    (c.dir / "node-agent.json").write_text(json.dumps(agent_config, indent=2) + "\n")
-    proc = c.spawn("node-agent", [sys.executable, str(NODE_AGENT), str(c.dir / "node-agent.json")])
-    c.wait("nodes Ready", proc, lambda: nodes_ready(c), 60)
 
 
 def _proxy_synced(c: Cluster, node: str) -> bool:
@@ -1315,7 +1267,7 @@ def start_real_nodes(c: Cluster, nodes: Sequence[str], pki: Pki, api: str, node_
         c.wait(f"{node} kube-proxy", None, functools.partial(_proxy_synced, c, node), 60)
     c.save()  # faults.py reads the Nodes and their cgroups from the state
     injector = c.spawn("faults", [sys.executable, str(HERE / "faults.py"), str(c.dir)])
-    c.wait("faults", injector, lambda: bool(agent_request(c.dir, {"op": "ping"}, 2)["ok"]), 30)
+    c.wait("faults", injector, lambda: bool(fault_request(c.dir, {"op": "ping"}, 2)["ok"]), 30)
 
 
 #: The operator's webhook certificate: its Secret (the cert rotator writes it) and the folder
@@ -1740,30 +1692,6 @@ def targets_up(c: Cluster) -> dict[str, float]:
 # ---------------------------------------------------------------- down
 
 
-#: The host side of a pod's link, as the node agent names it: its veth (ev + 10 hex digits of the
-#: pod's UID) or its degraded link's tap (evt + the same).
-POD_LINK = re.compile(r"evt?[0-9a-f]{10}")
-
-
-def _pod_links() -> list[str]:
-    return sorted(p.name for p in Path("/sys/class/net").iterdir() if POD_LINK.fullmatch(p.name))
-
-
-def _remove_pod_links(wait_s: float = 10.0) -> list[str]:
-    """Pod links left once every process is stopped. A pod's veth goes with its network namespace,
-    which the kernel tears down after its last process, in the background (a second or more on a
-    busy machine); and a degraded pod's veth is on no bridge. Waits for them, then removes what is
-    left (one cluster per machine: every such link is this one's)."""
-    deadline = time.monotonic() + wait_s
-    while _pod_links() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    done = []
-    for name in _pod_links():
-        subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
-        done.append(f"removed the pod link {name}, left behind")
-    return done
-
-
 def stop_real_nodes(c: Cluster) -> list[str]:
     """Real Nodes go first and at once: every process in their cgroups (the pods' containers and
     sandboxes), then every process of the Node binaries (kubelets, containerds, their shims,
@@ -1816,7 +1744,6 @@ def down(c: Cluster) -> list[str]:
     if bridge and Path(f"/sys/class/net/{bridge}").exists():
         subprocess.run(["ip", "link", "del", str(bridge)], check=True)
         done.append(f"removed the bridge {bridge}")
-    done += _remove_pod_links()
     c.state.pop("bridge", None)
     if c.state_file.exists():
         c.save()
@@ -1830,12 +1757,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--down-s", type=float, default=0.0, help="restart: seconds it stays down")
     parser.add_argument("--kill", action="store_true", help="restart: SIGKILL it (a crash), not SIGTERM")
     parser.add_argument("--nodes", type=int, help=f"how many Nodes (default: CLUSTER_NODES, else {NODE_COUNT})")
-    parser.add_argument(
-        "--runtime",
-        choices=RUNTIMES,
-        default=os.environ.get("CLUSTER_RUNTIME") or DEFAULT_RUNTIME,
-        help=f"how Nodes run pods: a kubelet with containerd per Node, or the node agent (default: CLUSTER_RUNTIME, else {DEFAULT_RUNTIME})",
-    )
     args = parser.parse_args(argv)
     try:
         c = Cluster(cluster_dir())
@@ -1865,7 +1786,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"== cluster down ({c.dir})")
         return 0
     try:
-        up(c, nodes, args.runtime)
+        up(c, nodes)
     except (ClusterError, KeyboardInterrupt, subprocess.CalledProcessError) as e:
         if isinstance(e, subprocess.CalledProcessError):
             e = ClusterError(f"{' '.join(map(str, e.cmd))} failed (exit {e.returncode})")

@@ -5,10 +5,9 @@ and the Nodes' own mechanisms, for the cluster tests and the chaos harness.
     python faults.py netem VETH BRIDGE TAP DELAY_MS LOSS SEED COUNTS   (in a Node's network namespace)
     python faults.py offload-off IFNAME                                (in a pod's network namespace)
 
-cluster.py starts it with real Nodes (`up`, the default runtime) as the component `faults`. It
-serves CONTROL_SOCKET in CLUSTER_DIR (mode 0600: root only): one JSON request per line, one JSON
-answer per line (`{"ok": true, ...}` or `{"ok": false, "error": "<field>: <rule>"}`), the protocol
-of the node agent's control socket, so that cluster.agent_request drives either. Every fault it
+cluster.py starts it (`up`) as the component `faults`. It serves CONTROL_SOCKET in CLUSTER_DIR
+(mode 0600: root only): one JSON request per line, one JSON answer per line (`{"ok": true, ...}`
+or `{"ok": false, "error": "<field>: <rule>"}`; cluster.fault_request sends one). Every fault it
 injects and heals goes to FAULT_LOG (JSON lines, host times). It never decides what a real
 component would: the kubelet, the node lifecycle controller, the taint eviction and pod garbage
 collectors, the operator and the scheduler decide what follows.
@@ -32,8 +31,7 @@ Requests (`op` and its fields):
   its containers gone and acts on each pod as its spec and the API say.
 - ``pods``: the pods on the real Nodes (namespace, name, uid, node, ip).
 
-It also keeps LIFECYCLE_LOG, the node agent's log of container starts and exits, from the real
-runtime: each Node's containerd event stream (`ctr events`: /tasks/start, /tasks/exit with the
+It also keeps LIFECYCLE_LOG, the log of container starts and exits, from the real runtime: each Node's containerd event stream (`ctr events`: /tasks/start, /tasks/exit with the
 exit status and exact time, and /tasks/oom: the kernel's OOM killer killed a process of the
 container's memory cgroup, its PID 1 or another, as event `oom`), each container named by its
 CRI labels (namespace, pod, uid, container) and restart count; an exit's `killed_by` is `fault` (a `kill` of its PID 1),
@@ -88,7 +86,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-CONTROL_SOCKET = "node-agent.sock"
+CONTROL_SOCKET = "faults.sock"
 FAULT_LOG = "faults.jsonl"
 #: In CLUSTER_DIR: every container start and exit on the real Nodes, from containerd's own events
 #: (exact times, exit codes; `killed_by`: fault, node-lost or deletion when that is what killed it).

@@ -1,7 +1,7 @@
 """The cluster's real Nodes: per Node a kubelet, a containerd with runc and the CNI bridge plugin,
 and a kube-proxy, in namespaces of the Node's own (test equipment, not product).
 
-cluster.py imports this file (`up --runtime containerd`); it reads no environment and starts
+cluster.py imports this file (`up`); it reads no environment and starts
 nothing on import. docs/guide/cluster.md, "Real nodes", says what each piece is and why.
 
 Per Node (index i, name n):
@@ -39,6 +39,9 @@ POD_RANGE = ipaddress.IPv4Network("10.237.0.0/24")
 #: addresses, 10.237.0.2 to .15): 14 Nodes, as many as the chaos harness's lanes want.
 SUBNET_PREFIX = 28
 MAX_REAL_NODES = 14
+#: The kubelet's Lease: nodeLeaseDurationSeconds [40], renewed every quarter of it, so that a Node
+#: misses at least three renewals before the node lifecycle controller's grace period ends.
+NODE_LEASE_S = 20
 #: The hierarchies the kubelet's cgroup manager (cgroupfs) checks and uses: v1's (name=systemd too), and
 #: the hybrid setup's v2 mount (runc makes each container's cgroup there too).
 CGROUP_HIERARCHIES = ("cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "systemd", "unified")
@@ -280,7 +283,7 @@ def kubelet_config(
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "2%", "imagefs.available": "2%"},
         "nodeStatusUpdateFrequency": "5s",
         "nodeStatusReportFrequency": "10s",
-        "nodeLeaseDurationSeconds": 20,
+        "nodeLeaseDurationSeconds": NODE_LEASE_S,
         "serializeImagePulls": False,
         # No rotation (a kept log is a hard link to the one file: keep_logs).
         "containerLogMaxSize": "1Gi",

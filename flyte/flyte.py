@@ -66,9 +66,9 @@ ENABLED_PLUGINS = ["container", "sidecar", "k8s-array", "pytorch", "elastic-idl-
 #: Where a FlyteWorkflow is created: the namespace Flyte's default template gives its project and
 #: domain (`{{ project }}-{{ domain }}`; `run --project/--domain`, default flytesnacks/development).
 NAMESPACE_TEMPLATE = "{project}-{domain}"
-#: The image written into each task on the node agent's Nodes, where nothing pulls it (the agent runs
-#: the host's .venv). On real Nodes a task names the cluster's base image (task_image), which each
-#: containerd holds, and the Flyte pods get the host's files through REAL_NODES_POD_TEMPLATE.
+#: The image a package's tasks name when no cluster's is given (`package` alone). On the cluster a
+#: task names its base image (task_image), which each Node's containerd holds, and the Flyte pods
+#: get the host's files through REAL_NODES_POD_TEMPLATE.
 IMAGE = "localhost/elastic-idl-flyte:dev"
 #: The PodTemplate propeller starts every pod from on real Nodes (`plugins.k8s`
 #: default-pod-template-name), in the namespace propeller reads its default templates from
@@ -99,15 +99,9 @@ def flyte_dir(cluster: Path) -> Path:
     return cluster / "flyte"
 
 
-def on_real_nodes(cluster: Path) -> bool:
-    return bool(json.loads((cluster / "cluster.json").read_text()).get("runtime") == "containerd")
-
-
 def task_image(cluster: Path) -> str:
-    """The image the tasks name: the cluster's base image on real Nodes, else IMAGE."""
-    if on_real_nodes(cluster):
-        return str(json.loads((cluster / "cluster.json").read_text())["images"]["base"])
-    return IMAGE
+    """The image the tasks name: the cluster's base image."""
+    return str(json.loads((cluster / "cluster.json").read_text())["images"]["base"])
 
 
 def real_nodes_pod_template(image: str) -> dict[str, Any]:
@@ -309,19 +303,19 @@ def start_propeller(
     store = json.loads((cluster / "objectstore.json").read_text())
     ports = kc.free_ports(["propeller-profiler", "admin-unused"])
     config = fd / "propeller.yaml"
-    template = REAL_NODES_POD_TEMPLATE if on_real_nodes(cluster) else None
     config.write_text(
-        yaml.safe_dump(propeller_config(cluster, Path(env["KUBECONFIG"]), store, ports, elastic_idl, k8s, template))
+        yaml.safe_dump(
+            propeller_config(cluster, Path(env["KUBECONFIG"]), store, ports, elastic_idl, k8s, REAL_NODES_POD_TEMPLATE)
+        )
     )
     config.chmod(0o600)  # it holds the store's keys
     (fd / "env.json").write_text(json.dumps(env))
     propeller_env = dict(os.environ)
-    if on_real_nodes(cluster):
-        if kubectl(env, "get", "namespace", TEMPLATE_NAMESPACE, check=False) == "":
-            kubectl(env, "create", "namespace", TEMPLATE_NAMESPACE)
-        kubectl(env, "apply", "--server-side", "--field-manager=flyte-up", "-f", "-",
-                input=json.dumps(real_nodes_pod_template(task_image(cluster))))  # fmt: skip
-        propeller_env["POD_NAMESPACE"] = TEMPLATE_NAMESPACE
+    if kubectl(env, "get", "namespace", TEMPLATE_NAMESPACE, check=False) == "":
+        kubectl(env, "create", "namespace", TEMPLATE_NAMESPACE)
+    kubectl(env, "apply", "--server-side", "--field-manager=flyte-up", "-f", "-",
+            input=json.dumps(real_nodes_pod_template(task_image(cluster))))  # fmt: skip
+    propeller_env["POD_NAMESPACE"] = TEMPLATE_NAMESPACE
     log = cluster / "logs" / "flytepropeller.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

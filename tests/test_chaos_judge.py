@@ -1,7 +1,7 @@
 """The chaos matrix's judge and its records, without a cluster (issue 30, items 9 and 10).
 
 Each hole the judge had gets a synthetic run folder, written here as a run on the cluster leaves it
-(``record/`` from the harness and the node agent, ``shared/`` from the training) and read back by
+(``record/`` from the harness and cluster/faults.py's logs, ``shared/`` from the training) and read back by
 ``Run.from_record``: a bad one that the judge must fail and a matching good one that it must pass.
 The records: a run that records refuses a tree that is not a commit of main's history (a
 temporary git repository), a rerun of a seed is appended beside the earlier run, and a failed
@@ -69,7 +69,7 @@ class Story:
     def pod(self, index: int) -> str:
         return f"{cc.JOB}-worker-{index}"
 
-    # -- the node agent's lifecycle
+    # -- the lifecycle log (cluster/faults.py's, from containerd's events)
 
     def start_pod(self, pod: str, node: str | None = None) -> None:
         self.uids[pod] = f"{pod}-uid-{len(self.lifecycle)}"

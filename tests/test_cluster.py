@@ -2,7 +2,7 @@
 
 One cluster per module (``cluster/cluster.py up`` in ``build/cluster-test``, ``down`` at the end):
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the Kubeflow training operator with
-its validating webhook, CoreDNS; all Kubernetes 1.36.3. No node agent yet: pods stay Pending.
+its validating webhook, CoreDNS, real Nodes (a kubelet, containerd and runc each); all Kubernetes 1.36.3.
 
 For every contract case with a rendered PyTorchJob (``contract/cases/*/pytorchjob.yaml``, the
 Python reference renderer's output):
@@ -68,7 +68,7 @@ def _rendered_cases() -> dict[str, dict[str, Any]]:
 JOBS = _rendered_cases()
 
 #: A node selector no Node matches: the pods the operator makes for the dry-run jobs are never
-#: scheduled, so the node agent never runs them (removed again before each pod's own dry run).
+#: scheduled, so no kubelet runs them (removed again before each pod's own dry run).
 NEVER_SCHEDULED = {"elastic-idl.dev/dry-run-only": "true"}
 
 
@@ -122,7 +122,7 @@ def cluster() -> Iterator[Kube]:
 
 
 def _nothing_left(state: Path) -> None:
-    """After `down`: no process of this cluster (components, node agent, pods), no bridge, no pod veth."""
+    """After `down`: no process of this cluster (components, Nodes, pods), no bridge, no pod veth."""
     left = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit() and proc.name != str(os.getpid()):
@@ -226,7 +226,9 @@ def operator_pods(cluster: Kube) -> dict[str, dict[str, Any]]:
     return result
 
 
-def test_a_bridge_left_by_a_killed_cluster_is_removed_and_a_running_ones_is_refused(tmp_path: Path) -> None:
+def test_a_bridge_left_by_a_killed_cluster_is_removed_and_a_running_ones_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A cluster whose processes were killed (the session ended; no `down`) leaves its pod bridge:
     the next `up` removes it and its ports, saying so; while any cluster process runs it refuses.
     Runs before this module's cluster is up (file order)."""
@@ -238,13 +240,14 @@ def test_a_bridge_left_by_a_killed_cluster_is_removed_and_a_running_ones_is_refu
         subprocess.run(["ip", "link", "set", "dev", bridge, "alias", "/var/tmp/gone-cluster"], check=True)
         subprocess.run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "evstale1"], check=True)
         subprocess.run(["ip", "link", "set", veth, "master", bridge], check=True)
-        # A node agent of another checkout still runs: that cluster is up.
-        agent = tmp_path / "cluster" / "node_agent.py"
-        agent.parent.mkdir()
-        agent.write_text("import time\ntime.sleep(60)\n")
-        proc = subprocess.Popen([sys.executable, str(agent)])
+        # A binary of another cache's cluster still runs (ELASTIC_IDL_CACHE): that cluster is up.
+        binary = tmp_path / "cache" / "cluster" / "k8s-other" / "bin" / "sleep"
+        binary.parent.mkdir(parents=True)
+        shutil.copy(shutil.which("sleep") or "/bin/sleep", binary)
+        monkeypatch.setenv("ELASTIC_IDL_CACHE", str(tmp_path / "cache"))
+        proc = subprocess.Popen([str(binary), "60"])
         try:
-            _until(lambda: any(str(agent) in p for p in ct.cluster_processes()), 10)
+            _until(lambda: any(f"{binary} 60" in p for p in ct.cluster_processes()), 10)
             with pytest.raises(
                 ct.ClusterError, match=r"eidlt0 exists and a cluster is up \(from CLUSTER_DIR=/var/tmp/gone"
             ):
@@ -426,18 +429,10 @@ TIMES: dict[str, float] = {}
 PY_PREFIX = Path(os.path.realpath(sys.executable)).parent.parent
 
 
-def runtime_of(kube: Kube) -> str:
-    """How the cluster's Nodes run pods: `agent` or `containerd` (cluster.json)."""
-    return str(json.loads((kube.dir / "cluster.json").read_text()).get("runtime", "agent"))
-
-
 def on_real_nodes(kube: Kube, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The pod template only the tests add, on real Nodes (nothing on the node agent's, whose pods
-    see the host's files): realnode.for_real_nodes with the base image, the interpreter's prefix
-    and the checkout read-only, the runs' folder (SHARED) read-write. Edits the objects in place;
-    returns them."""
-    if runtime_of(kube) != "containerd":
-        return objects
+    """The pod template only the tests add: realnode.for_real_nodes with the base image, the
+    interpreter's prefix and the checkout read-only, the runs' folder (SHARED) read-write. Edits
+    the objects in place; returns them."""
     image = json.loads((kube.dir / "cluster.json").read_text())["images"]["base"]
     files = ct.realnode.host_files(
         {"python": (PY_PREFIX, True), "checkout": (REPO, True), "shared": (SHARED, False)}, Path(sys.executable).parent
@@ -447,11 +442,9 @@ def on_real_nodes(kube: Kube, objects: list[dict[str, Any]]) -> list[dict[str, A
 
 def container_logs(kube: Kube, pods: str, container: str = "*") -> list[tuple[str, Path]]:
     """(pod folder, log file) of each container log of the pods whose folder, <ns>_<pod>_<uid>,
-    matches the glob `pods`: the node agent's files (it has no `kubectl logs`) or the real Nodes'
-    kubelets', as cluster.py keeps them after their pods are gone (one file per run of the container)."""
-    agent = [(f.parts[-4], f) for f in kube.dir.glob(f"pods/{pods}/containers/{container}/log")]
-    kubelet = [(f.parts[-3], f) for f in kube.dir.glob(f"{ct.KEPT_LOGS}/{pods}/{container}/*.log")]
-    return sorted(agent + kubelet)
+    matches the glob `pods`: the kubelets', as cluster.py keeps them after their pods are gone (one
+    file per run of the container)."""
+    return sorted((f.parts[-3], f) for f in kube.dir.glob(f"{ct.KEPT_LOGS}/{pods}/{container}/*.log"))
 
 
 @dataclass
@@ -674,8 +667,7 @@ def test_the_nodes_write_only_what_a_node_may(train_ns: Kube) -> None:
         ("update", "leases", ""), ("patch", "pods", "status"), ("create", "events", ""),
         ("create", "serviceaccounts", "token"), ("delete", "pods", ""),
     }  # fmt: skip
-    if runtime_of(train_ns) == "containerd":
-        allowed |= {("create", "csinodes", ""), ("deletecollection", "resourceslices", ""), ("patch", "events", "")}
+    allowed |= {("create", "csinodes", ""), ("deletecollection", "resourceslices", ""), ("patch", "events", "")}
     writes: dict[tuple[str, str, str], int] = {}
     for line in (train_ns.dir / "audit.log").read_text().splitlines():
         ev = json.loads(line)
@@ -857,7 +849,7 @@ def test_a_failing_container_restarts_in_place_with_the_kubelets_back_off(train_
     gap = dt.datetime.fromisoformat(now["startedAt"]) - dt.datetime.fromisoformat(last["finishedAt"])
     assert gap.total_seconds() >= 9, cs  # timestamps in whole seconds
     # The kubelet says so in a Warning event. (In between, the kubelet 1.36 reports the last exit as
-    # the state; the node agent reported a waiting CrashLoopBackOff: its model, not the kubelet.)
+    # the state, not a waiting CrashLoopBackOff.)
     uid = json.loads(train_ns.run("get", "pod", "e2e-crashloop", "-n", TRAIN_NS, "-o", "json").stdout)["metadata"][
         "uid"
     ]

@@ -1,4 +1,4 @@
-"""Real Nodes (issue 35, first part): ``cluster/cluster.py up --runtime containerd``.
+"""Real Nodes (issue 35, first part): ``cluster/cluster.py up``.
 
 This module's own cluster of 2 Nodes, each a kubelet 1.36.3 with containerd 2.4 and runc in
 namespaces of its own (cluster/realnode.py), pods from the images built here (cluster/image.py)
@@ -77,7 +77,7 @@ def real() -> Iterator[tc.Kube]:
     BEFORE.update(before)
     try:
         up = subprocess.run(
-            [*cmd, "up", "--runtime", "containerd", "--nodes", str(len(NODES))],
+            [*cmd, "up", "--nodes", str(len(NODES))],
             env=env, capture_output=True, text=True, timeout=3600, check=False,
         )  # fmt: skip
         if up.returncode != 0:

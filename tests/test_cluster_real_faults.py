@@ -54,7 +54,7 @@ def kube() -> Iterator[cc.Kube]:
     env = {**os.environ, "CLUSTER_DIR": str(state)}
     cmd = [sys.executable, str(REPO / "cluster" / "cluster.py")]
     try:
-        up = subprocess.run([*cmd, "up", "--runtime", "containerd"], env=env, capture_output=True, text=True,
+        up = subprocess.run([*cmd, "up"], env=env, capture_output=True, text=True,
                             timeout=3600, check=False)  # fmt: skip
         if up.returncode != 0:
             pytest.fail(f"cluster up failed: {up.stderr.strip()}\n{up.stdout[-2000:]}")
@@ -232,7 +232,7 @@ def test_partition_drops_every_packet_without_a_trace_then_heals(kube: cc.Kube) 
     server = _ip(kube, "echo")
     _pod(kube, "client", PARTITION_CLIENT.replace('os.environ["SERVER"]', repr(server)), node="node-1")
     _file(SHARED / "client" / "connected")
-    answer = kube.agent(op="partition", namespace=NS, pod="echo", seconds=5)
+    answer = kube.faults(op="partition", namespace=NS, pod="echo", seconds=5)
     (SHARED / "client" / "go").write_text("1")
     result = json.loads(_file(SHARED / "client" / "result", 60))
     # No RST, no FIN, no ICMP reached the client: its data got through once the partition healed,
@@ -244,12 +244,12 @@ def test_partition_drops_every_packet_without_a_trace_then_heals(kube: cc.Kube) 
     assert log[0]["uid"] == answer["uid"] == _get(kube, "echo")["metadata"]["uid"]
     assert 4.9 <= log[1]["t"] - log[0]["t"] < 7
     with pytest.raises(ct.ClusterError, match=f"pod {NS}/echo: not partitioned"):
-        kube.agent(op="heal", namespace=NS, pod="echo")
+        kube.faults(op="heal", namespace=NS, pod="echo")
 
 
 def test_a_degraded_namespace_delays_and_drops_each_pods_packets(kube: cc.Kube) -> None:
     ns = f"{NS}-degraded"
-    kube.agent(op="degrade", namespace=ns, loss=0.05, delay_ms=50, seed=7)
+    kube.faults(op="degrade", namespace=ns, loss=0.05, delay_ms=50, seed=7)
     _pod(kube, "decho", ECHO, ns=ns, node="node-2")
     _file(SHARED / "decho" / "ready")
     server = _ip(kube, "decho", ns)
@@ -265,7 +265,7 @@ def test_a_degraded_namespace_delays_and_drops_each_pods_packets(kube: cc.Kube) 
     _until(lambda: degraded("dclient"), 30, "dclient not degraded")
     marker.write_text("1")
     rtts = json.loads(_file(SHARED / "dclient" / "rtts", 120))
-    kube.agent(op="degrade", namespace=ns, off=True)
+    kube.faults(op="degrade", namespace=ns, off=True)
     # Each pod's packets wait 50 ms on the way out: a round trip crosses two pods, so 100 ms; a lost
     # packet costs a retransmission (200 ms or more) on top.
     assert 0.095 <= statistics.median(rtts) < 0.2, sorted(rtts)[::15]
@@ -288,13 +288,13 @@ def test_a_degraded_namespace_delays_and_drops_each_pods_packets(kube: cc.Kube) 
 def test_a_frozen_pod_stops_where_it_is_and_goes_on_when_thawed(kube: cc.Kube) -> None:
     _pod(kube, "frozen", TICKER, node="node-2")
     _until(lambda: _ticks("frozen") > 3, 60, "frozen's ticker not started")
-    answer = kube.agent(op="freeze", namespace=NS, pod="frozen")
+    answer = kube.faults(op="freeze", namespace=NS, pod="frozen")
     assert answer["pids"] >= 2  # the sandbox's pause and the container's python
     at = _ticks("frozen")
     time.sleep(2)
     assert _ticks("frozen") == at  # stopped where it was
     assert _get(kube, "frozen")["status"]["phase"] == "Running"  # the kubelet sees nothing wrong
-    kube.agent(op="thaw", namespace=NS, pod="frozen")
+    kube.faults(op="thaw", namespace=NS, pod="frozen")
     _until(lambda: _ticks("frozen") > at + 5, 10, "frozen's ticker not going on")
     assert [f["fault"] for f in _faults(kube) if f.get("pod") == "frozen"] == ["frozen", "thawed"]
     # Deleted (grace 1 s): a PID 1 without a SIGTERM handler ignores the kubelet's SIGTERM (the
@@ -309,7 +309,7 @@ def test_a_lost_node_stops_its_pods_and_its_lease_and_comes_back_rebooted(kube: 
     _pod(kube, "ticker", TICKER, node="node-3")
     _until(lambda: _ticks("ticker") > 3, 60, "ticker not started")
     lease = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-3"
-    lost = kube.agent(op="lose-node", node="node-3")
+    lost = kube.faults(op="lose-node", node="node-3")
     t = time.time()
     assert lost["pids"] >= 2
     time.sleep(1)
@@ -331,7 +331,7 @@ def test_a_lost_node_stops_its_pods_and_its_lease_and_comes_back_rebooted(kube: 
     assert kube.call("GET", lease)["spec"]["renewTime"] == renewed  # no renewal
     assert _get(kube, "ticker")["status"]["phase"] == "Running"  # no kubelet reports otherwise
     # The host reaches no pod of node-3 (its namespace drops every packet).
-    kube.agent(op="restore-node", node="node-3")
+    kube.faults(op="restore-node", node="node-3")
 
     def back() -> bool:
         node = kube.call("GET", "/api/v1/nodes/node-3")
@@ -344,7 +344,7 @@ def test_a_lost_node_stops_its_pods_and_its_lease_and_comes_back_rebooted(kube: 
     assert _ticks("ticker") <= frozen + 1
     assert _exits(kube, "ticker") == [(137, "node-lost")]
     with pytest.raises(ct.ClusterError, match="node: node-3 is not lost"):
-        kube.agent(op="restore-node", node="node-3")
+        kube.faults(op="restore-node", node="node-3")
 
 
 def test_kill_reaches_a_process_by_its_pid_in_the_container_or_its_pid_1(kube: cc.Kube) -> None:
@@ -361,11 +361,11 @@ time.sleep(600)
     _pod(kube, "killme", parent)
     child = int(_file(SHARED / "killme" / "child"))
     assert child > 1  # a PID of the container's own PID namespace
-    answer = kube.agent(op="kill", namespace=NS, pod="killme", pid=child, signal="SIGKILL")
+    answer = kube.faults(op="kill", namespace=NS, pod="killme", pid=child, signal="SIGKILL")
     assert answer["host_pid"] != child
     assert _file(SHARED / "killme" / "child-status", 30) == "-9"
     assert _get(kube, "killme")["status"]["phase"] == "Running"  # PID 1 lives
-    kube.agent(op="kill", namespace=NS, pod="killme", signal=9)
+    kube.faults(op="kill", namespace=NS, pod="killme", signal=9)
     assert _terminated(kube, "killme")["exitCode"] == 137  # the kubelet's report of the kernel's kill
     _until(lambda: _get(kube, "killme")["status"]["phase"] == "Failed", 30, "killme not Failed")
     assert [f["pid"] for f in _faults(kube) if f.get("pod") == "killme"] == [child, 1]
@@ -384,7 +384,7 @@ def test_a_withheld_ready_gate_keeps_the_pod_out_of_cluster_dns(kube: cc.Kube) -
     _pod(kube, "open", ECHO, gate=True)
     _file(SHARED / "open" / "ready")
     _until(lambda: _ready(kube, "open") == "True", 10, "open not Ready")
-    kube.agent(op="withhold-ready", namespace=NS, pod="wr-0", seconds=8, next=True)
+    kube.faults(op="withhold-ready", namespace=NS, pod="wr-0", seconds=8, next=True)
     _pod(kube, "wr-0", ECHO, gate=True, labels={"app": "wr"})
     _file(SHARED / "wr-0" / "ready")
     started = time.time()  # at or after the container's start
@@ -409,7 +409,7 @@ def _ready(k: cc.Kube, name: str) -> str | None:
 
 
 def test_a_held_pod_starts_only_when_released(kube: cc.Kube) -> None:
-    kube.agent(op="hold-start", namespace=NS, pod="held")
+    kube.faults(op="hold-start", namespace=NS, pod="held")
     _pod(kube, "held", ECHO, hold=True)
     _until(lambda: _get(kube, "held").get("spec", {}).get("nodeName"), 30, "held not scheduled")
     _until(
@@ -421,7 +421,7 @@ def test_a_held_pod_starts_only_when_released(kube: cc.Kube) -> None:
     assert status["phase"] == "Pending"
     assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "PodInitializing"
     assert not (SHARED / "held" / "ready").exists()
-    kube.agent(op="release", namespace=NS, pod="held")
+    kube.faults(op="release", namespace=NS, pod="held")
     _file(SHARED / "held" / "ready", 30)
     (init,) = _get(kube, "held")["status"]["initContainerStatuses"]
     assert init["state"]["terminated"]["exitCode"] == 0
@@ -444,4 +444,4 @@ def test_a_held_pod_starts_only_when_released(kube: cc.Kube) -> None:
 )
 def test_a_bad_request_is_refused_naming_the_field(kube: cc.Kube, request_: dict[str, Any], message: str) -> None:
     with pytest.raises(ct.ClusterError, match=re.escape(f"faults: {request_['op']}: {message}")):
-        kube.agent(**request_)
+        kube.faults(**request_)

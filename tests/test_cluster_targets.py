@@ -7,7 +7,7 @@ Trainer's ``torch-distributed`` ClusterTrainingRuntime read from those modules.
 
 - The 2-node elastic task, rendered by the CLI with ``--target jobset`` and ``--target trainjob``
   and applied: the controllers make the JobSet's Job (and the TrainJob's JobSet), the Job
-  controller the pods, the node agent runs our entrypoint in them, they rendezvous at node 0 by
+  controller the pods, the kubelets run our entrypoint in them, they rendezvous at node 0 by
   its pod host name under the JobSet's headless Service, train with gloo and finish: the JobSet
   ``Completed``, the TrainJob ``Complete``.
 - A handful of contract tasks on every target, and (long) every contract vector's target

@@ -115,7 +115,7 @@ def test_the_configuration_routes_pytorch_to_ours_keeps_events_local_and_uses_th
     # One-key maps in a list: viper would lowercase the keys of a map (the pods got flyte_aws_endpoint).
     assert cfg["plugins"]["k8s"]["default-env-vars"] == [{k: v} for k, v in STORE["env"].items()]
     assert cfg["admin"]["endpoint"].startswith("dns:///127.0.0.1:")
-    assert "default-pod-template-name" not in cfg["plugins"]["k8s"]  # the node agent's Nodes: no template
+    assert "default-pod-template-name" not in cfg["plugins"]["k8s"]  # none asked: no template
     real = ft.propeller_config(
         folder, kubeconfig, STORE, {"propeller-profiler": 20001, "admin-unused": 20002},
         pod_template=ft.REAL_NODES_POD_TEMPLATE,
@@ -517,10 +517,8 @@ def test_worker_0_force_deleted_fails_under_never_and_succeeds_under_exit_code(f
             flyte.kube("get", "pytorchjob", f"{name}-{jobs[-1]}", "-n", "flytesnacks-development", "-o", "json")
         )
         assert last["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
-        # Each pod's folder: the node agent's (pods/), or the kept logs of the real Nodes' (pod-logs/).
-        worker_pods = sorted(
-            p.name for d in ("pods", "pod-logs") for p in flyte.dir.glob(f"{d}/*_{name}-n0-0-worker-*")
-        )
+        # Each pod's folder of the kept logs of the Nodes' kubelets (pod-logs/).
+        worker_pods = sorted(p.name for p in flyte.dir.glob(f"pod-logs/*_{name}-n0-0-worker-*"))
         if jobs == ["n0-0"]:
             assert len(worker_pods) >= 3, worker_pods  # re-formed: worker-0 (at least) made again
             print(f"re-formed: one PyTorchJob, worker pods {len(worker_pods)}")
