@@ -150,9 +150,11 @@ API_POLL_S = 0.75
 
 
 #: Class 16: the Worker container's memory limit (the worker process allocates past it).
-OOM_LIMIT = "1Gi"
-#: Class 17: the checkpoint volume's size (a tmpfs the harness mounts on the host and fills).
-DISK_FULL_SIZE = "256k"
+OOM_LIMIT = "1536Mi"
+#: Class 17: the size of each pod's checkpoint volume (an emptyDir of medium Memory: the kubelet
+#: mounts a tmpfs of that size), and where the Worker container mounts it.
+DISK_FULL_SIZE = "256Ki"
+SAVE_DIR = "/ckpt"
 #: Classes 18 and 19: how long the API server and the operator stay down.
 APISERVER_DOWN_S = 10.0
 OPERATOR_DOWN_S = 20.0
@@ -245,8 +247,8 @@ CLASSES: dict[int, FaultClass] = {
         FaultClass(
             17,
             "disk-full",
-            f"the checkpoint volume (a {DISK_FULL_SIZE} tmpfs) fills up: every save fails with ENOSPC; must fail, "
-            "naming it",
+            f"each pod's checkpoint volume (a {DISK_FULL_SIZE} memory-backed emptyDir) fills up: every save fails "
+            "with ENOSPC; must fail, naming it",
             expect="Failed",
         ),
         FaultClass(
@@ -538,7 +540,6 @@ class Run:
         self.lost_node: str | None = None
         self.cordoned: list[str] = []
         self.dns_seen: list[tuple[float, list[str]]] = []
-        self.mounted: Path | None = None  # class 17's tmpfs
         self.webhook_down = False  # class 20
         self._offsets = {"events": 0, "lifecycle": 0, "faults": 0}
         self._api_polled = 0.0
@@ -558,19 +559,6 @@ class Run:
     @property
     def max_restarts(self) -> int:
         return self.defaults.max_restarts if self.defaults is not None else MAX_RESTARTS
-
-    @property
-    def ckpt(self) -> Path:
-        """Class 17's checkpoint folder: a tmpfs of its own (the commit log and the checkpoint)."""
-        return self.shared / "ckpt"
-
-    @property
-    def commits_file(self) -> Path:
-        """The training's commit log (class 17's: as the run left its tmpfs, once kept)."""
-        if self.cls.name != "disk-full":
-            return self.shared / "commits.jsonl"
-        kept = self.shared / "ckpt-kept" / "commits.jsonl"
-        return kept if kept.exists() else self.ckpt / "commits.jsonl"
 
     @property
     def kube(self) -> Kube:
@@ -685,7 +673,7 @@ class Run:
             f"--poison={self.shared / 'poison.json'}",
         ]
         if cls.name == "disk-full":
-            train.append(f"--ckpt={self.ckpt}")
+            train.append(f"--save-dir={SAVE_DIR}")
         common: dict[str, Any] = {"name": JOB, "image": "chaos:local", "namespace": self.ns}
         if self.defaults is not None:
             common["elastic_worker_restart_policy"] = self.defaults.restart_policy
@@ -710,6 +698,10 @@ class Run:
         if cls.name == "oom":
             resources = spec["containers"][0].setdefault("resources", {})
             resources["limits"] = {**resources.get("limits", {}), "memory": OOM_LIMIT}
+        if cls.name == "disk-full":
+            volume = {"name": "ckpt", "emptyDir": {"medium": "Memory", "sizeLimit": DISK_FULL_SIZE}}
+            spec["volumes"] = [*spec.get("volumes", []), volume]
+            spec["containers"][0].setdefault("volumeMounts", []).append({"name": "ckpt", "mountPath": SAVE_DIR})
         if cls.one_per_node:
             spec["affinity"] = {
                 "podAntiAffinity": {
@@ -721,8 +713,6 @@ class Run:
         return dict(job)
 
     def setup(self) -> None:
-        if self.ckpt.is_mount():  # an earlier run of this seed that was stopped before its cleanup
-            subprocess.run(["umount", "--lazy", str(self.ckpt)], check=False)
         if self.dir.exists():
             shutil.rmtree(self.dir)
         self.shared.mkdir(parents=True)
@@ -898,16 +888,6 @@ class Run:
             self._webhook(ready=True)
         with contextlib.suppress(ApiError):
             self.kube.call("DELETE", f"/api/v1/namespaces/{self.ns}")
-        if self.mounted is not None:
-            # The namespace's pods first (their containers hold the mount through their bind).
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:
-                with contextlib.suppress(ApiError, OSError):
-                    if not self.kube.call("GET", f"/api/v1/namespaces/{self.ns}/pods")["items"]:
-                        break
-                time.sleep(1)
-            subprocess.run(["umount", "--lazy", str(self.mounted)], check=False)
-            self.mounted = None
 
     def _restore_node(self) -> None:
         node = self.lost_node
@@ -1140,29 +1120,26 @@ class Run:
         tmp.write_text(json.dumps(poison))
         os.replace(tmp, path)
 
-    def before_disk_full(self) -> None:
-        """Class 17: the checkpoint folder a tmpfs of DISK_FULL_SIZE, on the host (the pods get it
-        through the runs' folder they mount)."""
-        self.ckpt.mkdir()
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={DISK_FULL_SIZE},mode=0755", "elastic-idl-chaos", str(self.ckpt)],
-            check=True,
-        )
-        self.mounted = self.ckpt
-
     def scenario_disk_full(self) -> None:
+        """Fill each pod's checkpoint volume, through its container's root as the host sees it
+        (/proc/<its PID 1>/root), page by page until the tmpfs has none left."""
         self.at_step()
-        filler = self.ckpt / "filler"
-        written = 0
-        with contextlib.suppress(OSError), filler.open("wb") as fh:
-            while True:  # page by page until the tmpfs has none left
-                fh.write(b"\0" * 4096)
-                fh.flush()
-                written += 4096
-        free = os.statvfs(self.ckpt)
-        self.fault(
-            f"fill the checkpoint volume ({written // 1024} KiB written, {free.f_bavail * free.f_frsize} bytes left)"
-        )
+        filled = []
+        for index in (0, 1):
+            start = [r for r in self.lifecycle if r["event"] == "start" and r["pod"] == self.pod(index)][-1]
+            folder = Path(f"/proc/{start['host_pid']}/root") / SAVE_DIR.lstrip("/")
+            size = os.statvfs(folder)
+            if size.f_blocks * size.f_frsize > 1 << 20:  # never fill a tmpfs the kubelet did not size
+                raise RuntimeError(f"{self.pod(index)}'s {SAVE_DIR} is {size.f_blocks * size.f_frsize} bytes, "
+                                   f"not {DISK_FULL_SIZE}: the kubelet did not size it")  # fmt: skip
+            written = 0
+            with contextlib.suppress(OSError), (folder / "filler").open("wb") as fh:
+                while True:
+                    fh.write(b"\0" * 4096)
+                    fh.flush()
+                    written += 4096
+            filled.append(f"worker-{index}'s {written // 1024} KiB")
+        self.fault(f"fill the checkpoint volumes ({', '.join(filled)})")
 
     def _restart(
         self, name: str, down_s: float, *, kill: bool = False, during: Callable[[], None] | None = None
@@ -1245,7 +1222,7 @@ class Run:
         cond = self.condition()
         r.outcome = cond[0] if cond else None
         r.notes = [n for n in r.notes if not n.startswith(VERDICT_NOTES)]  # judged again: the scenario's only
-        commits = chaos_train.read_commits(self.commits_file)
+        commits = chaos_train.read_commits(self.shared / "commits.jsonl")
         steps = self.steps()
         starts = [e for e in self.events if e["event"] == "start"]
         faults_t = [self.t0 + t for t, _ in r.faults]
@@ -1636,12 +1613,6 @@ class Run:
     def write_record(self) -> None:
         rec = self.dir / "record"
         rec.mkdir(exist_ok=True)
-        if self.mounted is not None:  # class 17: what the training left on its tmpfs, but the filler
-            kept = self.shared / "ckpt-kept"
-            kept.mkdir(exist_ok=True)
-            for name in ("commits.jsonl", "checkpoint.json"):
-                if (self.ckpt / name).exists():
-                    shutil.copy(self.ckpt / name, kept / name)
         (rec / "lifecycle.jsonl").write_text("".join(json.dumps(x) + "\n" for x in self.lifecycle))
         (rec / "faults.jsonl").write_text("".join(json.dumps(x) + "\n" for x in self.faultlog))
         (rec / "job.json").write_text(json.dumps(self.job, indent=1))

@@ -35,9 +35,9 @@ before ``init_process_group`` (while the other ranks are inside it).
 
 ``"kind": "oom"`` in that file (class 16) instead makes the pod's workers, once at step K
 (a marker file beside it says it fired), allocate and touch memory until the kernel's OOM
-killer ends them (the container's memory limit). ``--ckpt DIR`` puts the commit log and the
-checkpoint in DIR instead of the shared folder (class 17 makes it a small tmpfs and fills it:
-the next commit fails with ENOSPC).
+killer ends them (the container's memory limit). ``--save-dir DIR`` writes ``checkpoint.json``
+(the save after each commit) in DIR instead of the shared folder (class 17: a small
+memory-backed emptyDir of each pod, which the harness fills: the next save fails with ENOSPC).
 
 ``run(*argv)`` is the same training for ``python -m elastic_idl.pod --call
 chaos_train:run -- ARGS``: it returns ``{"step", "acc"}`` of the final state, the
@@ -170,15 +170,15 @@ def train(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument(
         "--poison", help="a JSON file naming a pod whose workers fail for good (class 14) or run out of memory (16)"
     )
-    ap.add_argument("--ckpt", help="the folder of the commit log and the checkpoint (default: the shared folder)")
+    ap.add_argument("--save-dir", help="the folder of checkpoint.json (default: the shared folder)")
     args = ap.parse_args(argv)
 
     import torch
     import torch.distributed as dist
 
     shared = Path(args.shared)
-    store = Path(args.ckpt) if args.ckpt else shared
-    ckpt, events, commits = store / "checkpoint.json", shared / "events.jsonl", store / "commits.jsonl"
+    ckpt = (Path(args.save_dir) if args.save_dir else shared) / "checkpoint.json"
+    events, commits = shared / "events.jsonl", shared / "commits.jsonl"
     pod = os.environ.get("HOSTNAME", "?")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     # This worker process, in every commit it joins: a random token, named in members.jsonl.

@@ -158,10 +158,7 @@ class Story:
         (shared / "failures").mkdir(parents=True)
         rec.mkdir()
         (shared / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in self.events))
-        # (class 17's commit log is on its tmpfs, kept beside it once the run ends)
-        store = shared / "ckpt-kept" if self.cls.name == "disk-full" else shared
-        store.mkdir(exist_ok=True)
-        (store / "commits.jsonl").write_text("".join(json.dumps(c) + "\n" for c in self.commits))
+        (shared / "commits.jsonl").write_text("".join(json.dumps(c) + "\n" for c in self.commits))
         for pod, t, body in self.reports:
             (shared / "failures" / f"{pod}.{_stamp(t)}.{40 + len(body)}.json").write_text(json.dumps(body))
         if self.poison is not None:

@@ -445,3 +445,27 @@ def test_a_held_pod_starts_only_when_released(kube: cc.Kube) -> None:
 def test_a_bad_request_is_refused_naming_the_field(kube: cc.Kube, request_: dict[str, Any], message: str) -> None:
     with pytest.raises(ct.ClusterError, match=re.escape(f"faults: {request_['op']}: {message}")):
         kube.faults(**request_)
+
+
+def test_a_restarted_api_server_comes_back_and_the_nodes_pods_run_on(kube: cc.Kube) -> None:
+    """`cluster.py restart kube-apiserver --down-s 2`: a new process (its log appended to), the
+    API answering again; a pod that ran meanwhile never stopped, and its Node stays Ready."""
+    _pod(kube, "through", TICKER, node="node-1")
+    _until(lambda: _ticks("through") > 3, 60, "through's ticker not started")
+    before = (kube.dir / "pids" / "kube-apiserver.pid").read_text().split()[0]
+    env = {**os.environ, "CLUSTER_DIR": str(kube.dir)}
+    cmd = [sys.executable, str(REPO / "cluster" / "cluster.py"), "restart", "kube-apiserver", "--down-s", "2"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    down = float(re.search(r"kube-apiserver down ([\d.]+)s", r.stdout).group(1))  # type: ignore[union-attr]
+    assert down >= 2, r.stdout
+    assert (kube.dir / "pids" / "kube-apiserver.pid").read_text().split()[0] != before
+    at = _ticks("through")
+    _until(lambda: _ticks("through") > at + 3, 20, "through's ticker stopped")
+    pod = _until(lambda: _exists(kube, f"/api/v1/namespaces/{NS}/pods/through") and _get(kube, "through"), 30)
+    assert pod["status"]["phase"] == "Running" and pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    node = kube.call("GET", "/api/v1/nodes/node-1")
+    assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True"
+    bad = subprocess.run([*cmd[:3], "etcd"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 1 and "restart: 'etcd' is not one of kube-apiserver, training-operator" in bad.stderr
+    kube.call("DELETE", f"/api/v1/namespaces/{NS}/pods/through")
