@@ -266,7 +266,7 @@ cluster-down: venv-dev
 cluster-test: devtree node-deps
 	$(PY) -m pytest -m "cluster or cluster_long" tests/test_cluster.py tests/test_cluster_flytekit.py \
 		tests/test_cluster_flyte2.py tests/test_cluster_targets.py tests/test_cluster_real.py \
-		tests/test_cluster_real_faults.py tests/test_cluster_faults.py tests/test_flyte.py
+		tests/test_cluster_real_faults.py tests/test_flyte.py
 
 # ---------------------------------------------------------------- Flyte on the cluster
 
