@@ -1715,6 +1715,7 @@ SETTINGS = {
     "job": f"2 Worker pods x 1 process, {STEPS} steps of {STEP_TIME_S} s, commit every {CHECKPOINT_EVERY}, "
     f"max_restarts {MAX_RESTARTS}, rdzv {RDZV}, restartPolicy as rendered",
     "cap_s": CAP_S,
+    "must_fail": [c.name for c in CLASSES.values() if c.expect == "Failed"],
     "node_monitor_grace_s": ct.NODE_MONITOR_GRACE_S,
     "toleration_s": ct.TOLERATION_S,
 }

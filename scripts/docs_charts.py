@@ -190,7 +190,8 @@ def _chaos(data: dict[str, Any]) -> Drawn:
                 [f"{g[0]} / {g[1]}" if g else "not run" for g in got],
             )
         )
-    must_fail = [k for k in keys if k[1] in MUST_FAIL]
+    # The classes whose run passes when the job fails as it must (the results' about, from the harness).
+    must_fail = [k for k in keys if k[1] in data.get("about", {}).get("must_fail", [])]
     svg = grouped_bars(
         "Chaos matrix: runs passed per fault class",
         [f"{k[0]} {k[1]}" + (" (passes by failing)" if k in must_fail else "") for k in keys],
@@ -203,11 +204,6 @@ def _chaos(data: dict[str, Any]) -> Drawn:
         cells = [f"{g[0]} / {g[1]}" if (g := counts[k].get(side)) else "not run" for side in ("ours", "torchrun")]
         table.append(f"| {k[0]} | {k[1]} | {cells[0]} | {cells[1]} |")
     return Drawn(svg, "\n".join(table), _chaos_caption(data, counts, must_fail))
-
-
-#: Fault classes whose run passes when the job fails as it must (bench/chaos_cluster.py: more restarts
-#: than max_restarts, a worker that always fails, a pod that dies at every start past its backoff_limit).
-MUST_FAIL = ("exceed", "fail-for-good", "crash-at-start")
 
 
 def _runs_per_class(runs: list[dict[str, Any]], side: str) -> str:
