@@ -158,6 +158,11 @@ SAVE_DIR = "/ckpt"
 #: Classes 18 and 19: how long the API server and the operator stay down.
 APISERVER_DOWN_S = 10.0
 OPERATOR_DOWN_S = 20.0
+#: Class 20: the operator's validating webhook for PyTorchJobs, its configuration, and the port of
+#: its Service it is pointed at while down (one the Service does not have).
+WEBHOOK = "validator.pytorchjob.training-operator.kubeflow.org"
+WEBHOOK_CONFIG = "validator.training-operator.kubeflow.org"
+WEBHOOK_DEAD_PORT = 444
 #: Class 21: how long a lost Node goes without the out-of-service taint.
 UNTAINTED_S = 300.0
 
@@ -267,7 +272,7 @@ CLASSES: dict[int, FaultClass] = {
         FaultClass(
             20,
             "webhook-down",
-            "the operator's webhook unreachable (its endpoint not ready) while worker-1 is killed and recreated",
+            "the operator's webhook unreachable while worker-1 is killed and recreated",
             exclusive=True,
         ),
         FaultClass(
@@ -541,6 +546,7 @@ class Run:
         self.cordoned: list[str] = []
         self.dns_seen: list[tuple[float, list[str]]] = []
         self.webhook_down = False  # class 20
+        self.webhook_port = 443
         self._offsets = {"events": 0, "lifecycle": 0, "faults": 0}
         self._api_polled = 0.0
         self.lane_nodes = [n for i, n in enumerate(kube.nodes if kube else []) if i // NODES_PER_LANE == lane]
@@ -885,7 +891,7 @@ class Run:
         with contextlib.suppress(ct.ClusterError):
             self.faults(op="release", namespace=self.ns, pod=self.pod(1))
         if self.webhook_down:
-            self._webhook(ready=True)
+            self._webhook(down=False)
         with contextlib.suppress(ApiError):
             self.kube.call("DELETE", f"/api/v1/namespaces/{self.ns}")
 
@@ -1163,17 +1169,23 @@ class Run:
 
         self._restart("training-operator", OPERATOR_DOWN_S, kill=True, during=during)
 
-    def _webhook(self, *, ready: bool) -> None:
-        """The operator's webhook endpoint (the EndpointSlice `cluster up` made) ready or not, as
-        its pod's readiness would make it."""
-        patch = {"endpoints": [{"addresses": [str(ct.BRIDGE_IP)], "conditions": {"ready": ready}}]}
-        self.kube.call(
-            "PATCH",
-            f"/apis/discovery.k8s.io/v1/namespaces/{ct.OPERATOR_NAMESPACE}/endpointslices/training-operator-host",
-            patch,
-            "application/merge-patch+json",
-        )
-        self.webhook_down = not ready
+    def _webhook(self, *, down: bool) -> None:
+        """The operator's validating webhook for PyTorchJobs unreachable (its configuration names a
+        port its Service does not have: the API server's call fails at once) or back as it was.
+        (Marking its endpoint not ready is not enough here: the API server resolves a webhook's
+        Service when it makes its client for that configuration and keeps the client.)"""
+        path = f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{WEBHOOK_CONFIG}"
+        hooks = self.kube.call("GET", path)["webhooks"]
+        index = next(i for i, w in enumerate(hooks) if w["name"] == WEBHOOK)
+        if down:
+            self.webhook_port = int(hooks[index]["clientConfig"]["service"].get("port", 443))
+        port = WEBHOOK_DEAD_PORT if down else self.webhook_port
+        patch = [
+            {"op": "test", "path": f"/webhooks/{index}/name", "value": WEBHOOK},
+            {"op": "replace", "path": f"/webhooks/{index}/clientConfig/service/port", "value": port},
+        ]
+        self.kube.call("PATCH", path, patch, "application/json-patch+json")
+        self.webhook_down = down
 
     def _webhook_refuses(self) -> str | None:
         """A server-side dry run of a valid PyTorchJob: the error, when the API server could not call the webhook."""
@@ -1182,15 +1194,14 @@ class Run:
         try:
             self.kube.call("POST", f"/apis/kubeflow.org/v1/namespaces/{self.ns}/pytorchjobs?dryRun=All", probe)
         except ApiError as e:
-            return str(e) if "webhook" in str(e) else None
+            return str(e) if "failed calling webhook" in str(e) else None
         return None
 
     def scenario_webhook_down(self) -> None:
         self.at_step()
-        self._webhook(ready=False)
-        self.fault("the operator's webhook endpoint not ready")
-        refused = self.wait(self._webhook_refuses, 30)
-        self.result.scenario["refused"] = refused[:300]
+        self._webhook(down=True)
+        self.fault("the operator's webhook unreachable")
+        self.result.scenario["refused"] = str(self.wait(self._webhook_refuses, 10))[:300]
         old = self.pods.get(self.pod(1), {}).get("metadata", {}).get("uid")
         killed = time.time()
         self.kill_container(1)
@@ -1202,8 +1213,8 @@ class Run:
             120,
         )
         self.fault("worker-1's replacement runs")
-        self._webhook(ready=True)
-        self.fault("the webhook's endpoint ready again")
+        self._webhook(down=False)
+        self.fault("the webhook reachable again")
 
     # -- the verdict
 
