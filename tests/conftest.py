@@ -157,27 +157,6 @@ def proto_messages() -> MessageStrategy:
 #: the command line they run), and ``make test`` runs them after the rest (``FLYTE2_TESTS`` in the
 #: Makefile, which a test holds equal to this list). In a run without them, a module that leaves such
 #: a thread fails (`_stop_flytekit_loop_runners`).
-_CHILD_TMP: list[str] = []
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """The processes the tests start get a temporary folder of this run (TMPDIR), removed at its
-    end: a launcher, a flytekit runner or torch that a test SIGKILLs cannot remove its own
-    temporary files. Short (a fork server's socket path lives under it). This process keeps the
-    machine's, so that its own paths (pytest's tmp_path) are as before."""
-    if _CHILD_TMP:
-        return
-    own = tempfile.gettempdir()  # computed (and cached) before TMPDIR changes
-    _CHILD_TMP.append(tempfile.mkdtemp(prefix="eit-", dir="/tmp" if Path("/tmp").is_dir() else own))
-    os.environ["TMPDIR"] = _CHILD_TMP[0]
-    tempfile.tempdir = own
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    while _CHILD_TMP:
-        shutil.rmtree(_CHILD_TMP.pop(), ignore_errors=True)
-
-
 FLYTE2_MODULES = ("test_cluster_flyte2.py", "test_flyte2_parity.py", "test_flyte2_pods.py", "test_flyte2_run.py")
 collect_ignore = list(FLYTE2_MODULES)
 

@@ -425,7 +425,7 @@ def test_a_chart_says_what_ran_where_and_when() -> None:
             strict=False,  # torchrun's one run takes the first date and source
         )
     ]
-    about = {"cluster": "Kubernetes v9.9", "job": "2 Worker pods, 100 steps"}
+    about = {"cluster": "Kubernetes v9.9", "job": "2 Worker pods, 100 steps", "must_fail": ["exceed"]}
     caption = charts._chaos({"about": about, "runs": runs}).caption
     for fact in (
         "Kubernetes v9.9",
