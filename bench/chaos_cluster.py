@@ -1106,10 +1106,7 @@ class Run:
         event = self.at_step()
         poison = {"pod": self.pod(victim), "at_step": event["step"], "at_init": at_init}
         self.result.scenario = {"victim": victim, "at_init": at_init}
-        path = self.shared / "poison.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(poison))
-        os.replace(tmp, path)
+        self._poison(poison)
         where = "in a collective, then before init_process_group at every restart" if at_init else "in a collective"
         host = " (the rendezvous store host)" if victim == 0 else ""
         self.fault(f"worker-{victim}{host} fails for good ({where})")
@@ -1121,6 +1118,7 @@ class Run:
         self.fault(f"worker-1's workers allocate past the container's {OOM_LIMIT} limit")
 
     def _poison(self, poison: dict[str, Any]) -> None:
+        """The poison file the training reads (chaos_train.py --poison), replaced at once."""
         path = self.shared / "poison.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(poison))
