@@ -163,9 +163,10 @@ buf-breaking: venv-gen
 # Flyte 2's test modules run in a pytest process of their own, after the rest: importing flyte starts
 # a thread the process keeps, and the launcher's warm fork server needs one thread (tests/conftest.py,
 # FLYTE2_MODULES, which a plain pytest leaves out). Both runs run even when the first fails.
+# --durations: the 30 slowest tests close the suite's output (where CI's time goes).
 FLYTE2_TESTS := tests/test_cluster_flyte2.py tests/test_flyte2_parity.py tests/test_flyte2_pods.py tests/test_flyte2_run.py
 pytest: devtree venv-gen venv-docs chromium node-deps
-	@status=0; ELASTIC_IDL_DOCS=run $(PY) -m pytest || status=$$?; \
+	@status=0; ELASTIC_IDL_DOCS=run $(PY) -m pytest --durations=30 || status=$$?; \
 	$(PY) -m pytest $(FLYTE2_TESTS) || status=$$?; \
 	exit $$status
 

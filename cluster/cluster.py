@@ -591,17 +591,30 @@ def restart(
     time.sleep(max(0.0, down - time.time() + down_s))
     proc = c.spawn(name, how["argv"], how["env"], inherit_env=bool(how["inherit_env"]))
     up = time.time()
+    probe = answers(c, name)
+    # The operator is up for `up` once its webhook answers too (a check of its own there).
+    ready = (lambda: probe() and webhook_answers(c)) if name == "training-operator" else probe
+    c.wait(name, proc, ready, 180)
+    return {"down": down, "started": up, "ready": time.time()}
+
+
+def answers(c: Cluster, name: str) -> Callable[[], bool]:
+    """The check that a control-plane component is up: the one `up` waits for and `restart` waits
+    for again (the API server's /readyz, the controllers' /healthz, the operator's /readyz)."""
     ports = c.state["ports"]
     assert isinstance(ports, dict)
-    api = str(c.state.get("api") or f"https://127.0.0.1:{ports['apiserver']}")
-    ready: dict[str, Callable[[], bool]] = {
-        "kube-apiserver": lambda: c.https_ok(f"{api}/readyz", client="admin"),
-        "training-operator": lambda: http_ok(f"http://127.0.0.1:{ports['op-probe']}/readyz") and webhook_answers(c),
-        "kube-controller-manager": lambda: c.https_ok(f"https://127.0.0.1:{ports['kcm']}/healthz"),
-        "kube-scheduler": lambda: c.https_ok(f"https://127.0.0.1:{ports['scheduler']}/healthz"),
+    urls = {
+        "kube-apiserver": f"{c.state['api']}/readyz",
+        "kube-controller-manager": f"https://127.0.0.1:{ports['kcm']}/healthz",
+        "kube-scheduler": f"https://127.0.0.1:{ports['scheduler']}/healthz",
+        "training-operator": f"http://127.0.0.1:{ports['op-probe']}/readyz",
     }
-    c.wait(name, proc, ready[name], 180)
-    return {"down": down, "started": up, "ready": time.time()}
+    url = urls[name]
+    if name == "kube-apiserver":
+        return lambda: c.https_ok(url, client="admin")
+    if url.startswith("https:"):
+        return lambda: c.https_ok(url)
+    return lambda: http_ok(url)
 
 
 def _terminate(pid: int, grace: float = 10.0) -> None:
@@ -956,7 +969,7 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
             "--kubelet-preferred-address-types=InternalIP",
         ],
     )
-    c.wait("kube-apiserver", proc, lambda: c.https_ok(f"{api}/readyz", client="admin"), 180)
+    c.wait("kube-apiserver", proc, answers(c, "kube-apiserver"), 180)
 
     # kube-controller-manager and kube-scheduler
     crt, key = serving["kcm"]
@@ -1000,13 +1013,8 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
             "--profiling=false",
         ],
     )
-    c.wait(
-        "kube-controller-manager",
-        proc_kcm,
-        lambda: c.https_ok(f"https://127.0.0.1:{ports['kcm']}/healthz"),
-        120,
-    )
-    c.wait("kube-scheduler", proc_sched, lambda: c.https_ok(f"https://127.0.0.1:{ports['scheduler']}/healthz"), 120)
+    c.wait("kube-controller-manager", proc_kcm, answers(c, "kube-controller-manager"), 120)
+    c.wait("kube-scheduler", proc_sched, answers(c, "kube-scheduler"), 120)
 
     # The operator's manifests (its CRDs, RBAC, webhook configuration, empty cert Secret), from
     # its module, through kustomize (kubectl -k): upstream's standalone overlay without its
@@ -1109,7 +1117,7 @@ def up(c: Cluster, nodes: Sequence[str] = NODES) -> None:
         start_operator,
         [
             ("training-operator certificate", lambda: sync_operator_certs(c, op_tmp), 60),
-            ("training-operator", lambda: http_ok(f"http://127.0.0.1:{ports['op-probe']}/readyz"), 120),
+            ("training-operator", answers(c, "training-operator"), 120),
             ("training-operator webhook", lambda: webhook_answers(c), 60),
         ],
         OPERATOR_STARTS,
