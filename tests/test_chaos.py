@@ -298,18 +298,12 @@ CLUSTER_CLASSES = (2, 8, 9, 14, 15)
 CLUSTER_XFAIL: dict[int, str] = {}
 
 
-#: Issue 35's new classes (the kernel's OOM kill, ENOSPC, the API server, the operator and its
-#: webhook restarted or down, a Node lost untainted): smoke-run once per side on real Nodes, their
-#: 10 + 5 runs not recorded yet (bench/README.md, "Results"). Empty once they are.
-NOT_YET_RECORDED = {16, 17, 18, 19, 20, 21}
-
-
 def test_the_pages_show_the_committed_chaos_matrix() -> None:
     """Every chaos figure of docs/guide/when-pods-die.md and bench/README.md is the committed results file's (issue 21)."""
     records = json.loads(chaos_cluster.RESULTS.read_text())["runs"]
     sides = {side for r in records for side in [r["side"]]}
     assert sides == set(chaos_cluster.SIDES)
-    faults = set(chaos_cluster.CLASSES) - {0} - NOT_YET_RECORDED
+    faults = set(chaos_cluster.CLASSES) - {0}
     assert {r["class"] for r in records} == faults, "every fault class (issues 21, 30 and 35)"
     for side, least in (("ours", 10), ("torchrun", 5)):
         for number in sorted(faults):
