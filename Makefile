@@ -104,9 +104,10 @@ chromium:
 	@scripts/apt_ensure.sh chromium=chromium; chromium --version 2>/dev/null || true
 
 # What the real Nodes need from the system (docs/guide/cluster.md, "Real Nodes"): libseccomp's
-# headers and pkg-config for runc's build, iptables and conntrack for kube-proxy.
+# headers and pkg-config for runc's build, iptables and conntrack for kube-proxy, ipset for the
+# NetworkPolicy engine (kube-router's firewall, which `make cluster-test` runs).
 node-deps:
-	@scripts/apt_ensure.sh /usr/include/seccomp.h=libseccomp-dev pkg-config=pkg-config iptables=iptables \
+	@scripts/apt_ensure.sh /usr/include/seccomp.h=libseccomp-dev pkg-config=pkg-config iptables=iptables ipset=ipset \
 		conntrack=conntrack
 
 # ---------------------------------------------------------------- Go toolchain

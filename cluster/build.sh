@@ -21,6 +21,9 @@
 #   cluster/build.sh targets           build only those two (if missing), print their bin folder
 #   cluster/build.sh node-path         print a node's bin folder (built or not)
 #   cluster/build.sh node              build only a node's binaries (if missing), print their bin folder
+#   cluster/build.sh netpol-path       print the NetworkPolicy engine's bin folder (built or not)
+#   cluster/build.sh netpol            build only the NetworkPolicy engine, kube-router (cluster/netpol/go.mod),
+#                                      if missing; print its bin folder
 #
 # Environment: ELASTIC_IDL_CACHE (default ~/.cache/elastic-idl), CLUSTER_BUILD_NICE
 # (niceness of the build, default 19: it takes only idle CPU), CLUSTER_BUILD_P
@@ -82,8 +85,16 @@ node_key=$(cd "$here" && cat kubelet/go.mod kubelet/go.sum runtime/go.mod runtim
 node_cache="${ELASTIC_IDL_CACHE:-$HOME/.cache/elastic-idl}/node/k8s-$K8S_VERSION-containerd-$containerd_version-runc-$runc_version-cni-$cni_version-$node_key"
 node_bin="$node_cache/bin"
 
+# The NetworkPolicy engine: kube-router at the version cluster/netpol/go.mod requires.
+NETPOL_MODULE=github.com/cloudnativelabs/kube-router/v2
+netpol_version=$(awk -v m="$NETPOL_MODULE" '$1 == m && $2 ~ /^v/ { print $2 }' "$here/netpol/go.mod")
+[[ -n "$netpol_version" ]] || { echo "cluster/build.sh: no $NETPOL_MODULE in cluster/netpol/go.mod" >&2; exit 1; }
+netpol_key=$(cd "$here/netpol" && cat go.mod go.sum | sha256sum | cut -c1-16)
+netpol_bin="${ELASTIC_IDL_CACHE:-$HOME/.cache/elastic-idl}/netpol/kube-router-$netpol_version-$netpol_key/bin"
+
 case "${1:-}" in
   path) echo "$bin"; exit 0 ;;
+  netpol-path) echo "$netpol_bin"; exit 0 ;;
   objectstore-path) echo "$store_bin"; exit 0 ;;
   targets-path) echo "$targets_bin"; exit 0 ;;
   node-path) echo "$node_bin"; exit 0 ;;
@@ -141,6 +152,13 @@ build_node() {
 if [[ "${1:-}" == node ]]; then
   build_node
   echo "$node_bin"
+  exit 0
+fi
+if [[ "${1:-}" == netpol ]]; then
+  # Stamped as its Makefile stamps it (pkg/version).
+  go_build_cached "$here/netpol" "$netpol_bin" "$(dirname "$netpol_bin")/build-times.txt" "$nice_level" \
+    "-X $NETPOL_MODULE/pkg/version.Version=$netpol_version" kube-router "$NETPOL_MODULE/cmd/kube-router" "${pflag[@]}"
+  echo "$netpol_bin"
   exit 0
 fi
 if [[ "${1:-}" == targets ]]; then

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+import elastic_idl as ei
 import test_cluster as tc
 
 pytestmark = pytest.mark.cluster_long
@@ -282,3 +283,109 @@ def test_worker_0_force_deleted_on_a_real_node_is_recreated_and_the_job_resumes(
     killed_at = time.time()
     assert run.wait_done(400) == "Succeeded", run.logs()
     tc.assert_recreated_and_resumed(run, before, killed_at, 30)
+
+
+#: What kube-router's network policy controller watches (it writes nothing to the API).
+NETPOL_RBAC = [
+    {"apiGroups": [""], "resources": ["pods", "namespaces", "nodes", "services"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch"]},
+]
+
+
+def _netpol_kubeconfig(kube: tc.Kube) -> Path:
+    """A ServiceAccount of its own with NETPOL_RBAC, as a kubeconfig with its token."""
+    objects = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "netpol", "namespace": "kube-system"}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "netpol"},
+         "rules": NETPOL_RBAC},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "netpol"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "netpol"},
+         "subjects": [{"kind": "ServiceAccount", "name": "netpol", "namespace": "kube-system"}]},
+    ]  # fmt: skip
+    kube.run("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    token = kube.run("create", "token", "netpol", "-n", "kube-system", "--duration=1h").stdout.strip()
+    api = json.loads((kube.dir / "cluster.json").read_text())["api"]
+    return ct.write_kubeconfig(kube.dir / "netpol.kubeconfig", api, kube.dir / "pki" / "ca.crt", token=token)  # type: ignore[no-any-return]
+
+
+def _reach(kube: tc.Kube, name: str, ip: str, node: str, labels: dict[str, str], seconds: float) -> str:
+    """A pod on `node` with `labels` asks the server at ip:8080 until it answers or `seconds` pass:
+    "200 <seconds to the answer>" or "refused <the last error>"."""
+    code = (
+        "import time, urllib.request\n"
+        "t0, last = time.time(), ''\n"
+        f"while time.time() - t0 < {seconds}:\n"
+        "    try:\n"
+        f"        print(urllib.request.urlopen('http://{ip}:8080/', timeout=2).status, round(time.time() - t0, 1))\n"
+        "        break\n"
+        "    except OSError as e:\n"
+        "        last = type(e).__name__\n"
+        "        time.sleep(0.5)\n"
+        "else:\n"
+        "    print('refused', last)\n"
+    )
+    pod = _pod(kube, name, code, node=node)
+    pod["metadata"]["labels"] = labels
+    _apply(kube, pod)
+    assert _finished(kube, name, seconds + 60)["exitCode"] == 0
+    return kube.run("logs", name, "-n", NS).stdout.strip()
+
+
+def test_the_rendered_network_policy_is_enforced_by_kube_routers_firewall(real: tc.Kube) -> None:
+    """kube-router's network policy controller alone (cluster/netpol, built by cluster/build.sh
+    netpol) in each Node's namespaces, as its DaemonSet would run it: once the job's rendered
+    NetworkPolicy is applied, a pod with the job's labels reaches the job's pod, on its Node and
+    from the other, and a pod without them does not."""
+    build = subprocess.run(
+        [str(tc.REPO / "cluster" / "build.sh"), "netpol"], capture_output=True, text=True, check=False
+    )
+    assert build.returncode == 0, build.stderr
+    binary = Path(build.stdout.strip().splitlines()[-1]) / "kube-router"
+    kubeconfig = _netpol_kubeconfig(real)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for node in NODES:
+            holder = int((real.dir / "pids" / f"{node}-ns.pid").read_text().split()[0])
+            with open(real.dir / "logs" / f"{node}-kube-router.log", "wb") as log:
+                procs.append(subprocess.Popen(
+                    [*rn.nsenter(holder), str(binary), f"--kubeconfig={kubeconfig}", f"--hostname-override={node}",
+                     "--run-firewall=true", "--run-router=false", "--run-service-proxy=false",
+                     "--run-loadbalancer=false", "--enable-ipv6=false", f"--service-cluster-ip-range={ct.SERVICE_CIDR}",
+                     "--health-addr=127.0.0.1", "--health-port=20244", "--metrics-port=0"],
+                    stdout=log, stderr=subprocess.STDOUT,
+                ))  # fmt: skip
+        job = {"metadata": {"name": "np", "namespace": NS}}
+        policy = ei.render_network_policy(job)
+        labels = dict(policy["spec"]["podSelector"]["matchLabels"])
+        server = _pod(
+            real, "np-srv", "import http.server as h; h.test(h.SimpleHTTPRequestHandler, port=8080)", node="node-1"
+        )
+        server["metadata"]["labels"] = labels
+        _apply(real, server)
+
+        def serving() -> bool:
+            statuses = _get(real, "np-srv").get("status", {}).get("containerStatuses") or []
+            return bool(statuses and statuses[0].get("state", {}).get("running"))
+
+        tc._until(serving, 60)
+        ip = _get(real, "np-srv")["status"]["podIP"]
+        other = {"app": "not-the-job"}
+        assert _reach(real, "np-before", ip, "node-0", other, 30).startswith("200 "), "no policy yet: open"
+        real.run("apply", "-f", "-", stdin=json.dumps(policy))
+        time.sleep(2)  # each Node's controller syncs on the policy's event
+        got = {
+            "job, other Node": _reach(real, "np-in0", ip, "node-0", labels, 20),
+            "job, same Node": _reach(real, "np-in1", ip, "node-1", labels, 20),
+            "not the job, other Node": _reach(real, "np-out0", ip, "node-0", other, 10),
+            "not the job, same Node": _reach(real, "np-out1", ip, "node-1", other, 10),
+        }
+        assert got["job, other Node"].startswith("200 ") and got["job, same Node"].startswith("200 "), got
+        assert got["not the job, other Node"].startswith("refused") and got["not the job, same Node"].startswith(
+            "refused"
+        ), got
+        assert all(p.poll() is None for p in procs), "a kube-router exited (logs/node-*-kube-router.log)"
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(30)
