@@ -36,6 +36,8 @@ ct = tc.ct
 rn = ct.realnode
 NODES = ("node-0", "node-1")
 NS = "e2e-real"
+#: A pod's command (python -c): an HTTP server on port 8080 of every address.
+HTTP_SERVER = "import http.server as h; h.test(h.SimpleHTTPRequestHandler, port=8080, bind='0.0.0.0')"
 BEFORE: dict[str, Any] = {}  # the host as the fixture found it
 
 
@@ -106,7 +108,7 @@ def _wait_settled(before: dict[str, Any], seconds: float = 20.0) -> dict[str, An
         time.sleep(0.5)
 
 
-def _pod(kube: tc.Kube, name: str, code: str, *, node: str, memory: str = "1Gi") -> dict[str, Any]:
+def _pod(kube: tc.Kube, name: str, code: str, *, node: str, memory: str = "1Gi", cpu: str = "1") -> dict[str, Any]:
     """A pod on `node` running `code` with the venv's Python, through the tests' pod template."""
     pod = {
         "apiVersion": "v1",
@@ -121,7 +123,7 @@ def _pod(kube: tc.Kube, name: str, code: str, *, node: str, memory: str = "1Gi")
                     "name": "main",
                     "image": "example.com/unused:1",  # the template puts the base image here
                     "command": ["python", "-c", code],
-                    "resources": {"limits": {"memory": memory, "cpu": "1"}},
+                    "resources": {"limits": {"memory": memory, "cpu": cpu}},
                 }
             ],
         },
@@ -188,12 +190,7 @@ def test_a_container_over_its_memory_limit_is_oomkilled_by_the_kernel(real: tc.K
 
 
 def test_pods_on_two_nodes_talk_over_their_addresses_a_cluster_ip_and_cluster_dns(real: tc.Kube) -> None:
-    server = _pod(
-        real,
-        "srv",
-        "import http.server as h; h.test(h.SimpleHTTPRequestHandler, port=8080, bind='0.0.0.0')",
-        node="node-1",
-    )
+    server = _pod(real, "srv", HTTP_SERVER, node="node-1")
     server["metadata"]["labels"] = {"app": "srv"}
     _apply(real, server)
     service = {
@@ -285,6 +282,10 @@ def test_worker_0_force_deleted_on_a_real_node_is_recreated_and_the_job_resumes(
     tc.assert_recreated_and_resumed(run, before, killed_at, 30)
 
 
+#: The NetworkPolicy test's pods' CPU limit (and so request): small, for a Node's 2 CPUs admit them
+#: beside what the module's other tests left running (a pod of 1 CPU each).
+NETPOL_POD_CPU = "100m"
+
 #: What kube-router's network policy controller watches (it writes nothing to the API).
 NETPOL_RBAC = [
     {"apiGroups": [""], "resources": ["pods", "namespaces", "nodes", "services"], "verbs": ["get", "list", "watch"]},
@@ -325,7 +326,7 @@ def _reach(kube: tc.Kube, name: str, ip: str, node: str, labels: dict[str, str],
         "else:\n"
         "    print('refused', last)\n"
     )
-    pod = _pod(kube, name, code, node=node)
+    pod = _pod(kube, name, code, node=node, cpu=NETPOL_POD_CPU)
     pod["metadata"]["labels"] = labels
     _apply(kube, pod)
     assert _finished(kube, name, seconds + 60)["exitCode"] == 0
@@ -358,9 +359,7 @@ def test_the_rendered_network_policy_is_enforced_by_kube_routers_firewall(real: 
         job = {"metadata": {"name": "np", "namespace": NS}}
         policy = ei.render_network_policy(job)
         labels = dict(policy["spec"]["podSelector"]["matchLabels"])
-        server = _pod(
-            real, "np-srv", "import http.server as h; h.test(h.SimpleHTTPRequestHandler, port=8080)", node="node-1"
-        )
+        server = _pod(real, "np-srv", HTTP_SERVER, node="node-1", cpu=NETPOL_POD_CPU)
         server["metadata"]["labels"] = labels
         _apply(real, server)
 
